@@ -1,0 +1,59 @@
+"""The `colbench` command: a Typer root that mounts one module per command group.
+
+Errors a user can cause (bad input, a missing model, an unreachable endpoint, a
+database from the future) print one line on stderr and exit non-zero; set
+COLBENCH_DEBUG=1 to see the traceback instead.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+import typer
+
+from colbench.cli import common, data, db, inspect
+
+app = typer.Typer(
+    name="colbench",
+    help="ColBench and SWEET-RL: collaborative agents, simulated humans, sandboxed grading, training.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def root(
+    database: str = typer.Option(
+        None, "--db", envvar="COLBENCH_DB", help="SQLAlchemy URL of the store. Default: sqlite:///colbench.db in the working directory."
+    ),
+) -> None:
+    common.state.db_url = database
+
+
+app.add_typer(db.app, name="db")
+data.register(app)
+inspect.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=argv, prog_name="colbench", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        code = exc.exit_code
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        common.fail("interrupted; everything finished before the interrupt is stored", code=130)
+    except Exception as exc:  # anything else still gets one line, never a traceback
+        if os.environ.get("COLBENCH_DEBUG"):
+            raise
+        common.fail(common.describe(exc))
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

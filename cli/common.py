@@ -1,0 +1,78 @@
+"""What every command shares: the open store, one-line errors, progress bars, JSON output."""
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator, NoReturn
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+@dataclass
+class State:
+    db_url: str | None = None
+    _db: Any = None
+
+    def db(self):
+        if self._db is None:
+            from colbench.store.db import Database
+
+            self._db = Database(self.db_url)
+        return self._db
+
+
+state = State()
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    sys.exit(code)
+
+
+def describe(exc: BaseException) -> str:
+    """One line for any exception: ours carry a message made for users already."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else ""
+    if isinstance(exc, (OSError,)) and getattr(exc, "strerror", None):
+        target = getattr(exc, "filename", None)
+        return f"{exc.strerror}: {target}" if target else exc.strerror
+    user_facing = ("StoreError", "FormatError", "ModelNotFound", "EngineError", "EndpointError", "SandboxUnavailable", "UsageError")
+    if type(exc).__name__ in user_facing or isinstance(exc, ValueError):
+        return text or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def print_json(payload: Any) -> None:
+    sys.stdout.write(json.dumps(payload, indent=2, default=str, ensure_ascii=False) + "\n")
+
+
+@contextmanager
+def progress_bar(description: str, total: int | None, *, enabled: bool = True) -> Iterator[Any]:
+    """A Rich progress bar on stderr; yields `advance(n)`. Silent when disabled (e.g. --json)."""
+    if not enabled:
+        yield lambda n=1: None
+        return
+    columns = [
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    ]
+    with Progress(*columns, console=err_console, transient=False) as progress:
+        task = progress.add_task(description, total=total)
+        yield lambda n=1: progress.advance(task, n)
+
+
+def count_lines(path) -> int | None:
+    try:
+        with open(path, "rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    except OSError:
+        return None

@@ -1,0 +1,220 @@
+"""Rich renderers, so that command modules stay thin."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rich.console import Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from colbench.protocol import ANSWER_MARKER
+
+_FENCED = re.compile(r"```([a-zA-Z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+def _when(value) -> str:
+    return value.strftime("%Y-%m-%d %H:%M") if value else ""
+
+
+def _reward(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def _short(text: str, width: int = 60) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def task_summary(task) -> dict[str, Any]:
+    return {
+        "id": task.id,
+        "family": task.family,
+        "split": task.split,
+        "source": task.source,
+        "tests": len(task.test_cases or {}),
+        "description": task.problem_description,
+        "content_hash": task.content_hash,
+    }
+
+
+def tasks_table(tasks, total: int) -> Table:
+    table = Table(title=f"tasks ({len(tasks)} of {total})", title_justify="left")
+    for name in ("id", "family", "split", "source", "tests", "description"):
+        table.add_column(name, justify="right" if name in ("id", "tests") else "left", no_wrap=name != "description")
+    for task in tasks:
+        table.add_row(str(task.id), task.family, task.split, task.source, str(len(task.test_cases or {})), _short(task.problem_description))
+    return table
+
+
+def trajectory_summary(trajectory, task, agent_turns: int) -> dict[str, Any]:
+    return {
+        "id": trajectory.id,
+        "task_id": task.id,
+        "family": task.family,
+        "split": task.split,
+        "policy": trajectory.policy,
+        "simulator": trajectory.simulator,
+        "sample_index": trajectory.sample_index,
+        "status": trajectory.status,
+        "agent_turns": agent_turns,
+        "reward": trajectory.reward,
+        "success": trajectory.success,
+        "failure": trajectory.failure,
+        "finished_at": trajectory.finished_at,
+    }
+
+
+_STATUS_STYLE = {"done": "green", "failed": "red", "running": "yellow", "pending": "dim"}
+
+
+def trajectories_table(rows) -> Table:
+    table = Table(title=f"trajectories ({len(rows)})", title_justify="left")
+    for name in ("id", "task", "policy", "simulator", "#", "status", "turns", "reward", "success", "finished"):
+        table.add_column(name, justify="right" if name in ("id", "task", "#", "turns", "reward") else "left")
+    for trajectory, task, agent_turns in rows:
+        status = Text(trajectory.status, style=_STATUS_STYLE.get(trajectory.status, ""))
+        success = "" if trajectory.success is None else ("✓" if trajectory.success else "✗")
+        table.add_row(
+            str(trajectory.id),
+            f"{task.id} {task.family[0]}/{task.split}",
+            trajectory.policy,
+            trajectory.simulator,
+            str(trajectory.sample_index),
+            status,
+            str(agent_turns),
+            _reward(trajectory.reward),
+            success,
+            _when(trajectory.finished_at),
+        )
+    return table
+
+
+# ---------------------------------------------------------------- inspect
+
+
+def _score_style(score: float) -> str:
+    if score > 0.05:
+        return "bold green"
+    if score < -0.05:
+        return "bold red"
+    return "yellow"
+
+
+def _message_body(text: str, role: str):
+    """Prose as text, code (fenced, or after the answer marker) highlighted."""
+    parts: list[Any] = []
+    if role == "assistant" and ANSWER_MARKER in text and "```" not in text:
+        before, after = text.split(ANSWER_MARKER, 1)
+        if before.strip():
+            parts.append(Text(before.strip()))
+        parts.append(Text(ANSWER_MARKER, style="bold magenta"))
+        parts.append(Syntax(after.strip("\n"), "python", theme="ansi_dark", word_wrap=True))
+        return Group(*parts)
+    position = 0
+    for match in _FENCED.finditer(text):
+        if text[position : match.start()].strip():
+            parts.append(Text(text[position : match.start()].strip()))
+        language = match.group(1) or ("html" if "<html" in match.group(2).lower() else "python")
+        parts.append(Syntax(match.group(2).rstrip("\n"), language, theme="ansi_dark", word_wrap=True))
+        position = match.end()
+    if text[position:].strip() or not parts:
+        parts.append(Text(text[position:].strip()))
+    return Group(*parts)
+
+
+def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple[int, float]]], *, reveal: bool):
+    outcome = Text(trajectory.status, style=_STATUS_STYLE.get(trajectory.status, ""))
+    if trajectory.success is not None:
+        outcome.append("  success" if trajectory.success else "  not solved", style="green" if trajectory.success else "red")
+    header = Table.grid(padding=(0, 2))
+    header.add_column(style="bold")
+    header.add_column()
+    header.add_row("trajectory", str(trajectory.id))
+    header.add_row("task", f"{task.id} ({task.family}/{task.split}, {task.source})")
+    header.add_row("policy", trajectory.policy)
+    header.add_row("simulator", trajectory.simulator)
+    header.add_row("sample", f"{trajectory.sample_index}" + (f"  seed {trajectory.seed}" if trajectory.seed is not None else ""))
+    header.add_row("outcome", outcome)
+    header.add_row("reward", _reward(trajectory.reward) or "not graded")
+    if trajectory.failure:
+        header.add_row("failure", Text(trajectory.failure, style="red"))
+    items: list[Any] = [Panel(header, title="colbench inspect", border_style="blue")]
+
+    agent_turn = 0
+    for turn in turns:
+        if turn.role == "assistant":
+            agent_turn += 1
+            title = f"[bold cyan]agent[/] · turn {agent_turn}"
+            details = []
+            if turn.completion_tokens:
+                details.append(f"{turn.completion_tokens} tokens")
+            if turn.logprob_mean is not None:
+                details.append(f"mean log-prob {turn.logprob_mean:.3f}")
+            if turn.latency_s is not None:
+                details.append(f"{turn.latency_s:.2f}s")
+            for checkpoint_id, score in scores.get(turn.id, []):
+                details.append(f"[{_score_style(score)}]critic ckpt:{checkpoint_id} {score:+.4f}[/]")
+            subtitle = " · ".join(details) or None
+            items.append(Panel(_message_body(turn.content, "assistant"), title=title, subtitle=subtitle, title_align="left", subtitle_align="right", border_style="cyan"))
+        else:
+            title = "[bold green]human[/]" + (" · task description" if turn.index == 0 else "")
+            clipped = turn.raw is not None and turn.raw != turn.content
+            subtitle = f"cut from {len(turn.raw)} characters" if clipped else None
+            if turn.error:
+                subtitle = f"[red]{escape(turn.error)}[/]"
+            items.append(Panel(Text(turn.content), title=title, subtitle=subtitle, title_align="left", subtitle_align="right", border_style="green"))
+
+    if tests:
+        table = Table(title="test results", title_justify="left")
+        for name in ("test", "call", "expected", "actual", "result", "time"):
+            table.add_column(name, overflow="fold")
+        for result in tests:
+            verdict = Text("pass", style="green") if result.passed else Text(result.error or "fail", style="red")
+            table.add_row(
+                result.name,
+                result.call,
+                result.expected or "",
+                result.actual or "",
+                verdict,
+                "" if result.duration_s is None else f"{result.duration_s * 1000:.0f}ms",
+            )
+        items.append(table)
+    if reveal:
+        language = "python" if task.family == "backend" else "html"
+        items.append(Panel(Syntax(task.ground_truth, language, theme="ansi_dark", word_wrap=True), title="hidden reference", border_style="magenta"))
+    else:
+        items.append(Text("(hidden reference not shown; pass --reveal to see it)", style="dim"))
+    return Group(*items)
+
+
+def trajectory_json(trajectory, task, turns, tests, scores, *, reveal: bool) -> dict[str, Any]:
+    payload = trajectory_summary(trajectory, task, sum(t.role == "assistant" for t in turns))
+    payload["answer"] = trajectory.answer
+    payload["problem_description"] = task.problem_description
+    payload["turns"] = [
+        {
+            "index": t.index,
+            "role": t.role,
+            "content": t.content,
+            "raw": t.raw,
+            "prompt": t.prompt,
+            "completion_tokens": t.completion_tokens,
+            "logprob_sum": t.logprob_sum,
+            "logprob_mean": t.logprob_mean,
+            "latency_s": t.latency_s,
+            "error": t.error,
+            "critic_scores": {f"ckpt:{c}": s for c, s in scores.get(t.id, [])},
+        }
+        for t in turns
+    ]
+    payload["tests"] = [
+        {"name": r.name, "call": r.call, "expected": r.expected, "actual": r.actual, "passed": r.passed, "error": r.error, "duration_s": r.duration_s}
+        for r in tests
+    ]
+    if reveal:
+        payload["ground_truth"] = task.ground_truth
+    return payload

@@ -1,0 +1,347 @@
+"""The official ColBench / SWEET-RL data formats: read them into the store, write them back.
+
+Task files are JSONL, one task a line: `problem_description`, `ground_truth`,
+`test_cases` (backend) and optionally `hidden_information`. Offline trajectory files
+are JSONL of `{task, dialogue_history, answer, reward?}`, where assistant turns carry
+`input` (the full chat-templated prompt) and `output` (the raw generation).
+
+Imports are all-or-nothing per file: every line is parsed and checked first, then
+everything goes in one transaction. A bad line names its file and line number.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from colbench.store.db import Database
+from colbench.store.models import Task, Trajectory, utcnow
+from colbench.store import queries
+from colbench.tasks.spec import FAMILIES, SPLITS, TaskSpec
+
+TASK_FIELDS = ("problem_description", "ground_truth", "test_cases", "hidden_information")
+Progress = Callable[[int], None]  # called with the number of lines just handled
+
+
+class FormatError(ValueError):
+    """A record that does not follow the official format. The message names file and line."""
+
+
+@dataclass
+class ImportSummary:
+    path: str
+    records: int
+    added: int
+    skipped: int  # already stored (same content)
+    tasks_added: int = 0
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, record) for every non-blank line; FormatError on bad JSON."""
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise FormatError(f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            except UnicodeDecodeError:
+                raise FormatError(f"{path}:{number}: not UTF-8 text") from None
+            if not isinstance(record, dict):
+                raise FormatError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+            yield number, record
+
+
+def task_from_record(record: dict, *, family: str, split: str, source: str, where: str) -> TaskSpec:
+    def text_field(name: str, required: bool = True) -> str | None:
+        value = record.get(name)
+        if value is None and not required:
+            return None
+        if not isinstance(value, str) or (required and not value.strip()):
+            raise FormatError(f"{where}: field '{name}' must be a non-empty string")
+        return value
+
+    if family not in FAMILIES:
+        raise FormatError(f"{where}: family must be one of {', '.join(FAMILIES)}")
+    description = text_field("problem_description")
+    reference = text_field("ground_truth")
+    hidden = text_field("hidden_information", required=False)
+    tests = record.get("test_cases", {} if family == "frontend" else None)
+    if family == "backend":
+        if not isinstance(tests, dict) or not tests:
+            raise FormatError(f"{where}: field 'test_cases' must be a non-empty object of call strings")
+        bad = [k for k, v in tests.items() if not isinstance(v, str) or not v.strip()]
+        if bad:
+            raise FormatError(f"{where}: test case '{bad[0]}' must be a call expression string")
+    elif tests is not None and not isinstance(tests, dict):
+        raise FormatError(f"{where}: field 'test_cases' must be an object")
+    naive = record.get("naive_solution")
+    return TaskSpec(
+        family=family,
+        split=split,
+        source=source,
+        problem_description=description,
+        ground_truth=reference,
+        hidden_information=hidden,
+        test_cases=dict(tests or {}),
+        naive_solution=naive if isinstance(naive, str) else None,
+    )
+
+
+def _extra_fields(record: dict) -> dict | None:
+    extra = {k: v for k, v in record.items() if k not in TASK_FIELDS}
+    return extra or None
+
+
+def task_row(spec: TaskSpec, extra: dict | None = None) -> Task:
+    return Task(
+        family=spec.family,
+        split=spec.split,
+        source=spec.source,
+        problem_description=spec.problem_description,
+        ground_truth=spec.ground_truth,
+        hidden_information=spec.hidden_information,
+        test_cases=spec.test_cases,
+        naive_solution=spec.naive_solution,
+        extra=extra,
+        content_hash=spec.content_hash,
+    )
+
+
+def spec_of(task: Task) -> TaskSpec:
+    return TaskSpec(
+        family=task.family,
+        split=task.split,
+        source=task.source,
+        problem_description=task.problem_description,
+        ground_truth=task.ground_truth,
+        hidden_information=task.hidden_information,
+        test_cases=dict(task.test_cases or {}),
+        naive_solution=task.naive_solution,
+    )
+
+
+def task_record(task: Task) -> dict[str, Any]:
+    """The official record of a stored task, with any fields we carried through."""
+    record = spec_of(task).to_official()
+    for key, value in (task.extra or {}).items():
+        if key != "naive_solution":
+            record[key] = value
+    return record
+
+
+# ---------------------------------------------------------------- tasks
+
+
+def import_tasks(
+    db: Database, path: Path, *, family: str, split: str, progress: Progress | None = None
+) -> ImportSummary:
+    if split not in SPLITS:
+        raise FormatError(f"split must be one of {', '.join(SPLITS)}")
+    rows: list[Task] = []
+    for number, record in read_jsonl(path):
+        spec = task_from_record(record, family=family, split=split, source=f"import:{path.name}", where=f"{path}:{number}")
+        extra = _extra_fields(record)
+        if extra and "naive_solution" in extra:
+            extra.pop("naive_solution")
+        rows.append(task_row(spec, extra or None))
+        if progress:
+            progress(1)
+    with db.write() as session:
+        _, added = queries.add_tasks(session, rows)
+    return ImportSummary(str(path), len(rows), added, len(rows) - added, tasks_added=added)
+
+
+# ---------------------------------------------------------------- trajectories
+
+
+def _trajectory_hash(task_hash: str, record: dict) -> str:
+    payload = json.dumps([task_hash, record.get("dialogue_history"), record.get("answer")], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _family_of(task: dict, family: str | None) -> str:
+    if family:
+        return family
+    return "backend" if task.get("test_cases") else "frontend"
+
+
+def _turn_rows(history: list, where: str) -> list[dict]:
+    rows = []
+    now = utcnow()
+    for index, message in enumerate(history):
+        if not isinstance(message, dict):
+            raise FormatError(f"{where}: dialogue_history[{index}] must be an object")
+        role, content = message.get("role"), message.get("content")
+        if role not in ("user", "assistant", "system"):
+            raise FormatError(f"{where}: dialogue_history[{index}] has role {role!r}; expected user or assistant")
+        if not isinstance(content, str):
+            raise FormatError(f"{where}: dialogue_history[{index}] needs a string 'content'")
+        prompt, output = message.get("input"), message.get("output")
+        for name, value in (("input", prompt), ("output", output)):
+            if value is not None and not isinstance(value, str):
+                raise FormatError(f"{where}: dialogue_history[{index}].{name} must be a string")
+        rows.append(
+            {"index": index, "role": role, "content": content, "raw": output, "prompt": prompt, "created_at": now}
+        )
+    return rows
+
+
+def import_trajectories(
+    db: Database,
+    path: Path,
+    *,
+    policy: str | None = None,
+    family: str | None = None,
+    split: str = "train",
+    progress: Progress | None = None,
+) -> ImportSummary:
+    """Import an offline trajectory file. Tasks it mentions are added if missing."""
+    policy = policy or f"import:{path.stem}"
+    parsed: list[tuple[TaskSpec, dict | None, dict, list[dict]]] = []
+    for number, record in read_jsonl(path):
+        where = f"{path}:{number}"
+        task = record.get("task")
+        if not isinstance(task, dict):
+            raise FormatError(f"{where}: field 'task' must be an object with the task's fields")
+        spec = task_from_record(task, family=_family_of(task, family), split=split, source=f"import:{path.name}", where=f"{where} (task)")
+        history = record.get("dialogue_history")
+        if not isinstance(history, list) or not history:
+            raise FormatError(f"{where}: field 'dialogue_history' must be a non-empty list")
+        reward = record.get("reward")
+        if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
+            raise FormatError(f"{where}: field 'reward' must be a number")
+        answer = record.get("answer")
+        if answer is not None and not isinstance(answer, str):
+            raise FormatError(f"{where}: field 'answer' must be a string")
+        parsed.append((spec, _extra_fields(task), record, _turn_rows(history, where)))
+        if progress:
+            progress(1)
+
+    with db.write() as session:
+        task_ids, tasks_added = queries.add_tasks(session, [task_row(s, e) for s, e, _, _ in parsed])
+        hashes = [_trajectory_hash(spec.content_hash, record) for spec, _, record, _ in parsed]
+        stored = queries.existing_trajectory_hashes(session, hashes)
+        next_index = queries.sample_counts(session, policy, task_ids.values())
+        db.lock_for_sequence(session)
+        seq = queries.next_graded_seq(session)
+        trajectories, turns, now = [], [], utcnow()
+        for (spec, _, record, turn_rows), digest in zip(parsed, hashes):
+            if digest in stored:
+                continue
+            stored.add(digest)
+            task_id = task_ids[spec.content_hash]
+            index = next_index.get(task_id, 0)
+            next_index[task_id] = index + 1
+            reward = record.get("reward")
+            graded = reward is not None
+            trajectories.append(
+                {
+                    "task_id": task_id,
+                    "policy": policy,
+                    "simulator": "import",
+                    "setting": "",
+                    "sample_index": index,
+                    "status": "done",
+                    "answer": record.get("answer"),
+                    "reward": float(reward) if graded else None,
+                    "success": (float(reward) >= 1.0) if graded and spec.family == "backend" else None,
+                    "graded_seq": seq if graded else None,
+                    "content_hash": digest,
+                    "created_at": now,
+                    "finished_at": now,
+                }
+            )
+            seq += graded
+            turns.append(turn_rows)
+        queries.bulk_insert_trajectories(session, trajectories, turns)
+    added = len(trajectories)
+    return ImportSummary(str(path), len(parsed), added, len(parsed) - added, tasks_added=tasks_added)
+
+
+def trajectory_record(task: Task, trajectory: Trajectory, turns: list) -> dict[str, Any]:
+    history = []
+    for turn in turns:
+        message: dict[str, Any] = {"role": turn.role, "content": turn.content}
+        if turn.prompt is not None:
+            message["input"] = turn.prompt
+        if turn.raw is not None and turn.role == "assistant":
+            message["output"] = turn.raw
+        history.append(message)
+    record: dict[str, Any] = {"task": task_record(task), "dialogue_history": history, "answer": trajectory.answer}
+    if trajectory.reward is not None:
+        record["reward"] = trajectory.reward
+    return record
+
+
+# ---------------------------------------------------------------- export
+
+
+@dataclass
+class ExportSummary:
+    files: dict[str, int]  # path → records written
+
+
+def export_official(
+    db: Database,
+    out_dir: Path,
+    *,
+    family: str | None = None,
+    split: str | None = None,
+    policy: str | None = None,
+    progress: Progress | None = None,
+) -> ExportSummary:
+    """Write `<family>_<split>_tasks.jsonl` per family and split, and `trajectories.jsonl`.
+
+    Files are written whole to a temporary name and renamed, so an interrupted export
+    never leaves a half file behind under the real name.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files: dict[str, int] = {}
+    with db.read() as session:
+        tasks = queries.tasks_in(session, family=family, split=split)
+        groups: dict[tuple[str, str], list[Task]] = {}
+        for task in tasks:
+            groups.setdefault((task.family, task.split), []).append(task)
+        for (fam, spl), members in groups.items():
+            target = out_dir / f"{fam}_{spl}_tasks.jsonl"
+            files[str(target)] = _write_jsonl(target, (task_record(t) for t in members))
+            if progress:
+                progress(len(members))
+
+        flt = queries.TrajectoryFilter(policy=policy, family=family, split=split, limit=None)
+        found = sorted(queries.find_trajectories(session, flt), key=lambda row: row[0].id)
+        trajectory_ids = [t.id for t, _, _ in found]
+        turns = queries.turns_for(session, trajectory_ids)
+
+        def records():
+            for trajectory, task, _ in found:
+                yield trajectory_record(task, trajectory, turns[trajectory.id])
+                if progress:
+                    progress(1)
+
+        if found:
+            target = out_dir / "trajectories.jsonl"
+            files[str(target)] = _write_jsonl(target, records())
+    return ExportSummary(files)
+
+
+def _write_jsonl(target: Path, records) -> int:
+    temporary = target.with_name(target.name + ".part")
+    count = 0
+    with temporary.open("w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            count += 1
+    temporary.replace(target)
+    return count

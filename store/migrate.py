@@ -1,0 +1,81 @@
+"""Schema versions: Alembic, driven from code so it works from any working directory.
+
+A database is brought to the newest revision on first use. One that was written by a
+newer colbench (a revision this install does not know) is refused rather than touched.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+
+import colbench.migrations
+from colbench.store.db import Database, StoreError, _one_line
+
+MIGRATIONS_DIR = Path(colbench.migrations.__file__).parent
+# An arbitrary constant: the PostgreSQL advisory lock that serialises upgrades.
+_PG_UPGRADE_LOCK = 7337000
+
+
+def alembic_config(db: Database) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("sqlalchemy.url", db.url.replace("%", "%%"))
+    return config
+
+
+def head_revision() -> str:
+    return ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
+
+
+def current_revision(db: Database) -> str | None:
+    with db.engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def _known(revision: str) -> bool:
+    try:
+        return ScriptDirectory(str(MIGRATIONS_DIR)).get_revision(revision) is not None
+    except Exception:
+        return False
+
+
+def upgrade(db: Database, revision: str = "head") -> str | None:
+    """Upgrade under a write lock, so processes that open a fresh database at once upgrade it once."""
+    config = alembic_config(db)
+    try:
+        with db._write_engine.begin() as connection:
+            if not db.is_sqlite:
+                connection.execute(text(f"SELECT pg_advisory_xact_lock({_PG_UPGRADE_LOCK})"))
+            found = MigrationContext.configure(connection).get_current_revision()
+            _refuse_unknown(found, db)
+            config.attributes["connection"] = connection
+            command.upgrade(config, revision)
+            return MigrationContext.configure(connection).get_current_revision()
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise StoreError(f"cannot migrate {db.safe_url}: {_one_line(exc)}") from exc
+
+
+def _refuse_unknown(found: str | None, db: Database) -> None:
+    if found is not None and not _known(found):
+        raise StoreError(
+            f"database {db.safe_url} is at revision {found}, newer than this colbench "
+            f"knows (head {head_revision()}); upgrade colbench to use it"
+        )
+
+
+def ensure_current(db: Database) -> None:
+    try:
+        found = current_revision(db)
+    except Exception as exc:
+        raise StoreError(f"cannot open database {db.safe_url}: {_one_line(exc)}") from exc
+    if found == head_revision():
+        return
+    _refuse_unknown(found, db)
+    upgrade(db)

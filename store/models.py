@@ -1,0 +1,204 @@
+"""Every table colbench keeps, in one place.
+
+The flow they record: tasks are rolled out into trajectories of turns (agent turns
+with the exact prompt and log-probs, human turns with the simulator's raw and
+truncated reply); finished trajectories are graded into test results; training
+runs consume graded trajectories (lineage) and write checkpoints; critics score
+turns; evaluations summarise a policy on a split.
+
+Alembic reads `SQLModel.metadata` from here; change a table, then add a revision
+in migrations/versions.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from sqlalchemy import JSON, Column, DateTime, Index, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+# Stable constraint names, so that batch migrations on SQLite can find them again.
+SQLModel.metadata.naming_convention = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _text(nullable: bool = True) -> Any:
+    return Field(default=None, sa_column=Column(Text, nullable=nullable))
+
+
+def _json(default: Any = None) -> Any:
+    if default is None:
+        return Field(default=None, sa_column=Column(JSON, nullable=True))
+    return Field(default_factory=lambda: type(default)(default), sa_column=Column(JSON, nullable=False))
+
+
+def _when(nullable: bool = True) -> Any:
+    if nullable:
+        return Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
+    return Field(default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False))
+
+
+class Task(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    family: str = Field(index=True)  # "backend" | "frontend"
+    split: str = Field(index=True)  # "train" | "test"
+    source: str  # "builtin", "import:<file>", "generated:<model>"
+    problem_description: str = _text(nullable=False)
+    ground_truth: str = _text(nullable=False)  # the reference: code (backend) or HTML (frontend)
+    hidden_information: Optional[str] = _text()
+    test_cases: dict = _json({})  # {"test1": "f(1, 2)", ...}; empty for frontend
+    naive_solution: Optional[str] = _text()
+    extra: Optional[dict] = _json()  # fields of the official record we do not model, kept for export
+    content_hash: str = Field(unique=True)
+    created_at: datetime = _when(nullable=False)
+
+
+class Trajectory(SQLModel, table=True):
+    """One dialogue between a policy and a simulated human on one task.
+
+    (task, policy, simulator, setting, sample_index) names a rollout slot, so a rerun
+    of the same rollout command finds the slots it already filled.
+    """
+
+    __table_args__ = (
+        UniqueConstraint("task_id", "policy", "simulator", "setting", "sample_index"),
+        Index("ix_trajectory_status_policy", "status", "policy"),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    task_id: int = Field(foreign_key="task.id", index=True)
+    policy: str  # model reference: "hf:<path>", "ckpt:<id>", "openai:<model>@<url>", "import:<name>"
+    simulator: str
+    setting: str = ""  # what else shaped the rollout beyond policy and simulator (e.g. best-of-N)
+    sample_index: int = 0
+    seed: Optional[int] = None
+    status: str = Field(default="pending")  # pending | running | done | failed
+    failure: Optional[str] = _text()
+    answer: Optional[str] = _text()
+    reward: Optional[float] = None  # backend: fraction of tests passed; frontend: similarity
+    success: Optional[bool] = None
+    # Assigned in increasing order whenever a trajectory gets (re)graded; trainers read
+    # "everything after the watermark I consumed" through its index.
+    graded_seq: Optional[int] = Field(default=None, unique=True)
+    content_hash: Optional[str] = Field(default=None, unique=True)  # imported records only
+    worker: Optional[str] = None  # the rollout process that holds the claim
+    heartbeat_at: Optional[datetime] = _when()
+    started_at: Optional[datetime] = _when()
+    finished_at: Optional[datetime] = _when()
+    created_at: datetime = _when(nullable=False)
+
+
+class Turn(SQLModel, table=True):
+    """One message of a dialogue. Index 0 is the human's opening (the problem description).
+
+    Agent turns carry the exact prompt the policy saw and the sampled tokens' log-probs.
+    Human turns carry the simulator's raw reply; `content` is what the agent was shown
+    (truncated by the protocol).
+    """
+
+    __table_args__ = (UniqueConstraint("trajectory_id", "index"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    trajectory_id: int = Field(foreign_key="trajectory.id", index=True)
+    index: int
+    role: str  # "user" (the human) | "assistant" (the agent)
+    content: str = _text(nullable=False)
+    raw: Optional[str] = _text()  # agent: raw generation; human: untruncated reply
+    prompt: Optional[str] = _text()  # agent: the full chat-templated prompt
+    prompt_tokens: Optional[int] = None
+    completion_tokens: Optional[int] = None
+    logprob_sum: Optional[float] = None
+    logprob_mean: Optional[float] = None
+    latency_s: Optional[float] = None
+    error: Optional[str] = _text()
+    created_at: datetime = _when(nullable=False)
+
+
+class TestResult(SQLModel, table=True):
+    __tablename__ = "test_result"
+    __test__ = False  # not a pytest test class
+    __table_args__ = (UniqueConstraint("trajectory_id", "name"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    trajectory_id: int = Field(foreign_key="trajectory.id", index=True)
+    name: str
+    call: str = _text(nullable=False)
+    expected: Optional[str] = _text()  # canonical repr of the reference output
+    actual: Optional[str] = _text()  # canonical repr of the answer's output
+    passed: bool = False
+    error: Optional[str] = _text()
+    duration_s: Optional[float] = None
+
+
+class TrainingRun(SQLModel, table=True):
+    __tablename__ = "training_run"
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    kind: str = Field(index=True)  # "critic" | "policy:sweet" | "policy:rft" | "policy:mtdpo"
+    base_model: str
+    # The checkpoint this run continued from. Not a foreign key: checkpoint already
+    # points at training_run, and a cycle of keys cannot be created in order.
+    parent_checkpoint_id: Optional[int] = Field(default=None, index=True)
+    config: dict = _json({})
+    status: str = "running"  # running | done | failed
+    metrics: dict = _json({})
+    error: Optional[str] = _text()
+    data_watermark: Optional[int] = None  # the highest graded_seq this run consumed
+    started_at: datetime = _when(nullable=False)
+    finished_at: Optional[datetime] = _when()
+
+
+class Checkpoint(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="training_run.id", index=True)
+    kind: str  # "critic" | "policy"
+    base_model: str
+    path: str  # a folder: a peft adapter, or full weights when adapter is False
+    adapter: bool = True
+    step: int = 0
+    sha256: Optional[str] = None
+    metrics: dict = _json({})
+    created_at: datetime = _when(nullable=False)
+
+
+class Lineage(SQLModel, table=True):
+    """What a training run consumed: a trajectory, or one turn of it."""
+
+    __table_args__ = (Index("ix_lineage_run_trajectory", "run_id", "trajectory_id"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="training_run.id")
+    trajectory_id: int = Field(foreign_key="trajectory.id", index=True)
+    turn_id: Optional[int] = Field(default=None, foreign_key="turn.id")
+
+
+class CriticScore(SQLModel, table=True):
+    __tablename__ = "critic_score"
+    __table_args__ = (UniqueConstraint("turn_id", "checkpoint_id"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    turn_id: int = Field(foreign_key="turn.id", index=True)
+    checkpoint_id: int = Field(foreign_key="checkpoint.id", index=True)
+    score: float
+    created_at: datetime = _when(nullable=False)
+
+
+class Evaluation(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    policy: str = Field(index=True)
+    family: str
+    split: str
+    simulator: str
+    n_tasks: int
+    n_trajectories: int
+    metrics: dict = _json({})
+    created_at: datetime = _when(nullable=False)

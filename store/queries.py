@@ -1,0 +1,240 @@
+"""Reads and writes that more than one part of colbench needs.
+
+Recipes and commands reach the store through these functions, so each query exists
+once and its indexes are chosen here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from sqlalchemy import func, insert
+from sqlmodel import Session, col, select
+
+from colbench.store.models import (
+    Checkpoint,
+    CriticScore,
+    Lineage,
+    Task,
+    TestResult,
+    Trajectory,
+    Turn,
+    utcnow,
+)
+
+# SQLite allows 32,766 bound parameters per statement; stay well under it.
+_ROWS_PER_STATEMENT = 500
+
+
+# ---------------------------------------------------------------- tasks
+
+
+def existing_task_ids(session: Session, hashes: Iterable[str]) -> dict[str, int]:
+    """content_hash → id for those of `hashes` already stored."""
+    found: dict[str, int] = {}
+    hashes = list(set(hashes))
+    for start in range(0, len(hashes), _ROWS_PER_STATEMENT):
+        chunk = hashes[start : start + _ROWS_PER_STATEMENT]
+        rows = session.exec(select(Task.content_hash, Task.id).where(col(Task.content_hash).in_(chunk)))
+        found.update({h: i for h, i in rows})
+    return found
+
+
+def add_tasks(session: Session, tasks: Sequence[Task]) -> tuple[dict[str, int], int]:
+    """Insert the tasks not stored yet. Returns (content_hash → id for all, number added)."""
+    ids = existing_task_ids(session, (t.content_hash for t in tasks))
+    new, seen = [], set(ids)
+    for task in tasks:
+        if task.content_hash not in seen:
+            seen.add(task.content_hash)
+            new.append(task)
+    session.add_all(new)
+    session.flush()
+    ids.update({t.content_hash: t.id for t in new})
+    return ids, len(new)
+
+
+def tasks_in(session: Session, family: str | None = None, split: str | None = None) -> list[Task]:
+    query = select(Task).order_by(Task.id)
+    if family:
+        query = query.where(Task.family == family)
+    if split:
+        query = query.where(Task.split == split)
+    return list(session.exec(query))
+
+
+# ---------------------------------------------------------------- trajectories
+
+
+def next_graded_seq(session: Session, count: int = 1) -> int:
+    """The first of `count` fresh graded_seq numbers. Call inside a write transaction."""
+    current = session.exec(select(func.max(Trajectory.graded_seq))).one()
+    return (current or 0) + 1
+
+
+def bulk_insert_trajectories(
+    session: Session, trajectories: list[dict], turns: list[list[dict]]
+) -> list[int]:
+    """Insert trajectory rows and their turns with a few large statements.
+
+    `trajectories[i]` and `turns[i]` are plain column dicts; turn dicts get their
+    trajectory_id filled in here. Returns the new trajectory ids in order.
+    """
+    ids: list[int] = []
+    for start in range(0, len(trajectories), _ROWS_PER_STATEMENT):
+        chunk = trajectories[start : start + _ROWS_PER_STATEMENT]
+        result = session.execute(
+            insert(Trajectory).returning(Trajectory.id, sort_by_parameter_order=True), chunk
+        )
+        ids.extend(row[0] for row in result)
+    turn_rows = []
+    for trajectory_id, its_turns in zip(ids, turns):
+        for turn in its_turns:
+            turn["trajectory_id"] = trajectory_id
+            turn_rows.append(turn)
+    for start in range(0, len(turn_rows), _ROWS_PER_STATEMENT * 4):
+        session.execute(insert(Turn), turn_rows[start : start + _ROWS_PER_STATEMENT * 4])
+    return ids
+
+
+def existing_trajectory_hashes(session: Session, hashes: Iterable[str]) -> set[str]:
+    found: set[str] = set()
+    hashes = list(set(hashes))
+    for start in range(0, len(hashes), _ROWS_PER_STATEMENT):
+        chunk = hashes[start : start + _ROWS_PER_STATEMENT]
+        found.update(session.exec(select(Trajectory.content_hash).where(col(Trajectory.content_hash).in_(chunk))))
+    return found
+
+
+def sample_counts(session: Session, policy: str, task_ids: Iterable[int]) -> dict[int, int]:
+    """How many trajectories of `policy` each task already has (the next sample index)."""
+    counts: dict[int, int] = {}
+    task_ids = list(set(task_ids))
+    for start in range(0, len(task_ids), _ROWS_PER_STATEMENT):
+        chunk = task_ids[start : start + _ROWS_PER_STATEMENT]
+        rows = session.exec(
+            select(Trajectory.task_id, func.count())
+            .where(Trajectory.policy == policy, col(Trajectory.task_id).in_(chunk))
+            .group_by(Trajectory.task_id)
+        )
+        counts.update({task_id: n for task_id, n in rows})
+    return counts
+
+
+@dataclass
+class TrajectoryFilter:
+    task_id: int | None = None
+    policy: str | None = None
+    status: str | None = None
+    family: str | None = None
+    split: str | None = None
+    min_reward: float | None = None
+    max_reward: float | None = None
+    limit: int | None = 50
+
+
+def find_trajectories(session: Session, flt: TrajectoryFilter) -> list[tuple[Trajectory, Task, int]]:
+    """Trajectories matching the filter, newest first, with their task and agent-turn count."""
+    agent_turns = (
+        select(func.count())
+        .where(Turn.trajectory_id == Trajectory.id, Turn.role == "assistant")
+        .correlate(Trajectory)
+        .scalar_subquery()
+    )
+    query = (
+        select(Trajectory, Task, agent_turns)
+        .join(Task, Task.id == Trajectory.task_id)
+        .order_by(col(Trajectory.id).desc())
+    )
+    if flt.task_id is not None:
+        query = query.where(Trajectory.task_id == flt.task_id)
+    if flt.policy:
+        query = query.where(Trajectory.policy == flt.policy)
+    if flt.status:
+        query = query.where(Trajectory.status == flt.status)
+    if flt.family:
+        query = query.where(Task.family == flt.family)
+    if flt.split:
+        query = query.where(Task.split == flt.split)
+    if flt.min_reward is not None:
+        query = query.where(Trajectory.reward >= flt.min_reward)
+    if flt.max_reward is not None:
+        query = query.where(Trajectory.reward <= flt.max_reward)
+    if flt.limit:
+        query = query.limit(flt.limit)
+    return [tuple(row) for row in session.exec(query)]
+
+
+def turns_of(session: Session, trajectory_id: int) -> list[Turn]:
+    return list(session.exec(select(Turn).where(Turn.trajectory_id == trajectory_id).order_by(Turn.index)))
+
+
+def test_results_of(session: Session, trajectory_id: int) -> list[TestResult]:
+    rows = session.exec(select(TestResult).where(TestResult.trajectory_id == trajectory_id))
+    return sorted(rows, key=lambda r: _natural(r.name))
+
+
+def critic_scores_of(session: Session, trajectory_id: int) -> dict[int, list[tuple[int, float]]]:
+    """turn_id → [(checkpoint_id, score)] for every scored turn of the trajectory."""
+    rows = session.exec(
+        select(CriticScore.turn_id, CriticScore.checkpoint_id, CriticScore.score)
+        .join(Turn, Turn.id == CriticScore.turn_id)
+        .where(Turn.trajectory_id == trajectory_id)
+        .order_by(CriticScore.checkpoint_id)
+    )
+    scores: dict[int, list[tuple[int, float]]] = {}
+    for turn_id, checkpoint_id, score in rows:
+        scores.setdefault(turn_id, []).append((checkpoint_id, score))
+    return scores
+
+
+def _natural(name: str) -> tuple:
+    digits = "".join(ch for ch in name if ch.isdigit())
+    return (name.rstrip("0123456789"), int(digits) if digits else -1, name)
+
+
+# ---------------------------------------------------------------- incremental reads and lineage
+
+
+def graded_since(
+    session: Session, watermark: int | None, *, family: str | None = None, limit: int | None = None
+) -> list[Trajectory]:
+    """Graded trajectories the reader has not seen: graded_seq above its watermark.
+
+    A range scan on graded_seq's index, so the cost follows the number of new rows,
+    not the size of the table.
+    """
+    query = select(Trajectory).where(Trajectory.graded_seq > (watermark or 0)).order_by(Trajectory.graded_seq)
+    if family:
+        query = query.join(Task, Task.id == Trajectory.task_id).where(Task.family == family)
+    if limit:
+        query = query.limit(limit)
+    return list(session.exec(query))
+
+
+def turns_for(session: Session, trajectory_ids: Sequence[int]) -> dict[int, list[Turn]]:
+    """trajectory_id → its turns in order, for many trajectories in few queries."""
+    by_trajectory: dict[int, list[Turn]] = {i: [] for i in trajectory_ids}
+    ids = list(trajectory_ids)
+    for start in range(0, len(ids), _ROWS_PER_STATEMENT):
+        chunk = ids[start : start + _ROWS_PER_STATEMENT]
+        rows = session.exec(select(Turn).where(col(Turn.trajectory_id).in_(chunk)).order_by(Turn.trajectory_id, Turn.index))
+        for turn in rows:
+            by_trajectory[turn.trajectory_id].append(turn)
+    return by_trajectory
+
+
+def record_lineage(session: Session, run_id: int, items: Iterable[tuple[int, int | None]]) -> int:
+    """Record (trajectory_id, turn_id or None) pairs as consumed by a run."""
+    rows = [{"run_id": run_id, "trajectory_id": t, "turn_id": u} for t, u in items]
+    for start in range(0, len(rows), _ROWS_PER_STATEMENT * 4):
+        session.execute(insert(Lineage), rows[start : start + _ROWS_PER_STATEMENT * 4])
+    return len(rows)
+
+
+def checkpoint(session: Session, checkpoint_id: int) -> Checkpoint | None:
+    return session.get(Checkpoint, checkpoint_id)
+
+
+def touch(trajectory: Trajectory) -> None:
+    trajectory.heartbeat_at = utcnow()

@@ -1,0 +1,36 @@
+"""Shared fixtures: a store on SQLite or PostgreSQL, and official-format files written by the tests."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["plugins.postgres"]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request, tmp_path):
+    """A database URL: a fresh SQLite file, or a fresh database on the loopback PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'colbench.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture
+def sqlite_url(tmp_path):
+    return f"sqlite:///{tmp_path / 'colbench.db'}"
+
+
+@pytest.fixture
+def db(db_url):
+    from colbench.store.db import Database
+
+    database = Database(db_url)
+    yield database
+    database.close()
+
+
+def write_jsonl(path: Path, records) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
