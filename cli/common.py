@@ -54,8 +54,12 @@ def print_json(payload: Any) -> None:
 
 @contextmanager
 def progress_bar(description: str, total: int | None, *, enabled: bool = True) -> Iterator[Any]:
-    """A Rich progress bar on stderr; yields `advance(n)`. Silent when disabled (e.g. --json)."""
-    if not enabled:
+    """A Rich progress bar on stderr; yields `advance(n)`.
+
+    Silent when disabled (e.g. --json) and when stderr is not a terminal, so logs and
+    pipes get the one-line summary and errors, not bar frames.
+    """
+    if not enabled or not err_console.is_terminal:
         yield lambda n=1: None
         return
     columns = [

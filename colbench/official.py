@@ -103,19 +103,21 @@ def _extra_fields(record: dict) -> dict | None:
     return extra or None
 
 
-def task_row(spec: TaskSpec, extra: dict | None = None) -> Task:
-    return Task(
-        family=spec.family,
-        split=spec.split,
-        source=spec.source,
-        problem_description=spec.problem_description,
-        ground_truth=spec.ground_truth,
-        hidden_information=spec.hidden_information,
-        test_cases=spec.test_cases,
-        naive_solution=spec.naive_solution,
-        extra=extra,
-        content_hash=spec.content_hash,
-    )
+def task_row(spec: TaskSpec, extra: dict | None = None) -> dict[str, Any]:
+    """Column values of the task table for a spec (plain values: imports insert thousands)."""
+    return {
+        "family": spec.family,
+        "split": spec.split,
+        "source": spec.source,
+        "problem_description": spec.problem_description,
+        "ground_truth": spec.ground_truth,
+        "hidden_information": spec.hidden_information,
+        "test_cases": spec.test_cases,
+        "naive_solution": spec.naive_solution,
+        "extra": extra,
+        "content_hash": spec.content_hash,
+        "created_at": utcnow(),
+    }
 
 
 def spec_of(task: Task) -> TaskSpec:
@@ -148,7 +150,7 @@ def import_tasks(
 ) -> ImportSummary:
     if split not in SPLITS:
         raise FormatError(f"split must be one of {', '.join(SPLITS)}")
-    rows: list[Task] = []
+    rows: list[dict] = []
     for number, record in read_jsonl(path):
         spec = task_from_record(record, family=family, split=split, source=f"import:{path.name}", where=f"{path}:{number}")
         extra = _extra_fields(record)
@@ -166,8 +168,19 @@ def import_tasks(
 
 
 def _trajectory_hash(task_hash: str, record: dict) -> str:
-    payload = json.dumps([task_hash, record.get("dialogue_history"), record.get("answer")], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(payload.encode()).hexdigest()
+    """Identity of an imported trajectory: its task, every message's fields, and the answer.
+
+    Hashed field by field (not from the line's bytes), so the same record re-exported or
+    placed in another file is recognised as already stored.
+    """
+    digest = hashlib.sha256(task_hash.encode())
+    for message in record["dialogue_history"]:
+        for name in ("role", "content", "input", "output"):
+            value = message.get(name)
+            digest.update(b"\x00" if value is None else b"\x01" + value.encode() + b"\x02")
+    answer = record.get("answer")
+    digest.update(b"\x00" if answer is None else answer.encode())
+    return digest.hexdigest()
 
 
 def _family_of(task: dict, family: str | None) -> str:
@@ -178,7 +191,7 @@ def _family_of(task: dict, family: str | None) -> str:
 
 def _turn_rows(history: list, where: str) -> list[dict]:
     rows = []
-    now = utcnow()
+    previous_prompt = None
     for index, message in enumerate(history):
         if not isinstance(message, dict):
             raise FormatError(f"{where}: dialogue_history[{index}] must be an object")
@@ -191,8 +204,11 @@ def _turn_rows(history: list, where: str) -> list[dict]:
         for name, value in (("input", prompt), ("output", output)):
             if value is not None and not isinstance(value, str):
                 raise FormatError(f"{where}: dialogue_history[{index}].{name} must be a string")
+        shared, tail = queries.compact_prompt(previous_prompt, prompt)
+        if role == "assistant" and prompt is not None:
+            previous_prompt = prompt
         rows.append(
-            {"index": index, "role": role, "content": content, "raw": output, "prompt": prompt, "created_at": now}
+            {"index": index, "role": role, "content": content, "raw": output, "prompt": tail, "prompt_shared": shared}
         )
     return rows
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from sqlalchemy import JSON, Column, DateTime, Index, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, DateTime, Index, Text, UniqueConstraint, func
 from sqlmodel import Field, SQLModel
 
 # Stable constraint names, so that batch migrations on SQLite can find them again.
@@ -44,7 +44,11 @@ def _json(default: Any = None) -> Any:
 def _when(nullable: bool = True) -> Any:
     if nullable:
         return Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
-    return Field(default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False))
+    # The server default serves bulk inserts, which leave the column out.
+    return Field(
+        default_factory=utcnow,
+        sa_column=Column(DateTime(timezone=True), nullable=False, server_default=func.current_timestamp()),
+    )
 
 
 class Task(SQLModel, table=True):
@@ -101,6 +105,9 @@ class Turn(SQLModel, table=True):
     """One message of a dialogue. Index 0 is the human's opening (the problem description).
 
     Agent turns carry the exact prompt the policy saw and the sampled tokens' log-probs.
+    A prompt usually starts with the whole previous agent turn's prompt, so it is kept
+    as that shared length plus the new tail (linear, not quadratic, in dialogue length);
+    read turns through store.queries, which gives back the full text.
     Human turns carry the simulator's raw reply; `content` is what the agent was shown
     (truncated by the protocol).
     """
@@ -113,7 +120,8 @@ class Turn(SQLModel, table=True):
     role: str  # "user" (the human) | "assistant" (the agent)
     content: str = _text(nullable=False)
     raw: Optional[str] = _text()  # agent: raw generation; human: untruncated reply
-    prompt: Optional[str] = _text()  # agent: the full chat-templated prompt
+    prompt: Optional[str] = _text()  # agent: the chat-templated prompt (its tail, when prompt_shared is set)
+    prompt_shared: Optional[int] = None  # leading characters taken from the previous agent turn's prompt
     prompt_tokens: Optional[int] = None
     completion_tokens: Optional[int] = None
     logprob_sum: Optional[float] = None

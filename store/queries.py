@@ -40,17 +40,21 @@ def existing_task_ids(session: Session, hashes: Iterable[str]) -> dict[str, int]
     return found
 
 
-def add_tasks(session: Session, tasks: Sequence[Task]) -> tuple[dict[str, int], int]:
-    """Insert the tasks not stored yet. Returns (content_hash → id for all, number added)."""
-    ids = existing_task_ids(session, (t.content_hash for t in tasks))
+def add_tasks(session: Session, tasks: Sequence[dict]) -> tuple[dict[str, int], int]:
+    """Insert task rows (column dicts) not stored yet. Returns (content_hash → id for all, number added)."""
+    ids = existing_task_ids(session, (t["content_hash"] for t in tasks))
     new, seen = [], set(ids)
     for task in tasks:
-        if task.content_hash not in seen:
-            seen.add(task.content_hash)
+        if task["content_hash"] not in seen:
+            seen.add(task["content_hash"])
             new.append(task)
-    session.add_all(new)
-    session.flush()
-    ids.update({t.content_hash: t.id for t in new})
+    table = Task.__table__
+    for start in range(0, len(new), _ROWS_PER_STATEMENT):
+        chunk = new[start : start + _ROWS_PER_STATEMENT]
+        result = session.connection().execute(
+            insert(table).returning(table.c.id, table.c.content_hash, sort_by_parameter_order=True), chunk
+        )
+        ids.update({content_hash: task_id for task_id, content_hash in result})
     return ids, len(new)
 
 
@@ -80,21 +84,34 @@ def bulk_insert_trajectories(
     `trajectories[i]` and `turns[i]` are plain column dicts; turn dicts get their
     trajectory_id filled in here. Returns the new trajectory ids in order.
     """
+    # Core statements, not the ORM: one executemany per chunk instead of a statement per row.
+    connection = session.connection()
+    table = Trajectory.__table__
     ids: list[int] = []
     for start in range(0, len(trajectories), _ROWS_PER_STATEMENT):
         chunk = trajectories[start : start + _ROWS_PER_STATEMENT]
-        result = session.execute(
-            insert(Trajectory).returning(Trajectory.id, sort_by_parameter_order=True), chunk
-        )
+        result = connection.execute(insert(table).returning(table.c.id, sort_by_parameter_order=True), chunk)
         ids.extend(row[0] for row in result)
-    turn_rows = []
-    for trajectory_id, its_turns in zip(ids, turns):
-        for turn in its_turns:
-            turn["trajectory_id"] = trajectory_id
-            turn_rows.append(turn)
-    for start in range(0, len(turn_rows), _ROWS_PER_STATEMENT * 4):
-        session.execute(insert(Turn), turn_rows[start : start + _ROWS_PER_STATEMENT * 4])
+    # Turns are the bulk of an import (hundreds of thousands of rows): hand them to the
+    # driver's executemany as tuples, skipping SQLAlchemy's per-row parameter processing.
+    names = _TURN_IMPORT_COLUMNS
+    marker = "?" if connection.dialect.paramstyle == "qmark" else "%s"
+    statement = f'INSERT INTO turn (trajectory_id, {", ".join(_quoted(connection, n) for n in names)}) VALUES ({", ".join([marker] * (len(names) + 1))})'
+    rows = [
+        (trajectory_id, *(turn.get(name) for name in names))
+        for trajectory_id, its_turns in zip(ids, turns)
+        for turn in its_turns
+    ]
+    for start in range(0, len(rows), _ROWS_PER_STATEMENT * 4):
+        connection.exec_driver_sql(statement, rows[start : start + _ROWS_PER_STATEMENT * 4])
     return ids
+
+
+_TURN_IMPORT_COLUMNS = ("index", "role", "content", "raw", "prompt", "prompt_shared")
+
+
+def _quoted(connection, name: str) -> str:
+    return connection.dialect.identifier_preparer.quote(name)
 
 
 def existing_trajectory_hashes(session: Session, hashes: Iterable[str]) -> set[str]:
@@ -165,8 +182,30 @@ def find_trajectories(session: Session, flt: TrajectoryFilter) -> list[tuple[Tra
     return [tuple(row) for row in session.exec(query)]
 
 
+def compact_prompt(previous: str | None, prompt: str | None) -> tuple[int | None, str | None]:
+    """(shared length, tail) to store for `prompt`, given the previous agent turn's full prompt."""
+    if prompt is not None and previous and prompt.startswith(previous):
+        return len(previous), prompt[len(previous) :]
+    return None, prompt
+
+
+def _with_full_prompts(session: Session, turns: list[Turn]) -> list[Turn]:
+    """Detach the turns (so nothing below is ever written back) and expand compacted prompts."""
+    previous: str | None = None
+    for turn in turns:
+        session.expunge(turn)
+        if turn.prompt_shared is not None:
+            turn.prompt = (previous or "")[: turn.prompt_shared] + (turn.prompt or "")
+            turn.prompt_shared = None
+        if turn.role == "assistant" and turn.prompt is not None:
+            previous = turn.prompt
+    return turns
+
+
 def turns_of(session: Session, trajectory_id: int) -> list[Turn]:
-    return list(session.exec(select(Turn).where(Turn.trajectory_id == trajectory_id).order_by(Turn.index)))
+    """A trajectory's turns in order, with full prompts."""
+    turns = list(session.exec(select(Turn).where(Turn.trajectory_id == trajectory_id).order_by(Turn.index)))
+    return _with_full_prompts(session, turns)
 
 
 def test_results_of(session: Session, trajectory_id: int) -> list[TestResult]:
@@ -213,7 +252,7 @@ def graded_since(
 
 
 def turns_for(session: Session, trajectory_ids: Sequence[int]) -> dict[int, list[Turn]]:
-    """trajectory_id → its turns in order, for many trajectories in few queries."""
+    """trajectory_id → its turns in order (full prompts), for many trajectories in few queries."""
     by_trajectory: dict[int, list[Turn]] = {i: [] for i in trajectory_ids}
     ids = list(trajectory_ids)
     for start in range(0, len(ids), _ROWS_PER_STATEMENT):
@@ -221,6 +260,8 @@ def turns_for(session: Session, trajectory_ids: Sequence[int]) -> dict[int, list
         rows = session.exec(select(Turn).where(col(Turn.trajectory_id).in_(chunk)).order_by(Turn.trajectory_id, Turn.index))
         for turn in rows:
             by_trajectory[turn.trajectory_id].append(turn)
+    for turns in by_trajectory.values():
+        _with_full_prompts(session, turns)
     return by_trajectory
 
 
@@ -228,7 +269,7 @@ def record_lineage(session: Session, run_id: int, items: Iterable[tuple[int, int
     """Record (trajectory_id, turn_id or None) pairs as consumed by a run."""
     rows = [{"run_id": run_id, "trajectory_id": t, "turn_id": u} for t, u in items]
     for start in range(0, len(rows), _ROWS_PER_STATEMENT * 4):
-        session.execute(insert(Lineage), rows[start : start + _ROWS_PER_STATEMENT * 4])
+        session.connection().execute(insert(Lineage.__table__), rows[start : start + _ROWS_PER_STATEMENT * 4])
     return len(rows)
 
 

@@ -25,7 +25,7 @@ def upgrade() -> None:
     sa.Column('n_tasks', sa.Integer(), nullable=False),
     sa.Column('n_trajectories', sa.Integer(), nullable=False),
     sa.Column('metrics', sa.JSON(), nullable=False),
-    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('(CURRENT_TIMESTAMP)'), nullable=False),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_evaluation'))
     )
     with op.batch_alter_table('evaluation', schema=None) as batch_op:
@@ -43,7 +43,7 @@ def upgrade() -> None:
     sa.Column('naive_solution', sa.Text(), nullable=True),
     sa.Column('extra', sa.JSON(), nullable=True),
     sa.Column('content_hash', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
-    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('(CURRENT_TIMESTAMP)'), nullable=False),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_task')),
     sa.UniqueConstraint('content_hash', name=op.f('uq_task_content_hash'))
     )
@@ -61,7 +61,7 @@ def upgrade() -> None:
     sa.Column('metrics', sa.JSON(), nullable=False),
     sa.Column('error', sa.Text(), nullable=True),
     sa.Column('data_watermark', sa.Integer(), nullable=True),
-    sa.Column('started_at', sa.DateTime(timezone=True), nullable=False),
+    sa.Column('started_at', sa.DateTime(timezone=True), server_default=sa.text('(CURRENT_TIMESTAMP)'), nullable=False),
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_training_run'))
     )
@@ -79,7 +79,7 @@ def upgrade() -> None:
     sa.Column('step', sa.Integer(), nullable=False),
     sa.Column('sha256', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('metrics', sa.JSON(), nullable=False),
-    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('(CURRENT_TIMESTAMP)'), nullable=False),
     sa.ForeignKeyConstraint(['run_id'], ['training_run.id'], name=op.f('fk_checkpoint_run_id_training_run')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_checkpoint'))
     )
@@ -105,7 +105,7 @@ def upgrade() -> None:
     sa.Column('heartbeat_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('started_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
-    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('(CURRENT_TIMESTAMP)'), nullable=False),
     sa.ForeignKeyConstraint(['task_id'], ['task.id'], name=op.f('fk_trajectory_task_id_task')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_trajectory')),
     sa.UniqueConstraint('content_hash', name=op.f('uq_trajectory_content_hash')),
@@ -141,13 +141,14 @@ def upgrade() -> None:
     sa.Column('content', sa.Text(), nullable=False),
     sa.Column('raw', sa.Text(), nullable=True),
     sa.Column('prompt', sa.Text(), nullable=True),
+    sa.Column('prompt_shared', sa.Integer(), nullable=True),
     sa.Column('prompt_tokens', sa.Integer(), nullable=True),
     sa.Column('completion_tokens', sa.Integer(), nullable=True),
     sa.Column('logprob_sum', sa.Float(), nullable=True),
     sa.Column('logprob_mean', sa.Float(), nullable=True),
     sa.Column('latency_s', sa.Float(), nullable=True),
     sa.Column('error', sa.Text(), nullable=True),
-    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('(CURRENT_TIMESTAMP)'), nullable=False),
     sa.ForeignKeyConstraint(['trajectory_id'], ['trajectory.id'], name=op.f('fk_turn_trajectory_id_trajectory')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_turn')),
     sa.UniqueConstraint('trajectory_id', 'index', name=op.f('uq_turn_trajectory_id_index'))
@@ -160,7 +161,7 @@ def upgrade() -> None:
     sa.Column('turn_id', sa.Integer(), nullable=False),
     sa.Column('checkpoint_id', sa.Integer(), nullable=False),
     sa.Column('score', sa.Float(), nullable=False),
-    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('(CURRENT_TIMESTAMP)'), nullable=False),
     sa.ForeignKeyConstraint(['checkpoint_id'], ['checkpoint.id'], name=op.f('fk_critic_score_checkpoint_id_checkpoint')),
     sa.ForeignKeyConstraint(['turn_id'], ['turn.id'], name=op.f('fk_critic_score_turn_id_turn')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_critic_score')),

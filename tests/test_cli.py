@@ -1,0 +1,154 @@
+"""The `colbench` command as a user types it: a real process, a real database file."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlmodel import select
+
+from colbench.store.db import Database
+from colbench.store.models import CriticScore, Checkpoint, TestResult, TrainingRun, Turn
+from conftest import write_jsonl
+from officialdata import backend_task, trajectory
+
+COLBENCH = [sys.executable, "-m", "colbench.cli.app"]
+
+
+def run(*args: str, db_url: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="160", NO_COLOR="1")
+    env.pop("COLBENCH_DEBUG", None)
+    if db_url:
+        env["COLBENCH_DB"] = db_url
+    return subprocess.run(COLBENCH + list(args), capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr and lines[0].startswith("error:")
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.fixture
+def stocked(db_url, tmp_path):
+    """A database with 4 tasks and 4 imported trajectories (rewards 1, 0.25, 1, 0.25)."""
+    records = [trajectory(backend_task(i), turns=2, reward=1.0 if i % 2 == 0 else 0.25) for i in range(4)]
+    path = write_jsonl(tmp_path / "offline.jsonl", records)
+    result = run("trajectories", "import", str(path), "--policy", "llama", db_url=db_url)
+    assert result.returncode == 0, result.stderr
+    assert "4 trajectories added" in result.stdout
+    return db_url
+
+
+def test_default_database_is_a_sqlite_file_in_the_working_directory(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "COLBENCH_DB"}
+    result = subprocess.run(COLBENCH + ["db", "upgrade"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "colbench.db").exists()
+    status = subprocess.run(COLBENCH + ["db", "status", "--json"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    payload = json.loads(status.stdout)
+    assert payload["up_to_date"] and payload["revision"] == payload["head"]
+
+
+def test_tasks_import_and_ls(db_url, tmp_path):
+    path = write_jsonl(tmp_path / "tasks.jsonl", [backend_task(i) for i in range(3)])
+    result = run("tasks", "import", str(path), "--family", "backend", "--split", "test", db_url=db_url)
+    assert result.returncode == 0 and "3 tasks added" in result.stdout
+    listing = json.loads(run("tasks", "ls", "--json", db_url=db_url).stdout)
+    assert [t["split"] for t in listing] == ["test"] * 3 and all(t["tests"] == 10 for t in listing)
+    table = run("tasks", "ls", db_url=db_url).stdout
+    assert "shop number 2" in table
+
+
+def test_malformed_import_is_one_line_naming_file_and_line(sqlite_url, tmp_path):
+    path = tmp_path / "broken.jsonl"
+    path.write_text(json.dumps(backend_task(0)) + "\n{oops\n")
+    result = run("tasks", "import", str(path), "--family", "backend", "--split", "train", db_url=sqlite_url)
+    assert_one_line_error(result, "broken.jsonl:2")
+    assert json.loads(run("tasks", "ls", "--json", db_url=sqlite_url).stdout) == []
+
+
+def test_missing_file_is_one_line(sqlite_url, tmp_path):
+    result = run("trajectories", "import", str(tmp_path / "nope.jsonl"), db_url=sqlite_url)
+    assert_one_line_error(result, "nope.jsonl")
+
+
+def test_ls_filters_and_json(stocked):
+    everything = json.loads(run("ls", "--json", db_url=stocked).stdout)
+    assert len(everything) == 4 and {t["policy"] for t in everything} == {"llama"}
+    high = json.loads(run("ls", "--json", "--min-reward", "0.5", db_url=stocked).stdout)
+    assert sorted(t["reward"] for t in high) == [1.0, 1.0]
+    low = json.loads(run("ls", "--json", "--max-reward", "0.5", "--status", "done", db_url=stocked).stdout)
+    assert [t["reward"] for t in low] == [0.25, 0.25]
+    one_task = json.loads(run("ls", "--json", "--task", str(everything[0]["task_id"]), db_url=stocked).stdout)
+    assert [t["id"] for t in one_task] == [everything[0]["id"]]
+    assert json.loads(run("ls", "--json", "--policy", "other", db_url=stocked).stdout) == []
+    table = run("ls", db_url=stocked).stdout
+    assert "llama" in table and "0.250" in table
+
+
+def _add_scores_and_tests(db_url: str, trajectory_id: int) -> None:
+    db = Database(db_url)
+    with db.write() as session:
+        run_row = TrainingRun(kind="critic", base_model="tiny")
+        session.add(run_row)
+        session.flush()
+        ckpt = Checkpoint(run_id=run_row.id, kind="critic", base_model="tiny", path="/tmp/x")
+        session.add(ckpt)
+        session.flush()
+        turns = session.exec(select(Turn).where(Turn.trajectory_id == trajectory_id, Turn.role == "assistant")).all()
+        session.add(CriticScore(turn_id=turns[0].id, checkpoint_id=ckpt.id, score=0.4321))
+        session.add(TestResult(trajectory_id=trajectory_id, name="test1", call="f(1)", expected="int:3", actual="int:4", passed=False, error=None, duration_s=0.002))
+        session.add(TestResult(trajectory_id=trajectory_id, name="test2", call="f(2)", expected="int:5", actual="int:5", passed=True, duration_s=0.001))
+
+
+def test_inspect_shows_turns_scores_tests_and_hides_the_reference(stocked):
+    first = json.loads(run("ls", "--json", db_url=stocked).stdout)[-1]
+    _add_scores_and_tests(stocked, first["id"])
+    shown = run("inspect", str(first["id"]), db_url=stocked)
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert "policy" in out and "llama" in out and "reward" in out
+    assert "agent · turn 1" in out and "human · task description" in out
+    assert "critic ckpt:1 +0.4321" in out
+    assert "test results" in out and "f(1)" in out and "pass" in out
+    assert "return round(base" in out  # the agent's answer, as code
+    assert "hidden reference" not in out.replace("hidden reference not shown", "")
+    revealed = run("inspect", str(first["id"]), "--reveal", db_url=stocked).stdout
+    assert "hidden reference" in revealed and "def shipping_cost_0" in revealed
+    as_json = json.loads(run("inspect", str(first["id"]), "--json", db_url=stocked).stdout)
+    assert "ground_truth" not in as_json and as_json["turns"][1]["critic_scores"] == {"ckpt:1": 0.4321}
+    assert [t["passed"] for t in as_json["tests"]] == [False, True]
+
+
+def test_inspect_unknown_id(stocked):
+    assert_one_line_error(run("inspect", "999", db_url=stocked), "no trajectory with id 999")
+
+
+def test_newer_database_is_refused_in_one_line(sqlite_url):
+    from sqlalchemy import text
+
+    db = Database(sqlite_url)
+    with db.engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = 'abc123'"))
+    assert_one_line_error(run("ls", db_url=sqlite_url), "revision abc123", "newer than this colbench")
+
+
+def test_export_round_trip_through_the_cli(stocked, tmp_path):
+    out = tmp_path / "out"
+    result = run("export", "--format", "official", "--out", str(out), db_url=stocked)
+    assert result.returncode == 0, result.stderr
+    exported = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    original = [json.loads(line) for line in (tmp_path / "offline.jsonl").read_text().splitlines()]
+    assert exported == original
+
+
+def test_unreachable_database_is_one_line(tmp_path):
+    result = run("ls", db_url="postgresql+psycopg://nobody@127.0.0.1:9/none")
+    assert_one_line_error(result, "127.0.0.1:9")
