@@ -1,0 +1,96 @@
+"""An engine backed by an OpenAI-compatible server (OpenAI, ``vllm serve``, ...).
+
+The server applies its own chat template, which we cannot see, so the recorded
+prompt is the message list itself as JSON: faithful, if not the exact token stream.
+Token log-probs are stored when the server returns them (vLLM does; token ids it
+does not, so ``Sample.token_ids`` stays empty).
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from colbench.engines.base import Engine, EngineError, Generation, Message, Sample, SamplingParams
+from colbench.openai_client import EndpointError, OpenAIClient, dumps_messages
+
+
+class OpenAIEngine(Engine):
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        timeout_s: float = 60,
+        max_retries: int = 3,
+        concurrency: int = 8,
+        *,
+        logprobs: bool = True,
+        backoff_s: float = 0.5,
+    ):
+        """``logprobs=False`` for servers that reject the ``logprobs`` field."""
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.model_ref = f"openai:{model}@{self.base_url}"
+        self.concurrency = max(1, int(concurrency))
+        self.logprobs = logprobs
+        self.client = OpenAIClient(
+            self.base_url,
+            api_key,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            backoff_s=backoff_s,
+            max_connections=self.concurrency,
+        )
+
+    def render_prompt(self, conversation: list[Message]) -> str:
+        return dumps_messages(conversation)
+
+    def generate(self, conversations: list[list[Message]], params: SamplingParams) -> list[Generation]:
+        if not conversations:
+            return []
+        workers = min(self.concurrency, len(conversations))
+        # Threads, not asyncio: requests spend their time waiting on the server.
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-engine") as pool:
+            futures = [pool.submit(self._one, conv, params) for conv in conversations]
+            results = []
+            for future in futures:
+                try:
+                    results.append(future.result())
+                except EndpointError as exc:
+                    for other in futures:
+                        other.cancel()
+                    raise EngineError(str(exc)) from None
+        return results
+
+    def _one(self, conversation: list[Message], params: SamplingParams) -> Generation:
+        start = time.monotonic()
+        completion = self.client.chat(
+            self.model,
+            conversation,
+            temperature=params.temperature,
+            max_tokens=params.max_new_tokens,
+            n=params.n,
+            seed=params.seed,
+            logprobs=self.logprobs,
+        )
+        if len(completion.choices) != params.n:
+            raise EndpointError(
+                f"endpoint {self.base_url} sent {len(completion.choices)} choices, asked for {params.n}"
+            )
+        samples = [
+            Sample(
+                text=choice.text,
+                token_logprobs=choice.token_logprobs,
+                finish_reason="length" if choice.finish_reason == "length" else "stop",
+            )
+            for choice in completion.choices
+        ]
+        return Generation(
+            prompt_text=self.render_prompt(conversation),
+            prompt_tokens=completion.usage.get("prompt_tokens", 0),
+            samples=samples,
+            latency_s=time.monotonic() - start,
+        )
+
+    def close(self) -> None:
+        self.client.close()

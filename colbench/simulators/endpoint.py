@@ -1,0 +1,70 @@
+"""A simulated human played by a model behind an OpenAI-compatible endpoint.
+
+This is the paper's setup (Llama-3.1-70B-Instruct served by vLLM), at temperature 0.
+A request that still fails after the client's retries becomes a reply with ``error``
+set: the environment fails that one trajectory and the run goes on.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from colbench.openai_client import OpenAIClient
+from colbench.simulators.base import SimReply, SimRequest, Simulator
+from colbench.simulators.prompts import NO_FRONTEND, build_messages, clean_reply
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:300]
+
+
+class EndpointSimulator(Simulator):
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = 60,
+        max_retries: int = 3,
+        concurrency: int = 8,
+        max_tokens: int = 256,
+        backoff_s: float = 0.5,
+    ):
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.ref = f"endpoint:{self.base_url}#{model}"
+        self.concurrency = max(1, int(concurrency))
+        self.max_tokens = max_tokens
+        self.client = OpenAIClient(
+            self.base_url,
+            api_key,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            backoff_s=backoff_s,
+            max_connections=self.concurrency,
+        )
+
+    def reply(self, requests: list[SimRequest]) -> list[SimReply]:
+        if not requests:
+            return []
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests))) as pool:
+            return list(pool.map(self._reply_one, requests))
+
+    def _reply_one(self, request: SimRequest) -> SimReply:
+        start = time.monotonic()
+        if request.task.family != "backend":
+            return SimReply(text="", error=NO_FRONTEND)
+        try:
+            completion = self.client.chat(
+                self.model, build_messages(request), temperature=0.0, max_tokens=self.max_tokens
+            )
+            text = clean_reply(completion.choices[0].text) if completion.choices else ""
+            error = None if text else f"endpoint {self.base_url} sent an empty reply"
+        except Exception as exc:  # noqa: BLE001 - a simulator failure must never crash the run
+            text, error = "", _one_line(exc)
+        return SimReply(text=text, error=error, latency_s=time.monotonic() - start)
+
+    def close(self) -> None:
+        self.client.close()

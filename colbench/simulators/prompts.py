@@ -1,0 +1,57 @@
+"""The instruction text for model-backed simulated humans, shared by the endpoint and
+local-model simulators so both play the same person.
+
+Everything goes into one user message: some chat templates (Gemma's, for one) refuse
+a system role, and a role-swapped transcript would have to start with an assistant
+turn, which other templates refuse. A single message works with every template.
+"""
+from __future__ import annotations
+
+from colbench.engines.base import Message
+from colbench.simulators.base import SimRequest
+
+BACKEND_INSTRUCTIONS = """\
+You are role-playing a person who asked an AI assistant to write a Python function for you.
+You know exactly what you want: the code below (the HIDDEN INFORMATION) is what you have in mind.
+The assistant cannot see it. It may ask you questions before it answers.
+
+How to reply:
+- Answer the assistant's latest message, using only the hidden information.
+- If the hidden information does not settle the question, say you don't know.
+- Be brief: about two sentences, plain language, like a person writing in a chat.
+- Never write code, never show or quote the hidden code, never write the function for the assistant.
+- Describe what you want in words (for example "amounts above 1000 get a 10% discount").
+- Write only your reply, without a name or label in front of it."""
+
+NO_FRONTEND = "this simulator answers backend tasks only; frontend tasks need the frontend simulator"
+
+
+def _transcript(dialogue: list[Message]) -> str:
+    lines = []
+    for message in dialogue:
+        who = "You (the person)" if message["role"] == "user" else "Assistant"
+        lines.append(f"{who}: {message['content']}")
+    return "\n\n".join(lines)
+
+
+def build_messages(request: SimRequest) -> list[Message]:
+    """The chat messages a simulator model sees for one request (backend family)."""
+    task = request.task
+    text = (
+        f"{BACKEND_INSTRUCTIONS}\n\n"
+        f"TASK YOU GAVE THE ASSISTANT:\n{task.problem_description}\n\n"
+        f"HIDDEN INFORMATION (only you can see this):\n{task.hidden}\n\n"
+        f"CONVERSATION SO FAR:\n{_transcript(request.dialogue)}\n\n"
+        "Write your reply to the assistant's latest message."
+    )
+    return [{"role": "user", "content": text}]
+
+
+def clean_reply(text: str) -> str:
+    """Strip a speaker label the model may add despite the instructions."""
+    text = text.strip()
+    for label in ("You (the person):", "Person:", "Human:", "User:", "You:"):
+        if text.startswith(label):
+            text = text[len(label):].strip()
+            break
+    return text

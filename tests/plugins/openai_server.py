@@ -1,0 +1,244 @@
+"""A loopback OpenAI-compatible server for tests (pytest plugin).
+
+It stands in for an outside service (OpenAI, ``vllm serve``) and speaks the real
+protocol over real HTTP: ``POST /v1/chat/completions`` with the real response schema
+(including vLLM-style ``logprobs.content``) and ``GET /v1/models``. Tests script it:
+
+    openai_server.set_responder(lambda request: "text")   # or a list of n texts
+    openai_server.fail_next(2, 500)                        # then it answers normally
+    openai_server.fail_next(1, 429, retry_after=1)
+    openai_server.hang_next(1, seconds=5)                  # longer than the client timeout
+    openai_server.drop_next(1)                             # close the connection, no reply
+    openai_server.requests                                 # every request body received
+"""
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+import pytest
+
+Responder = Callable[[dict[str, Any]], "str | list[str]"]
+
+
+def echo_responder(request: dict[str, Any]) -> list[str]:
+    """Default: each choice echoes the last message, numbered."""
+    last = request["messages"][-1]["content"] if request.get("messages") else ""
+    if isinstance(last, list):  # content parts (text + images)
+        last = " ".join(p["text"] for p in last if isinstance(p, dict) and p.get("text"))
+    return [f"reply {i}: {last}" for i in range(int(request.get("n") or 1))]
+
+
+def tokenize(text: str) -> list[str]:
+    """A stand-in tokenizer: words with their trailing spaces."""
+    return re.findall(r"\S+\s*|\s+", text)
+
+
+def token_logprob(token: str) -> float:
+    # Deterministic and distinct per token, so tests can check the numbers come through.
+    return -round(0.1 * len(token) + 0.01 * (sum(token.encode()) % 7), 4)
+
+
+class FakeOpenAIServer:
+    def __init__(self, model: str = "test-model"):
+        self.model = model
+        self.requests: list[dict[str, Any]] = []  # request bodies, in arrival order
+        self.headers: list[dict[str, str]] = []  # request headers, same order
+        self._responder: Responder = echo_responder
+        self._actions: deque[tuple] = deque()
+        self._lock = threading.Lock()
+        self._release = threading.Event()  # ends hangs at teardown
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd.daemon_threads = True
+        self.port = self._httpd.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    # -- scripting --
+
+    def set_responder(self, fn: Responder) -> None:
+        self._responder = fn
+
+    def fail_next(self, n: int = 1, status: int = 500, *, retry_after: float | str | None = None,
+                  message: str | None = None) -> None:
+        with self._lock:
+            for _ in range(n):
+                self._actions.append(("status", status, retry_after, message))
+
+    def hang_next(self, n: int = 1, seconds: float = 5.0) -> None:
+        with self._lock:
+            for _ in range(n):
+                self._actions.append(("hang", seconds))
+
+    def drop_next(self, n: int = 1) -> None:
+        with self._lock:
+            for _ in range(n):
+                self._actions.append(("drop",))
+
+    @property
+    def chat_requests(self) -> list[dict[str, Any]]:
+        return [r for r in self.requests if "messages" in r]
+
+    # -- lifecycle --
+
+    def start(self) -> "FakeOpenAIServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._release.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    # -- the protocol --
+
+    def _next_action(self):
+        with self._lock:
+            return self._actions.popleft() if self._actions else None
+
+    def _completion(self, request: dict[str, Any]) -> dict[str, Any]:
+        n = int(request.get("n") or 1)
+        texts = self._responder(request)
+        if isinstance(texts, str):
+            texts = [texts] * n
+        if len(texts) != n:
+            raise ValueError(f"responder gave {len(texts)} texts for n={n}")
+        max_tokens = request.get("max_tokens") or request.get("max_completion_tokens")
+        want_logprobs = bool(request.get("logprobs"))
+        top_k = int(request.get("top_logprobs") or 0)
+        choices, completion_tokens = [], 0
+        for i, text in enumerate(texts):
+            tokens = tokenize(text)
+            finish = "stop"
+            if max_tokens is not None and len(tokens) > int(max_tokens):
+                tokens, finish = tokens[: int(max_tokens)], "length"
+            completion_tokens += len(tokens)
+            choice: dict[str, Any] = {
+                "index": i,
+                "message": {"role": "assistant", "content": "".join(tokens)},
+                "finish_reason": finish,
+                "logprobs": None,
+            }
+            if want_logprobs:
+                content = []
+                for tok in tokens:
+                    lp = token_logprob(tok)
+                    alternatives = [{"token": tok, "logprob": lp, "bytes": list(tok.encode())}]
+                    alternatives += [{"token": f"<alt{k}>", "logprob": lp - k, "bytes": list(f"<alt{k}>".encode())}
+                                     for k in range(1, top_k)]
+                    content.append({"token": tok, "logprob": lp, "bytes": list(tok.encode()),
+                                    "top_logprobs": alternatives[:top_k]})
+                choice["logprobs"] = {"content": content}
+            choices.append(choice)
+        prompt_tokens = sum(len(tokenize(json.dumps(m.get("content", "")))) for m in request["messages"])
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.get("model", self.model),
+            "choices": choices,
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }
+
+    def _handler_class(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None):
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _error(self, status: int, message: str, headers=None):
+                kind = "invalid_request_error" if status < 500 else "server_error"
+                self._send(status, {"error": {"message": message, "type": kind, "param": None, "code": None}},
+                           headers)
+
+            def do_GET(self):
+                if self.path.rstrip("/") == "/v1/models":
+                    self._send(200, {"object": "list", "data": [
+                        {"id": server.model, "object": "model", "created": 0, "owned_by": "colbench-tests"}]})
+                else:
+                    self._error(404, f"no route {self.path}")
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self._error(404, f"no route {self.path}")
+                    return
+                try:
+                    request = json.loads(raw)
+                except ValueError:
+                    self._error(400, "request body is not JSON")
+                    return
+                with server._lock:
+                    server.requests.append(request)
+                    server.headers.append({k.lower(): v for k, v in self.headers.items()})
+                action = server._next_action()
+                if action is not None:
+                    kind = action[0]
+                    if kind == "status":
+                        _, status, retry_after, message = action
+                        headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+                        self._error(status, message or f"injected failure {status}", headers)
+                        return
+                    if kind == "hang":
+                        server._release.wait(action[1])
+                    elif kind == "drop":
+                        # Close the socket without a byte of response, like a crashed server.
+                        self.close_connection = True
+                        try:
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+                        return
+                if not isinstance(request.get("messages"), list) or not request.get("model"):
+                    self._error(400, "'model' and 'messages' are required")
+                    return
+                try:
+                    body = server._completion(request)
+                except Exception as exc:  # a broken responder shows as a server error
+                    self._error(500, f"responder failed: {exc}")
+                    return
+                try:
+                    self._send(200, body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout) while we hung
+
+        return Handler
+
+
+@pytest.fixture
+def openai_server():
+    server = FakeOpenAIServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port with nothing listening on it (connections are refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
