@@ -1,0 +1,130 @@
+"""Generation with vLLM's offline engine, across every visible GPU.
+
+vLLM is an optional dependency (``pip install 'colbench[vllm]'``, CUDA only): it is
+imported only when this engine is built. A checkpoint's LoRA adapter is served with a
+``LoRARequest`` on top of the base weights, without merging.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from colbench.engines.base import Engine, EngineError, Generation, Message, Sample, SamplingParams
+from colbench.models import ModelSource, resolve_model
+
+MISSING = "vLLM is not installed: pip install 'colbench[vllm]'"
+
+
+def import_vllm():
+    try:
+        import vllm
+    except ImportError:
+        raise EngineError(MISSING) from None
+    return vllm
+
+
+class VLLMEngine(Engine):
+    def __init__(
+        self,
+        source: ModelSource | str,
+        *,
+        tensor_parallel_size: int | None = None,
+        gpu_memory_utilization: float = 0.85,
+        max_model_len: int | None = None,
+        max_lora_rank: int = 64,
+        dtype: str = "auto",
+        model_ref: str | None = None,
+        checkpoint_lookup=None,
+        **llm_options,
+    ):
+        vllm = import_vllm()  # before resolving: a missing vLLM should not wait for a conversion
+        from vllm.lora.request import LoRARequest
+
+        if not isinstance(source, ModelSource):
+            source = resolve_model(source, checkpoint_lookup)
+        self.source = source
+        self.model_ref = model_ref or source.ref
+        if tensor_parallel_size is None:
+            import torch
+
+            tensor_parallel_size = max(1, torch.cuda.device_count())
+        options = dict(
+            model=source.base,
+            tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization,
+            dtype=dtype,
+            enable_lora=source.adapter is not None,
+            **llm_options,
+        )
+        if max_model_len:
+            options["max_model_len"] = max_model_len
+        if source.adapter:
+            options["max_lora_rank"] = max_lora_rank
+        # vLLM >= 0.10 can say which log-probs to return; we want the raw distribution's
+        # (temperature 1), as the HF engine records. (Older V0 engines returned processed ones.)
+        if "logprobs_mode" in {f.name for f in dataclasses.fields(vllm.EngineArgs)}:
+            options.setdefault("logprobs_mode", "raw_logprobs")
+        try:
+            self.llm = vllm.LLM(**options)
+        except Exception as err:  # vLLM raises many kinds; the user needs the first line
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise EngineError(f"vLLM could not start {self.model_ref}: {reason}") from err
+        self.tokenizer = self.llm.get_tokenizer()
+        self.lora = LoRARequest("adapter", 1, str(source.adapter)) if source.adapter else None
+
+    def render_prompt(self, conversation: list[Message]) -> str:
+        return self.tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+
+    def generate(self, conversations: list[list[Message]], params: SamplingParams) -> list[Generation]:
+        vllm = import_vllm()
+        prompts = [self.render_prompt(c) for c in conversations]
+        # Tokenize ourselves without special tokens: the template already wrote BOS.
+        prompt_ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        greedy = params.temperature <= 0
+        sampling = vllm.SamplingParams(
+            n=1 if greedy else params.n,  # some vLLM versions refuse n > 1 when greedy
+            temperature=0.0 if greedy else params.temperature,
+            top_p=1.0,
+            max_tokens=params.max_new_tokens,
+            seed=params.seed,
+            logprobs=0,  # 0 = only the sampled token's log-prob
+        )
+        t0 = time.perf_counter()
+        outputs = self.llm.generate(
+            [{"prompt_token_ids": ids} for ids in prompt_ids], sampling, lora_request=self.lora, use_tqdm=False
+        )
+        elapsed = time.perf_counter() - t0  # one call for the whole batch: each shares its time
+        generations = []
+        for prompt, ids, out in zip(prompts, prompt_ids, outputs):
+            samples = []
+            for completion in out.outputs:
+                token_ids = list(completion.token_ids)
+                logprobs = [step[tok].logprob for tok, step in zip(token_ids, completion.logprobs or [])]
+                samples.append(
+                    Sample(
+                        text=completion.text,
+                        token_ids=token_ids,
+                        token_logprobs=logprobs,
+                        finish_reason="length" if completion.finish_reason == "length" else "stop",
+                    )
+                )
+            if greedy:  # n identical greedy continuations
+                first = samples[0]
+                samples = [
+                    Sample(first.text, list(first.token_ids), list(first.token_logprobs), first.finish_reason)
+                    for _ in range(params.n)
+                ]
+            generations.append(
+                Generation(prompt_text=prompt, prompt_tokens=len(ids), samples=samples, latency_s=elapsed)
+            )
+        return generations
+
+    def close(self) -> None:
+        self.llm = None
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:
+            pass

@@ -1,0 +1,86 @@
+"""Pytest fixtures for models: the real SmolLM2 tokenizer, a tiny random model that uses
+it, and (opt-in, COLBENCH_SLOW=1) the real embedded 135M model.
+
+Register with ``pytest_plugins = ["plugins.models"]`` in tests/conftest.py.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+SLOW = os.environ.get("COLBENCH_SLOW") == "1"
+
+# Sized so the 49,152-wide output layer dominates and a forward pass takes milliseconds.
+TINY_CONFIG = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=2048,
+    tie_word_embeddings=True,
+    # Larger than the usual 0.02 so the random model has peaked, varied next-token
+    # distributions instead of near-uniform ones.
+    initializer_range=0.5,
+)
+
+
+@pytest.fixture(scope="session")
+def smol_tokenizer_dir():
+    """The real SmolLM2 tokenizer (with its chat template) as a directory.
+
+    Converted from the embedded GGUF once (~10 s) and kept in the colbench cache dir, so
+    later sessions reuse it."""
+    from colbench import models
+
+    try:
+        return models.embedded_tokenizer_dir()
+    except models.ModelNotFound as err:
+        pytest.skip(f"no SmolLM2 tokenizer: {err}")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(smol_tokenizer_dir, tmp_path_factory):
+    """A random-initialised LlamaForCausalLM (~3M parameters, fixed seed) saved with the
+    real tokenizer, so tests load it through the ordinary local-directory path."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **TINY_CONFIG,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    path = tmp_path_factory.mktemp("tiny-llama")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_engine(tiny_model_dir):
+    """An HFEngine on the tiny model (CPU, float32), shared by the session."""
+    from colbench.engines.hf import HFEngine
+
+    engine = HFEngine(str(tiny_model_dir), device="cpu", max_batch_size=8)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="session")
+def embedded_model_dir():
+    """The real SmolLM2-135M-Instruct as a transformers directory (~40 s the first time)."""
+    if not SLOW:
+        pytest.skip("loads the real 135M model: set COLBENCH_SLOW=1")
+    from colbench import models
+
+    try:
+        return models.embedded_model_dir()
+    except models.ModelNotFound as err:
+        pytest.skip(str(err))
