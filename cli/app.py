@@ -12,7 +12,7 @@ import sys
 import click
 import typer
 
-from colbench.cli import common, data, db, inspect
+from colbench.cli import common, data, db, evaluate, inspect, rollout
 
 app = typer.Typer(
     name="colbench",
@@ -35,6 +35,8 @@ def root(
 app.add_typer(db.app, name="db")
 data.register(app)
 inspect.register(app)
+rollout.register(app)
+evaluate.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -54,13 +54,13 @@ def print_json(payload: Any) -> None:
 
 @contextmanager
 def progress_bar(description: str, total: int | None, *, enabled: bool = True) -> Iterator[Any]:
-    """A Rich progress bar on stderr; yields `advance(n)`.
+    """A Rich progress bar on stderr; yields `advance(n, total=None)`.
 
     Silent when disabled (e.g. --json) and when stderr is not a terminal, so logs and
     pipes get the one-line summary and errors, not bar frames.
     """
     if not enabled or not err_console.is_terminal:
-        yield lambda n=1: None
+        yield lambda n=1, total=None: None
         return
     columns = [
         TextColumn("[progress.description]{task.description}"),
@@ -71,7 +71,13 @@ def progress_bar(description: str, total: int | None, *, enabled: bool = True) -
     ]
     with Progress(*columns, console=err_console, transient=False) as progress:
         task = progress.add_task(description, total=total)
-        yield lambda n=1: progress.advance(task, n)
+
+        def advance(n: int = 1, total: int | None = None) -> None:
+            if total is not None:
+                progress.update(task, total=total)
+            progress.advance(task, n)
+
+        yield advance
 
 
 def count_lines(path) -> int | None:

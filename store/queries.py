@@ -279,3 +279,106 @@ def checkpoint(session: Session, checkpoint_id: int) -> Checkpoint | None:
 
 def touch(trajectory: Trajectory) -> None:
     trajectory.heartbeat_at = utcnow()
+
+
+# ---------------------------------------------------------------- rollout claims
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Which rollouts a command asks for: every (task, sample index) under one policy setting."""
+
+    policy: str
+    simulator: str
+    setting: str
+    task_ids: tuple[int, ...]
+    samples_per_task: int
+    seed: int | None = None
+
+
+def ensure_slots(session: Session, slot: Slot) -> int:
+    """Create the pending trajectory rows a rollout needs and does not have. Returns how many."""
+    have: set[tuple[int, int]] = set()
+    ids = list(slot.task_ids)
+    for start in range(0, len(ids), _ROWS_PER_STATEMENT):
+        chunk = ids[start : start + _ROWS_PER_STATEMENT]
+        have.update(
+            session.exec(
+                select(Trajectory.task_id, Trajectory.sample_index).where(
+                    Trajectory.policy == slot.policy,
+                    Trajectory.simulator == slot.simulator,
+                    Trajectory.setting == slot.setting,
+                    col(Trajectory.task_id).in_(chunk),
+                )
+            )
+        )
+    missing = [
+        {"task_id": task_id, "policy": slot.policy, "simulator": slot.simulator, "setting": slot.setting,
+         "sample_index": index, "seed": slot.seed, "status": "pending"}
+        for task_id in slot.task_ids
+        for index in range(slot.samples_per_task)
+        if (task_id, index) not in have
+    ]
+    for start in range(0, len(missing), _ROWS_PER_STATEMENT):
+        session.connection().execute(insert(Trajectory.__table__), missing[start : start + _ROWS_PER_STATEMENT])
+    return len(missing)
+
+
+def slot_trajectories(session: Session, slot: Slot) -> list[Trajectory]:
+    """Every trajectory row of the slot set, whatever its status."""
+    wanted = set(slot.task_ids)
+    rows = session.exec(
+        select(Trajectory).where(
+            Trajectory.policy == slot.policy,
+            Trajectory.simulator == slot.simulator,
+            Trajectory.setting == slot.setting,
+            Trajectory.sample_index < slot.samples_per_task,
+        )
+    )
+    return [t for t in rows if t.task_id in wanted]
+
+
+def claim(session: Session, slot: Slot, worker: str, limit: int, is_abandoned) -> list[Trajectory]:
+    """Take up to `limit` unfinished trajectories of the slot set for `worker`.
+
+    Pending rows are free; a running row is taken over only when `is_abandoned(row)`
+    says its worker is gone. Call inside a write transaction: on SQLite, BEGIN
+    IMMEDIATE makes claims exclusive; on PostgreSQL, SKIP LOCKED does.
+    """
+    if limit <= 0:
+        return []
+    wanted = set(slot.task_ids)
+    query = (
+        select(Trajectory)
+        .where(
+            Trajectory.policy == slot.policy,
+            Trajectory.simulator == slot.simulator,
+            Trajectory.setting == slot.setting,
+            Trajectory.sample_index < slot.samples_per_task,
+            col(Trajectory.status).in_(("pending", "running")),
+        )
+        .order_by(Trajectory.task_id, Trajectory.sample_index)
+        .with_for_update(skip_locked=True)
+    )
+    taken = []
+    now = utcnow()
+    for trajectory in session.exec(query):
+        if trajectory.task_id not in wanted:
+            continue
+        if trajectory.status == "running" and not is_abandoned(trajectory):
+            continue
+        trajectory.status, trajectory.worker, trajectory.heartbeat_at = "running", worker, now
+        trajectory.started_at = trajectory.started_at or now
+        taken.append(trajectory)
+        if len(taken) == limit:
+            break
+    session.flush()
+    return taken
+
+
+def release(session: Session, worker: str) -> int:
+    """Hand a worker's unfinished trajectories back (e.g. on Ctrl-C); their turns stay."""
+    rows = session.exec(select(Trajectory).where(Trajectory.worker == worker, Trajectory.status == "running")).all()
+    for trajectory in rows:
+        trajectory.status, trajectory.worker = "pending", None
+    return len(rows)

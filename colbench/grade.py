@@ -1,0 +1,39 @@
+"""Re-grading stored answers: the same sandbox and rows as rollouts use."""
+from __future__ import annotations
+
+from sqlmodel import select
+
+from colbench.official import spec_of
+from colbench.rollout import save_grades
+from colbench.store.db import Database
+from colbench.store.models import Task, Trajectory
+
+BATCH = 64
+
+
+def regrade(db: Database, grader, *, policy: str | None = None, ungraded_only: bool = False, on_progress=None) -> dict:
+    """Grade every stored backend answer (or only ungraded ones); `on_progress(just_done, total)` after each batch."""
+    with db.read() as session:
+        query = (
+            select(Trajectory, Task)
+            .join(Task, Task.id == Trajectory.task_id)
+            .where(Task.family == "backend", Trajectory.status == "done", Trajectory.answer.is_not(None))
+            .order_by(Trajectory.id)
+        )
+        if policy:
+            query = query.where(Trajectory.policy == policy)
+        if ungraded_only:
+            query = query.where(Trajectory.graded_seq.is_(None))
+        work = [(t.id, spec_of(task), t.answer) for t, task in session.exec(query)]
+    rewards, successes = [], 0
+    for start in range(0, len(work), BATCH):
+        chunk = work[start : start + BATCH]
+        reports = grader.grade([(spec, answer) for _, spec, answer in chunk])
+        with db.write() as session:
+            save_grades(db, session, {trajectory_id: report for (trajectory_id, _, _), report in zip(chunk, reports)})
+        rewards += [r.fraction_passed for r in reports]
+        successes += sum(bool(r.success) for r in reports)
+        if on_progress:
+            on_progress(len(chunk), len(work))
+    n = len(rewards)
+    return {"graded": n, "mean_reward": sum(rewards) / n if n else 0.0, "success_rate": successes / n if n else 0.0}

@@ -1,0 +1,327 @@
+"""The rollout orchestrator: policy, simulated human and grader, turn by turn, into the store.
+
+One process runs up to `batch_size` episodes at once. Each step makes ONE batched
+generate call for every episode whose agent is to move, writes those turns, asks the
+simulator for every episode waiting on the human (one batched call), writes those
+turns, and hands finished episodes to the sandboxed grader. Freed places are refilled
+by claiming more work from the store, so several processes pointed at one database
+share the work without overlap, and a rerun of the same command finishes what is
+missing: every trajectory is a row before it starts, every turn is written as it
+happens, and an interrupted episode resumes from its stored turns.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Callable
+
+from colbench.engines.base import Engine, SamplingParams
+from colbench.envs.backend import BackendEpisode
+from colbench.official import spec_of
+from colbench.simulators.base import SimRequest, Simulator
+from colbench.store import queries
+from colbench.store.db import Database
+from colbench.store.models import Task, TestResult, Trajectory, Turn, utcnow
+
+
+@dataclass
+class RolloutConfig:
+    """How `colbench rollout` runs. Field help is the documentation of its flags."""
+
+    tasks: str = "backend:test"  # FAMILY:SPLIT of stored tasks (built-in tasks are added on first use)
+    limit: int | None = None  # only the first N tasks of the split (by id)
+    samples_per_task: int = 1  # trajectories per task (k, for best-of-k and critic pairs)
+    seed: int = 0  # base seed for sampling
+    temperature: float = 1.0  # the protocol samples at 1.0, at evaluation too
+    max_new_tokens: int = 1024  # per agent turn (the protocol's limit)
+    batch_size: int = 16  # episodes stepped together in one generate call
+    stale_after_s: float = 600.0  # take over a running trajectory whose worker has been silent this long
+
+    def setting(self) -> str:
+        """What besides the policy and simulator shapes a trajectory; part of its slot's identity."""
+        parts = []
+        if self.temperature != 1.0:
+            parts.append(f"t={self.temperature:g}")
+        if self.max_new_tokens != 1024:
+            parts.append(f"max={self.max_new_tokens}")
+        return ",".join(parts)
+
+
+@dataclass
+class RolloutStats:
+    total: int = 0  # trajectories the command asks for
+    already_done: int = 0
+    finished: int = 0  # finished by this process
+    failed: int = 0
+    graded: int = 0
+    successes: int = 0
+    agent_turns: int = 0
+    generated_tokens: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def turns_per_s(self) -> float:
+        return self.agent_turns / max(time.perf_counter() - self.started, 1e-9)
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.successes / self.graded if self.graded else None
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data.pop("started")
+        data.update(elapsed_s=round(time.perf_counter() - self.started, 3), turns_per_s=round(self.turns_per_s, 3), success_rate=self.success_rate)
+        return data
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def _abandoned(stale_after_s: float) -> Callable[[Trajectory], bool]:
+    host = socket.gethostname()
+
+    def check(trajectory: Trajectory) -> bool:
+        name = trajectory.worker or ""
+        parts = name.split(":")
+        if len(parts) == 3 and parts[0] == host and parts[1].isdigit():
+            try:
+                os.kill(int(parts[1]), 0)
+            except ProcessLookupError:
+                return True  # its process on this machine is gone (e.g. kill -9)
+            except PermissionError:
+                pass
+        beat = trajectory.heartbeat_at
+        if beat is None:
+            return True
+        if beat.tzinfo is None:  # SQLite hands back naive UTC
+            beat = beat.replace(tzinfo=utcnow().tzinfo)
+        return utcnow() - beat > timedelta(seconds=stale_after_s)
+
+    return check
+
+
+class Rollout:
+    def __init__(
+        self,
+        db: Database,
+        engine: Engine,
+        simulator: Simulator,
+        grader,
+        config: RolloutConfig,
+        *,
+        on_progress: Callable[[RolloutStats], None] | None = None,
+    ):
+        self.db, self.engine, self.simulator, self.grader, self.config = db, engine, simulator, grader, config
+        self.on_progress = on_progress or (lambda stats: None)
+        self.worker = worker_name()
+        self.stats = RolloutStats()
+        self.tasks: dict[int, object] = {}
+        self.pending_grades: dict[int, object] = {}  # trajectory id → future
+
+    # ------------------------------------------------------------ setup
+
+    def slot(self, task_ids: list[int]) -> queries.Slot:
+        return queries.Slot(
+            policy=self.engine.model_ref,
+            simulator=self.simulator.ref,
+            setting=self.config.setting(),
+            task_ids=tuple(task_ids),
+            samples_per_task=self.config.samples_per_task,
+            seed=self.config.seed,
+        )
+
+    def prepare(self, tasks: list[Task]) -> queries.Slot:
+        self.tasks = {t.id: spec_of(t) for t in tasks}
+        slot = self.slot(sorted(self.tasks))
+        with self.db.write() as session:
+            queries.ensure_slots(session, slot)
+            rows = queries.slot_trajectories(session, slot)
+        self.stats.total = len(rows)
+        self.stats.already_done = sum(r.status in ("done", "failed") for r in rows)
+        # Finished but never graded (the process stopped in between): grade them now.
+        self.ungraded = [r for r in rows if r.status == "done" and r.graded_seq is None]
+        return slot
+
+    # ------------------------------------------------------------ the loop
+
+    def run(self, tasks: list[Task]) -> RolloutStats:
+        slot = self.prepare(tasks)
+        for trajectory in self.ungraded:
+            self._submit_grade(trajectory.id, trajectory.task_id, trajectory.answer or "")
+        active: list[BackendEpisode] = []
+        step = 0
+        try:
+            while True:
+                active = [e for e in active if not e.finished]
+                active += self._claim(slot, self.config.batch_size - len(active))
+                self._collect_grades(block=False)
+                if not active:
+                    break
+                self._agent_step(active, step)
+                self._human_step([e for e in active if not e.finished])
+                step += 1
+            self._collect_grades(block=True)
+        except BaseException:
+            with self.db.write() as session:
+                queries.release(session, self.worker)
+            raise
+        return self.stats
+
+    def _claim(self, slot: queries.Slot, room: int) -> list[BackendEpisode]:
+        if room <= 0:
+            return []
+        with self.db.write() as session:
+            claimed = queries.claim(session, slot, self.worker, room, _abandoned(self.config.stale_after_s))
+            turns = queries.turns_for(session, [t.id for t in claimed])
+            for trajectory in claimed:
+                if not turns[trajectory.id]:  # a fresh start: the human's opening is turn 0
+                    opening = Turn(trajectory_id=trajectory.id, index=0, role="user", content=self.tasks[trajectory.task_id].problem_description)
+                    session.add(opening)
+                    turns[trajectory.id] = [opening]
+        episodes = []
+        for trajectory in claimed:
+            episode = BackendEpisode.resume(trajectory.id, self.tasks[trajectory.task_id], turns[trajectory.id])
+            if episode.finished:  # its answering turn was stored, the trajectory was not closed
+                self._finish([episode])
+            else:
+                episodes.append(episode)
+        return episodes
+
+    def _agent_step(self, active: list[BackendEpisode], step: int) -> None:
+        movers = [e for e in active if e.agent_to_move]
+        if not movers:
+            return
+        params = SamplingParams(
+            temperature=self.config.temperature,
+            max_new_tokens=self.config.max_new_tokens,
+            n=1,
+            seed=self.config.seed * 1_000_003 + step,
+        )
+        generations = self.engine.generate([e.conversation() for e in movers], params)
+        rows = []
+        for episode, generation in zip(movers, generations):
+            sample = generation.samples[0]
+            shared, tail = queries.compact_prompt(episode.last_prompt, generation.prompt_text)
+            rows.append(
+                Turn(
+                    trajectory_id=episode.trajectory_id,
+                    index=len(episode.dialogue),
+                    role="assistant",
+                    content=sample.text,
+                    raw=sample.text,
+                    prompt=tail,
+                    prompt_shared=shared,
+                    prompt_tokens=generation.prompt_tokens,
+                    completion_tokens=sample.num_tokens,
+                    logprob_sum=sample.logprob_sum,
+                    logprob_mean=sample.logprob_mean,
+                    latency_s=generation.latency_s,
+                )
+            )
+            episode.last_prompt = generation.prompt_text
+            episode.agent_says(sample.text)
+            self.stats.agent_turns += 1
+            self.stats.generated_tokens += sample.num_tokens
+        with self.db.write() as session:
+            session.add_all(rows)
+            self._beat(session, [e.trajectory_id for e in movers])
+        self._finish([e for e in movers if e.finished])
+        self.on_progress(self.stats)
+
+    def _human_step(self, waiting: list[BackendEpisode]) -> None:
+        if not waiting:
+            return
+        replies = self.simulator.reply([SimRequest(task=e.task, dialogue=list(e.dialogue)) for e in waiting])
+        rows, failed = [], []
+        for episode, reply in zip(waiting, replies):
+            index = len(episode.dialogue)
+            if reply.error:
+                episode.failure = f"simulator: {reply.error}"
+                rows.append(Turn(trajectory_id=episode.trajectory_id, index=index, role="user", content="", raw=None, error=reply.error, latency_s=reply.latency_s))
+                failed.append(episode)
+                continue
+            shown = episode.human_says(reply.text)
+            rows.append(Turn(trajectory_id=episode.trajectory_id, index=index, role="user", content=shown, raw=reply.text, latency_s=reply.latency_s))
+        with self.db.write() as session:
+            session.add_all(rows)
+            self._beat(session, [e.trajectory_id for e in waiting])
+            for episode in failed:
+                trajectory = session.get(Trajectory, episode.trajectory_id)
+                trajectory.status, trajectory.failure, trajectory.finished_at = "failed", episode.failure, utcnow()
+        self.stats.failed += len(failed)
+        if failed:
+            self.on_progress(self.stats)
+
+    def _beat(self, session, trajectory_ids: list[int]) -> None:
+        now = utcnow()
+        for trajectory_id in trajectory_ids:
+            session.get(Trajectory, trajectory_id).heartbeat_at = now
+
+    def _finish(self, episodes: list[BackendEpisode]) -> None:
+        if not episodes:
+            return
+        with self.db.write() as session:
+            for episode in episodes:
+                trajectory = session.get(Trajectory, episode.trajectory_id)
+                trajectory.status, trajectory.answer, trajectory.finished_at = "done", episode.answer, utcnow()
+        for episode in episodes:
+            self.stats.finished += 1
+            self._submit_grade(episode.trajectory_id, None, episode.answer or "", task=episode.task)
+
+    # ------------------------------------------------------------ grading
+
+    def _submit_grade(self, trajectory_id: int, task_id: int | None, answer: str, task=None) -> None:
+        task = task or self.tasks[task_id]
+        self.pending_grades[trajectory_id] = self.grader.submit(task, answer)
+
+    def _collect_grades(self, block: bool) -> None:
+        ready = {
+            trajectory_id: future
+            for trajectory_id, future in self.pending_grades.items()
+            if block or future.done()
+        }
+        if not ready:
+            return
+        reports = {trajectory_id: future.result() for trajectory_id, future in ready.items()}
+        with self.db.write() as session:
+            save_grades(self.db, session, reports)
+        for trajectory_id, report in reports.items():
+            del self.pending_grades[trajectory_id]
+            self.stats.graded += 1
+            self.stats.successes += bool(report.success)
+        self.on_progress(self.stats)
+
+
+def save_grades(db: Database, session, reports: dict) -> None:
+    """Write test rows, reward and success for graded trajectories (replacing earlier grades)."""
+    from sqlmodel import delete
+
+    db.lock_for_sequence(session)
+    seq = queries.next_graded_seq(session)
+    for trajectory_id, report in reports.items():
+        session.exec(delete(TestResult).where(TestResult.trajectory_id == trajectory_id))
+        for test in report.tests:
+            session.add(
+                TestResult(
+                    trajectory_id=trajectory_id,
+                    name=test.name,
+                    call=test.call,
+                    expected=test.expected,
+                    actual=test.actual,
+                    passed=test.passed,
+                    error=test.error,
+                    duration_s=test.duration_s,
+                )
+            )
+        trajectory = session.get(Trajectory, trajectory_id)
+        trajectory.reward, trajectory.success = report.fraction_passed, report.success
+        if report.error and not trajectory.failure:
+            trajectory.failure = f"grading: {report.error}"
+        trajectory.graded_seq = seq
+        seq += 1
+

@@ -1,0 +1,170 @@
+"""Rollouts end to end: real engines, real simulators, the real sandbox, a real database."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from sqlmodel import select
+
+from colbench.engines.openai import OpenAIEngine
+from colbench.grading.grader import Grader
+from colbench.official import import_tasks
+from colbench.protocol import ANSWER_MARKER, MAX_AGENT_TURNS
+from colbench.rollout import Rollout, RolloutConfig
+from colbench.simulators.builtin import BuiltinSimulator
+from colbench.simulators.endpoint import EndpointSimulator
+from colbench.store import queries
+from colbench.store.db import Database
+from colbench.store.models import Task, TestResult, Trajectory, Turn
+from conftest import write_jsonl
+from officialdata import backend_task
+
+COLBENCH = [sys.executable, "-m", "colbench.cli.app"]
+
+
+@pytest.fixture(scope="module")
+def grader():
+    with Grader(sandbox="bwrap", workers=2) as g:
+        yield g
+
+
+def stored_tasks(db, tmp_path, n=3):
+    import_tasks(db, write_jsonl(tmp_path / "tasks.jsonl", [backend_task(i) for i in range(n)]), family="backend", split="test")
+    with db.read() as session:
+        return list(session.exec(select(Task).order_by(Task.id)))
+
+
+def scripted_agent(request: dict) -> str:
+    """A served 'model' that asks one question, then answers with the right code."""
+    messages = request["messages"]
+    description = messages[1]["content"]
+    number = int(description.split("shop number ")[1].split()[0])
+    if sum(m["role"] == "assistant" for m in messages) == 0:
+        return "Is the weight in kilograms, and what does express do?"
+    return ANSWER_MARKER + "\n```python\n" + backend_task(number)["ground_truth"] + "```"
+
+
+def test_tiny_model_rollout_writes_every_turn_and_grades(sqlite_url, tmp_path, tiny_engine, grader):
+    db = Database(sqlite_url)
+    tasks = stored_tasks(db, tmp_path, n=2)
+    config = RolloutConfig(samples_per_task=2, max_new_tokens=6, batch_size=3)
+    stats = Rollout(db, tiny_engine, BuiltinSimulator(), grader, config).run(tasks)
+    assert (stats.total, stats.finished, stats.graded) == (4, 4, 4)
+
+    with db.read() as session:
+        trajectories = session.exec(select(Trajectory)).all()
+        assert {(t.task_id, t.sample_index) for t in trajectories} == {(task.id, i) for task in tasks for i in range(2)}
+        for trajectory in trajectories:
+            turns = queries.turns_of(session, trajectory.id)
+            agent = [t for t in turns if t.role == "assistant"]
+            human = [t for t in turns if t.role == "user"]
+            # A random tiny model never says the marker: 10 agent turns, the last taken as the answer.
+            assert trajectory.status == "done" and len(agent) == MAX_AGENT_TURNS
+            assert len(human) == MAX_AGENT_TURNS  # the opening plus 9 replies
+            assert [t.index for t in turns] == list(range(2 * MAX_AGENT_TURNS))
+            assert trajectory.answer == agent[-1].content.strip()
+            for turn in agent:
+                assert turn.prompt.startswith("<|im_start|>system") and turn.prompt.endswith("<|im_start|>assistant\n")
+                assert turn.completion_tokens >= 1 and turn.logprob_sum < 0
+                assert turn.logprob_mean == pytest.approx(turn.logprob_sum / turn.completion_tokens)
+            assert agent[3].prompt == tiny_engine.render_prompt(
+                [{"role": "system", "content": agent[0].prompt.split("<|im_start|>system\n")[1].split("<|im_end|>")[0]}]
+                + [{"role": t.role, "content": t.content} for t in turns[: agent[3].index]]
+            )
+            assert all(len(t.content) <= 400 for t in human)
+            rows = session.exec(select(TestResult).where(TestResult.trajectory_id == trajectory.id)).all()
+            assert len(rows) == 10 and trajectory.reward == sum(r.passed for r in rows) / 10
+            assert trajectory.graded_seq is not None
+
+
+def test_served_agent_solves_tasks_and_rerun_duplicates_nothing(sqlite_url, tmp_path, openai_server, grader):
+    db = Database(sqlite_url)
+    tasks = stored_tasks(db, tmp_path, n=3)
+    openai_server.set_responder(scripted_agent)
+    engine = OpenAIEngine("scripted", openai_server.base_url)
+    config = RolloutConfig(batch_size=2)
+    stats = Rollout(db, engine, BuiltinSimulator(), grader, config).run(tasks)
+    assert stats.graded == 3 and stats.success_rate == 1.0
+    with db.read() as session:
+        trajectories = session.exec(select(Trajectory)).all()
+        assert all(t.reward == 1.0 and t.success for t in trajectories)
+        assert all(len(queries.turns_of(session, t.id)) == 4 for t in trajectories)  # opening, ask, reply, answer
+        human_reply = queries.turns_of(session, trajectories[0].id)[2]
+        assert human_reply.role == "user" and human_reply.raw and "def " not in human_reply.content
+        n_turns = len(session.exec(select(Turn)).all())
+
+    again = Rollout(db, engine, BuiltinSimulator(), grader, config).run(tasks)
+    assert (again.already_done, again.finished, again.agent_turns) == (3, 0, 0)
+    with db.read() as session:
+        assert len(session.exec(select(Turn)).all()) == n_turns
+        assert len(session.exec(select(Trajectory)).all()) == 3
+
+
+def test_simulator_failure_fails_the_trajectory_not_the_run(sqlite_url, tmp_path, openai_server, closed_port, grader):
+    db = Database(sqlite_url)
+    tasks = stored_tasks(db, tmp_path, n=2)
+    openai_server.set_responder(scripted_agent)
+    engine = OpenAIEngine("scripted", openai_server.base_url)
+    dead_human = EndpointSimulator("llama-70b", f"http://127.0.0.1:{closed_port}/v1", max_retries=1, backoff_s=0.01)
+    stats = Rollout(db, engine, dead_human, grader, RolloutConfig()).run(tasks)
+    assert stats.failed == 2 and stats.graded == 0
+    with db.read() as session:
+        for trajectory in session.exec(select(Trajectory)):
+            assert trajectory.status == "failed" and "simulator" in trajectory.failure and str(closed_port) in trajectory.failure
+            last = queries.turns_of(session, trajectory.id)[-1]
+            assert last.role == "user" and last.error
+
+
+def _rollout_cli(db_url: str, model_dir, *extra: str) -> subprocess.Popen:
+    env = dict(os.environ, COLBENCH_DB=db_url)
+    args = ["rollout", "--model", str(model_dir), "--tasks", "backend:test", "--limit", "3", "--max-new-tokens", "4", "--batch-size", "2", "--sandbox", "bwrap", "--json", *extra]
+    return subprocess.Popen(COLBENCH + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_kill_9_mid_rollout_loses_no_turn_and_rerun_completes(sqlite_url, tmp_path, tiny_model_dir):
+    db = Database(sqlite_url)
+    stored_tasks(db, tmp_path, n=3)
+    process = _rollout_cli(sqlite_url, tiny_model_dir, "-k", "2")
+    deadline = time.time() + 120
+    while time.time() < deadline:  # wait until some turns are stored, then kill hard
+        with db.read() as session:
+            if len(session.exec(select(Turn).where(Turn.role == "assistant")).all()) >= 8:
+                break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    with db.read() as session:
+        before = {(t.trajectory_id, t.index): t.content for t in session.exec(select(Turn))}
+        assert any(t.status == "running" for t in session.exec(select(Trajectory)))
+
+    rerun = _rollout_cli(sqlite_url, tiny_model_dir, "-k", "2")
+    out, err = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, err
+    with db.read() as session:
+        trajectories = session.exec(select(Trajectory)).all()
+        after = {(t.trajectory_id, t.index): t.content for t in session.exec(select(Turn))}
+    assert len(trajectories) == 6 and all(t.status == "done" and t.graded_seq for t in trajectories)
+    assert all(after[key] == content for key, content in before.items())  # nothing lost or rewritten
+    per_trajectory = {}
+    for trajectory_id, index in after:
+        per_trajectory.setdefault(trajectory_id, []).append(index)
+    assert all(sorted(v) == list(range(len(v))) for v in per_trajectory.values())  # no gaps, no doubles
+
+
+def test_two_processes_share_one_rollout_without_overlap(sqlite_url, tmp_path, tiny_model_dir):
+    db = Database(sqlite_url)
+    stored_tasks(db, tmp_path, n=3)
+    first, second = (_rollout_cli(sqlite_url, tiny_model_dir, "-k", "2") for _ in range(2))
+    outputs = [json.loads(p.communicate(timeout=300)[0]) for p in (first, second)]
+    assert first.returncode == 0 and second.returncode == 0
+    assert sum(o["finished"] for o in outputs) == 6  # each trajectory finished by exactly one process
+    with db.read() as session:
+        trajectories = session.exec(select(Trajectory)).all()
+        turns = session.exec(select(Turn)).all()
+    assert len(trajectories) == 6 and all(t.status == "done" for t in trajectories)
+    assert len({(t.trajectory_id, t.index) for t in turns}) == len(turns) == 6 * 2 * MAX_AGENT_TURNS
