@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from colbench.cli import views
-from colbench.cli.common import console, count_lines, print_json, progress_bar, state
+from colbench.cli.common import console, count_lines, fail, print_json, progress_bar, state
 
 
 class Family(str, Enum):
@@ -65,6 +65,134 @@ def tasks_ls(
         print_json([views.task_summary(t) for t in shown])
         return
     console.print(views.tasks_table(shown, total))
+
+
+class SandboxChoice(str, Enum):
+    auto = "auto"
+    bwrap = "bwrap"
+    docker = "docker"
+    none = "none"
+
+
+@tasks_app.command("validate")
+def tasks_validate(
+    file: Path = typer.Argument(None, help="Task JSONL to check (official format; naive_solution optional)."),
+    builtin: bool = typer.Option(False, "--builtin", help="Check the built-in task sets instead of a file."),
+    family: Family = typer.Option(Family.backend, "--family", help="Task family of the file or built-in set."),
+    sandbox: SandboxChoice = typer.Option(SandboxChoice.auto, "--sandbox", help="Where references run: auto (docker, else bwrap), docker, bwrap, or none (unsafe)."),
+    tests: int = typer.Option(None, "--tests", min=1, help="Require exactly N tests, test1..testN. Default: 10 with --builtin, at least 1 for a file."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable report."),
+) -> None:
+    """Check tasks: well-formed, deterministic, fit the protocol, need clarification, no duplicates.
+
+    References and naive solutions run in the sandbox. Each failure names the task
+    (file:line and function) and the rule; exits 1 if any task fails.
+    """
+    from colbench.tasks.validate import validate_file, validate_tasks
+
+    if builtin == (file is not None):
+        raise typer.BadParameter("give a task FILE or --builtin, not both" if builtin else "give a task FILE or --builtin")
+    if builtin:
+        from colbench.tasks.builtin import load_builtin
+
+        loaded = load_builtin(family.value)
+        if not loaded:
+            fail(f"no built-in {family.value} tasks")
+        with progress_bar(f"validating built-in {family.value} tasks", len(loaded), enabled=not as_json) as advance:
+            report = validate_tasks(
+                [task.spec for task in loaded],
+                where=[task.where for task in loaded],
+                sandbox=sandbox.value,
+                exact_tests=tests or 10,
+                require_naive=True,
+                progress=advance,
+            )
+    else:
+        with progress_bar(f"validating {file.name}", count_lines(file), enabled=not as_json) as advance:
+            report = validate_file(file, family=family.value, sandbox=sandbox.value, exact_tests=tests, progress=advance)
+    if as_json:
+        print_json(report.to_json())
+    else:
+        for line in views.validation_failures(report):
+            console.print(line, soft_wrap=True, highlight=False)
+        console.print(views.validation_table(report))
+        console.print(views.validation_footer(report), highlight=False)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@tasks_app.command("generate")
+def tasks_generate(
+    sources: list[Path] = typer.Option(..., "--source", help="Web text: a plain text file (split into passages at blank lines) or JSONL with a 'text' field. Repeat for more files."),
+    endpoint: str = typer.Option(None, "--endpoint", help="URL#MODEL of an OpenAI-compatible server (the API key comes from $COLBENCH_API_KEY or $OPENAI_API_KEY)."),
+    model: str = typer.Option(None, "--model", help="A local model instead: path, hub id, or ckpt:ID."),
+    engine_kind: str = typer.Option("hf", "--engine", help="Engine for --model: hf or vllm."),
+    family: Family = typer.Option(Family.backend, "--family", help="Task family (backend only, for now)."),
+    split: Split = typer.Option(Split.train, "--split", help="Split the new tasks go into."),
+    n: int = typer.Option(None, "--n", min=1, help="Stop once N tasks are accepted. Default: one try per passage."),
+    sandbox: SandboxChoice = typer.Option(SandboxChoice.auto, "--sandbox", help="Where candidates run: auto, docker, bwrap, or none (unsafe)."),
+    temperature: float = typer.Option(0.7, "--temperature"),
+    max_tokens: int = typer.Option(2048, "--max-tokens", help="Most new tokens per candidate."),
+    batch_size: int = typer.Option(8, "--batch-size", min=1, help="Passages sent to the model at once."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable summary."),
+) -> None:
+    """Write new tasks from web text with an LLM; keep only those that pass `tasks validate`.
+
+    Accepted tasks are stored together at the end (source generated:<model>, with the
+    passage's file and index); if the model fails midway, nothing is stored.
+    """
+    from colbench.engines import make_engine
+    from colbench.tasks.generate import generate_tasks, parse_endpoint, read_passages
+
+    if (endpoint is None) == (model is None):
+        raise typer.BadParameter("give --endpoint URL#MODEL or --model REF")
+    if family is not Family.backend:
+        fail("tasks generate makes backend tasks only, for now")
+    passages = read_passages(sources)
+    if not passages:
+        fail("no passages in the source files")
+    db = state.db()
+    if endpoint is not None:
+        url, name = parse_endpoint(endpoint)
+        engine = make_engine("openai", name, base_url=url, logprobs=False)
+    else:
+        from colbench.runner import checkpoint_lookup
+
+        name = model
+        engine = make_engine(engine_kind, model, checkpoint_lookup=checkpoint_lookup(db))
+    total = n or len(passages)
+    with engine, progress_bar("generating tasks", total, enabled=not as_json) as advance:
+        done = [0]
+
+        def on_batch(passages_done: int, accepted: int) -> None:
+            now = accepted if n else passages_done
+            advance(now - done[0])
+            done[0] = now
+
+        summary = generate_tasks(
+            db,
+            engine,
+            passages,
+            model_name=name,
+            family=family.value,
+            split=split.value,
+            n=n,
+            sandbox=sandbox.value,
+            batch_size=batch_size,
+            temperature=temperature,
+            max_new_tokens=max_tokens,
+            progress=on_batch,
+        )
+    if as_json:
+        print_json(summary.to_json())
+        return
+    if summary.rejected:
+        console.print(views.generation_table(summary))
+    console.print(
+        f"{summary.accepted} of {summary.candidates} candidates accepted from {summary.passages} passages; "
+        f"{summary.stored} new tasks stored as {summary.source} ({split.value})",
+        highlight=False,
+    )
 
 
 @trajectories_app.command("import")

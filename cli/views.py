@@ -218,3 +218,62 @@ def trajectory_json(trajectory, task, turns, tests, scores, *, reveal: bool) -> 
     if reveal:
         payload["ground_truth"] = task.ground_truth
     return payload
+
+
+# ---------------------------------------------------------------- tasks validate / generate
+
+
+def validation_failures(report) -> list[Text]:
+    """One line per failed rule of a task: where, function, rule, why."""
+    lines = []
+    for check in report.checks:
+        for finding in check.findings:
+            style = "red" if finding.level == "failed" else "yellow"
+            line = Text()
+            line.append(check.where, style="bold")
+            if check.function:
+                line.append(f" {check.function}", style="cyan")
+            line.append(f"  {finding.rule}", style=style)
+            line.append(" (warning)" if finding.level != "failed" else "", style=style)
+            line.append(f": {finding.message}")
+            lines.append(line)
+    return lines
+
+
+def validation_table(report) -> Table:
+    table = Table(title=f"validation of {len(report.checks)} tasks", title_justify="left")
+    table.add_column("rule")
+    for name in ("passed", "failed", "warnings", "skipped"):
+        table.add_column(name, justify="right")
+    for rule, counts in report.counts().items():
+        failed = counts["failed"]
+        table.add_row(
+            rule,
+            str(counts["passed"]),
+            Text(str(failed), style="bold red" if failed else ""),
+            str(counts["warning"]),
+            str(counts["skipped"]),
+        )
+    return table
+
+
+def validation_footer(report) -> str:
+    parts = [f"{len(report.checks) - len(report.failed)} of {len(report.checks)} tasks pass"]
+    if report.naive_checked:
+        parts.append(
+            f"naive solution passes every test on {report.naive_passing} of {report.naive_checked} "
+            f"({100 * report.naive_pass_share:.1f}%)"
+        )
+    if report.sandbox:
+        parts.append(f"sandbox: {report.sandbox}")
+    return "; ".join(parts)
+
+
+def generation_table(summary) -> Table:
+    table = Table(title=f"rejected candidates ({summary.rejected} of {summary.candidates})", title_justify="left")
+    table.add_column("reason")
+    table.add_column("count", justify="right")
+    table.add_column("example", no_wrap=False)
+    for reason, count in sorted(summary.reasons.items(), key=lambda item: -item[1]):
+        table.add_row(reason, str(count), escape(_short(summary.examples.get(reason, ""), 90)))
+    return table

@@ -13,7 +13,10 @@ ANSWER_MARKER = "I WANT TO ANSWER:"
 MAX_AGENT_TURNS = 10
 REPLY_LIMIT = {"backend": 400, "frontend": 1000}
 
-_FENCE = re.compile(r"```[a-zA-Z0-9_+-]*[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
+# A Markdown fence opens at the start of a line (or after white space) with an optional
+# language tag and a line break, and closes at the start of a line. Backticks inside
+# code, e.g. a regex r'```(.*?)```', are not fences.
+_FENCE = re.compile(r"(?:^|(?<=\s))```[A-Za-z0-9_+.-]*[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.DOTALL)
 
 
 def wants_to_answer(agent_text: str) -> bool:

@@ -1,6 +1,7 @@
 """One import namespace: store/ and cli/ install as colbench.store and colbench.cli, never top-level."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -19,8 +20,16 @@ def test_mapped_packages_import_from_anywhere(tmp_path):
 
 
 def test_wheel_holds_only_the_colbench_namespace(tmp_path):
+    # Build from a copy, so the build leaves nothing behind in the checkout.
+    source = tmp_path / "src"
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "node_modules", "*.db*")
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    for folder in ("colbench", "store", "cli", "migrations"):
+        shutil.copytree(REPO / folder, source / folder, ignore=skip)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(source)],
         check=True,
         capture_output=True,
     )

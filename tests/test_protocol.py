@@ -1,0 +1,22 @@
+"""The dialogue rules: answer extraction, fences, truncation."""
+from colbench.protocol import ANSWER_MARKER, extract_answer, strip_code_fences, truncate_reply
+
+
+def test_answer_after_marker_or_on_the_last_turn():
+    assert extract_answer("Do you want cents?", last_turn=False) is None
+    assert extract_answer(f"ok {ANSWER_MARKER}\ndef f(): pass", last_turn=False) == "def f(): pass"
+    assert extract_answer("def f(): pass", last_turn=True) == "def f(): pass"
+
+
+def test_fences_are_stripped_only_where_they_are_markdown():
+    assert strip_code_fences("```python\ndef f():\n    return 1\n```") == "def f():\n    return 1"
+    assert strip_code_fences("Here:\n```\ndef f(): pass\n```\nThanks") == "def f(): pass"
+    assert strip_code_fences("```py\ndef f(): pass") == "def f(): pass"  # unclosed
+    code = "def f(text):\n    import re\n    return re.findall(r'```(.*?)```', text)"
+    assert strip_code_fences(code) == code  # backticks inside code are not a fence
+    assert strip_code_fences(f"```python\n{code}\n```") == code
+
+
+def test_replies_are_cut_by_family():
+    assert len(truncate_reply("x" * 1000, "backend")) == 400
+    assert len(truncate_reply("x" * 2000, "frontend")) == 1000
