@@ -1,0 +1,272 @@
+"""How fast is sandboxed grading? 200 synthetic backend tasks x 10 tests.
+
+Three ways to grade the same answers:
+
+- sandboxed: colbench's Grader (bwrap fork-servers), references included (cold cache);
+- in-process: `exec` in this very process with a SIGALRM per test, like the official
+  grader. Unsafe, and helpless against C-level loops; the upper bound on speed;
+- fresh interpreter: one new Python process per task running all its tests, the
+  obvious way to get process isolation.
+
+Two mixes of answers: "benign" (75% right, 25% wrong) and "hang" (the same with 10%
+of answers looping forever, in Python so that the in-process grader survives them).
+
+    .venv/bin/python benchmarks/grading.py            # both mixes
+    .venv/bin/python benchmarks/grading.py --tasks 50 --mix benign
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from colbench.grading.grader import Grader
+from colbench.protocol import strip_code_fences
+from colbench.tasks.spec import TaskSpec
+
+TESTS_PER_TASK = 10
+TIMEOUT_S = 1.0
+
+# ------------------------------------------------------------------ synthetic tasks
+# Each template is a small function of the kind ColBench asks for, with constants drawn
+# per task so that every task (and its content hash) is different.
+
+TEMPLATES = [
+    (
+        """
+def shipping_cost(weight_kg, express, zone):
+    base = {base} if zone == "domestic" else {base} * {factor}
+    if weight_kg > {heavy}:
+        base += (weight_kg - {heavy}) * {per_kg}
+    if express:
+        base *= 1.5
+    return round(base, 2)
+""",
+        lambda r: f"shipping_cost({r.randint(0, 40)}, {r.choice([True, False])}, {r.choice(['domestic', 'abroad'])!r})",
+    ),
+    (
+        """
+def word_stats(text):
+    counts = {{}}
+    for word in text.lower().split():
+        word = word.strip(".,!?")
+        if len(word) >= {min_len}:
+            counts[word] = counts.get(word, 0) + 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:{top}]
+""",
+        lambda r: "word_stats(%r)" % " ".join(r.choice(["apple", "Pear", "kiwi", "fig", "plum", "date,", "lime!"]) for _ in range(r.randint(0, 30))),
+    ),
+    (
+        """
+def letter_grade(scores):
+    if not scores:
+        return None
+    average = sum(scores) / len(scores)
+    for cutoff, letter in (({a}, "A"), ({b}, "B"), ({c}, "C")):
+        if average >= cutoff:
+            return letter
+    return "F"
+""",
+        lambda r: f"letter_grade({[r.randint(30, 100) for _ in range(r.randint(1, 8))]})",
+    ),
+    (
+        """
+def rotate_text(text, shift):
+    out = []
+    for ch in text:
+        if ch.isalpha():
+            start = ord("a") if ch.islower() else ord("A")
+            out.append(chr((ord(ch) - start + shift * {mult}) % 26 + start))
+        else:
+            out.append(ch)
+    return "".join(out)
+""",
+        lambda r: "rotate_text(%r, %d)" % ("".join(r.choice("abcXYZ -!") for _ in range(r.randint(0, 40))), r.randint(-30, 30)),
+    ),
+    (
+        """
+def schedule(tasks, limit):
+    done, used = [], 0
+    for name, minutes in sorted(tasks, key=lambda t: (t[1], t[0])):
+        if used + minutes * {overhead} <= limit:
+            done.append(name)
+            used += minutes * {overhead}
+    return {{"done": done, "minutes": used, "left": limit - used}}
+""",
+        lambda r: "schedule(%r, %d)" % ([(f"t{i}", r.randint(5, 90)) for i in range(r.randint(0, 9))], r.randint(30, 300)),
+    ),
+]
+
+
+def make_tasks(count: int, seed: int = 0) -> list[TaskSpec]:
+    rng = random.Random(seed)
+    tasks = []
+    for index in range(count):
+        source, make_call = TEMPLATES[index % len(TEMPLATES)]
+        constants = dict(
+            base=rng.randint(3, 20), factor=rng.randint(2, 4), heavy=rng.randint(5, 20), per_kg=rng.randint(1, 5),
+            min_len=rng.randint(2, 4), top=rng.randint(2, 5), a=rng.randint(85, 95), b=rng.randint(70, 84),
+            c=rng.randint(55, 69), mult=rng.randint(1, 5), overhead=rng.randint(1, 2),
+        )
+        reference = source.format(**constants)
+        calls = {f"test{i}": make_call(rng) for i in range(1, TESTS_PER_TASK + 1)}
+        tasks.append(TaskSpec("backend", f"synthetic task {index}", reference, calls))
+    return tasks
+
+
+def make_answers(tasks: list[TaskSpec], hang_share: float, seed: int = 1) -> list[str]:
+    """Right answers (reworded), wrong ones (a constant nudged), and hanging ones."""
+    rng = random.Random(seed)
+    answers = []
+    for task in tasks:
+        draw = rng.random()
+        if draw < hang_share:
+            name = task.ground_truth.split("def ", 1)[1].split("(", 1)[0]
+            answers.append(f"```python\ndef {name}(*args):\n    while True:\n        pass\n```")
+        elif draw < hang_share + 0.25:
+            answers.append(task.ground_truth.replace(" 1.5", " 1.6").replace("26", "25").replace("sum(scores)", "sum(scores) + 5")
+                           .replace("[:", "[1:").replace("<= limit", "< limit"))
+        else:
+            answers.append("```python\n# my answer\n" + task.ground_truth.replace("    ", "\t") + "\n```")
+    return answers
+
+
+# ------------------------------------------------------------------ the baselines
+
+class Alarm(Exception):
+    pass
+
+
+def _ring(signum, frame):
+    raise Alarm()
+
+
+def run_in_process(code: str, call: str):
+    """Like the official grader: exec the code, evaluate the call, 1 s alarm."""
+    namespace: dict = {}
+    signal.setitimer(signal.ITIMER_REAL, TIMEOUT_S)
+    try:
+        exec(code, namespace)
+        return eval(call, namespace)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def grade_in_process(task: TaskSpec, answer: str) -> float:
+    code = strip_code_fences(answer)
+    passed = 0
+    for call in task.test_cases.values():
+        try:
+            expected = run_in_process(task.ground_truth, call)
+        except BaseException:
+            expected = None
+        try:
+            actual = run_in_process(code, call)
+        except BaseException:
+            actual = None
+        passed += expected is not None and expected == actual
+    return passed / len(task.test_cases)
+
+
+FRESH_SCRIPT = r"""
+import json, signal, sys
+job = json.load(sys.stdin)
+def ring(*_): raise TimeoutError
+signal.signal(signal.SIGALRM, ring)
+def run(code, call):
+    namespace = {}
+    signal.setitimer(signal.ITIMER_REAL, job["timeout"])
+    try:
+        exec(code, namespace)
+        return eval(call, namespace)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+passed = 0
+for call in job["calls"]:
+    try: expected = run(job["reference"], call)
+    except BaseException: expected = None
+    try: actual = run(job["answer"], call)
+    except BaseException: actual = None
+    passed += expected is not None and expected == actual
+print(passed / len(job["calls"]))
+"""
+
+
+def grade_fresh(task: TaskSpec, answer: str, python: list[str]) -> float:
+    job = {"reference": task.ground_truth, "answer": strip_code_fences(answer),
+           "calls": list(task.test_cases.values()), "timeout": TIMEOUT_S}
+    done = subprocess.run(python + ["-c", FRESH_SCRIPT], input=json.dumps(job), capture_output=True, text=True,
+                          timeout=TESTS_PER_TASK * TIMEOUT_S * 3 + 10)
+    return float(done.stdout or 0)
+
+
+# ------------------------------------------------------------------ timing
+
+def timed(label: str, grade_all, count: int) -> tuple[float, list[float]]:
+    started = time.perf_counter()
+    rewards = grade_all()
+    seconds = time.perf_counter() - started
+    print(f"  {label:<38} {count / seconds:8.1f} tasks/s   ({seconds:6.2f} s, mean reward {sum(rewards) / len(rewards):.3f})",
+          flush=True)
+    return count / seconds, rewards
+
+
+def run_mix(name: str, tasks: list[TaskSpec], answers: list[str], workers: int, baselines: bool, hangs: bool) -> dict:
+    pairs = list(zip(tasks, answers))
+    print(f"\n{name}: {len(tasks)} tasks x {TESTS_PER_TASK} tests, {workers} workers, {TIMEOUT_S:.0f} s per test")
+    figures = {}
+    with Grader(sandbox="bwrap", workers=workers, test_timeout_s=TIMEOUT_S) as grader:
+        warm_up = make_tasks(2 * workers, seed=99)  # start every sandbox before timing
+        grader.grade([(t, t.ground_truth) for t in warm_up])
+        figures["sandboxed"], sandboxed = timed(
+            "sandboxed (bwrap, cold reference cache)", lambda: [r.fraction_passed for r in grader.grade(pairs)], len(pairs))
+        if not hangs:
+            figures["sandboxed_warm"], _ = timed(
+                "sandboxed (bwrap, references cached)", lambda: [r.fraction_passed for r in grader.grade(pairs)], len(pairs))
+    if not baselines:
+        return figures
+
+    signal.signal(signal.SIGALRM, _ring)
+    figures["in_process"], in_process = timed(
+        "in-process exec (unsafe, 1 thread)", lambda: [grade_in_process(t, a) for t, a in pairs], len(pairs))
+    mismatches = sum(abs(a - b) > 1e-9 for a, b in zip(sandboxed, in_process))
+    print(f"  tasks where sandboxed and in-process rewards differ: {mismatches}")
+
+    if hangs:  # the fresh-interpreter runs would only add 10 s per hanging task, serially per worker
+        print(f"  sandboxed / in-process:               {figures['sandboxed'] / figures['in_process']:.2f}x")
+        return figures
+    for label, python in (("fresh interpreter per task (venv python)", [sys.executable]),
+                          ("fresh interpreter per task (python3 -I -S)", ["/usr/bin/python3", "-I", "-S"])):
+        with ThreadPoolExecutor(workers) as pool:
+            key = "fresh" if python == [sys.executable] else "fresh_isolated"
+            figures[key], _ = timed(label, lambda: list(pool.map(lambda p: grade_fresh(*p, python), pairs)), len(pairs))
+
+    print(f"  sandboxed / in-process:               {figures['sandboxed'] / figures['in_process']:.2f}x")
+    print(f"  sandboxed / fresh interpreter (venv): {figures['sandboxed'] / figures['fresh']:.2f}x")
+    print(f"  sandboxed / fresh interpreter (-I -S):{figures['sandboxed'] / figures['fresh_isolated']:.2f}x")
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--mix", choices=["benign", "hang", "both"], default="both")
+    parser.add_argument("--no-baselines", action="store_true", help="time only the sandboxed grader")
+    args = parser.parse_args()
+    print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}")
+    tasks = make_tasks(args.tasks)
+    if args.mix in ("benign", "both"):
+        run_mix("benign answers", tasks, make_answers(tasks, hang_share=0.0), args.workers, not args.no_baselines, False)
+    if args.mix in ("hang", "both"):
+        run_mix("10% of answers hang", tasks, make_answers(tasks, hang_share=0.10), args.workers, not args.no_baselines, True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""Grade backend answers: run the reference and the answer on each test call, compare.
+
+Semantics follow the official grader: for every test call, run the reference code then
+the call, and the answer code then the call; the test passes iff both outputs are equal
+and the reference output is not None; 1 s per test. Unlike it:
+
+- model-written code runs only inside a sandbox (see sandboxes/), never here;
+- outputs are compared here as canonical text (canonical.py), never with `==` on
+  objects that untrusted code made;
+- the reference runs in sandboxes of its own, once per task (cached by content hash),
+  so neither the reference nor the expected outputs ever exist where an answer runs;
+- each test's output is capped (1 MiB per task; long values travel as a digest).
+
+    with Grader(sandbox="auto", workers=2) as grader:
+        reports = grader.grade([(task, answer_text), ...])
+        future = grader.submit(task, answer_text)  # Future[GradeReport]
+"""
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import warnings
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from colbench.protocol import strip_code_fences
+from colbench.tasks.spec import TaskSpec
+
+from .canonical import same
+from .pool import Job, Pool, Run
+from .sandboxes import SandboxUnavailable, resolve
+from .sandboxes.plain import WARNING
+
+__all__ = ["Grader", "GradeReport", "TestResult", "SandboxUnavailable"]
+
+
+@dataclass
+class TestResult:
+    __test__ = False  # not a pytest class, despite the name
+
+    name: str  # "test1"
+    call: str  # the expression, e.g. "f(3, 4)"
+    expected: str | None  # canonical text of the reference output; None if it failed
+    actual: str | None  # canonical text of the answer's output; None if it failed
+    passed: bool
+    error: str | None  # one short line: "timeout", "MemoryError", "NameError: ..."
+    duration_s: float
+
+
+@dataclass
+class GradeReport:
+    tests: list[TestResult] = field(default_factory=list)
+    fraction_passed: float = 0.0  # the reward
+    success: bool = False  # every test passed, and there was at least one
+    error: str | None = None  # task-level: "syntax error: ...", "sandbox crashed", ...
+
+
+def test_order(name: str):
+    """Natural order: test2 before test10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+class Grader:
+    def __init__(self, sandbox: str = "auto", workers: int = 2, test_timeout_s: float = 1.0, memory_mb: int = 1024):
+        if sandbox == "none":
+            sys.stderr.write(WARNING)
+            warnings.warn("grading without a sandbox (--sandbox none)", RuntimeWarning, stacklevel=2)
+        if not 1 <= workers <= 32:
+            raise ValueError("workers must be between 1 and 32")
+        backend = resolve(sandbox)
+        self.backend: str = backend.name
+        self.test_timeout_s = test_timeout_s
+        self.memory_mb = memory_mb
+        # Separate sandboxes for references: their code and outputs must never sit in a
+        # server's memory that an answer's child is later forked from.
+        self._answers = Pool(backend, workers, first_slot=0, memory_mb=memory_mb)
+        self._references = Pool(backend, workers, first_slot=workers, memory_mb=memory_mb)
+        self._reference_runs: dict[str, Future] = {}
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Grader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._answers.close()
+        self._references.close()
+
+    def grade(self, batch: list[tuple[TaskSpec, str]]) -> list[GradeReport]:
+        futures = [self.submit(task, answer) for task, answer in batch]
+        return [future.result() for future in futures]
+
+    def submit(self, task: TaskSpec, answer_text: str) -> Future:
+        """Future[GradeReport]; grading starts at once on a free worker."""
+        if task.family != "backend":
+            raise ValueError(f"only backend tasks are graded by running code, not {task.family!r}")
+        names = sorted(task.test_cases, key=test_order)
+        calls = [task.test_cases[name] for name in names]
+        report: Future = Future()
+        if not names:
+            report.set_result(GradeReport(error="task has no test cases"))
+            return report
+
+        reference = self._reference_run(task, calls)
+        answer = self._answers.submit(self._job(strip_code_fences(answer_text), calls))
+        pending = [2]
+
+        def one_done(_: Future) -> None:
+            with self._lock:
+                pending[0] -= 1
+                if pending[0]:
+                    return
+            try:
+                report.set_result(_report(names, calls, reference.result(), answer.result()))
+            except BaseException as error:
+                report.set_exception(error)
+
+        reference.add_done_callback(one_done)
+        answer.add_done_callback(one_done)
+        return report
+
+    def _job(self, code: str, calls: list[str]) -> Job:
+        return Job(code, calls, self.test_timeout_s, self.memory_mb)
+
+    def _reference_run(self, task: TaskSpec, calls: list[str]) -> Future:
+        key = task.content_hash
+        with self._lock:
+            cached = self._reference_runs.get(key)
+            if cached is not None:
+                return cached
+            future = self._references.submit(self._job(task.ground_truth, calls))
+            self._reference_runs[key] = future
+
+        def forget_if_broken(done: Future) -> None:
+            # A sandbox failure says nothing about the reference: try again next time.
+            if done.exception() is not None or done.result().sandbox_failed:
+                with self._lock:
+                    if self._reference_runs.get(key) is done:
+                        del self._reference_runs[key]
+
+        future.add_done_callback(forget_if_broken)
+        return future
+
+
+def _report(names: list[str], calls: list[str], reference: Run, answer: Run) -> GradeReport:
+    task_error = None
+    if answer.error:
+        task_error = _task_error(answer.error)
+    elif reference.error:
+        task_error = f"reference failed: {reference.error}"
+    tests = []
+    for name, call, ref, got in zip(names, calls, reference.outcomes, answer.outcomes):
+        passed = (
+            ref.error is None
+            and got.error is None
+            and ref.value != "None"
+            and same((ref.value, ref.comparable), (got.value, got.comparable))
+        )
+        error = got.error
+        if error is None and ref.error is not None:
+            error = f"reference failed: {ref.error}"
+        elif error is None and ref.value == "None":
+            error = "reference output is None"
+        if answer.error and not answer.sandbox_failed:
+            error = task_error  # the answer never ran: say why on every row
+        tests.append(TestResult(name, call, ref.value, got.value, passed, error, got.duration_s))
+    passed_count = sum(t.passed for t in tests)
+    return GradeReport(
+        tests=tests,
+        fraction_passed=passed_count / len(tests),
+        success=passed_count == len(tests),
+        error=task_error,
+    )
+
+
+def _task_error(message: str) -> str:
+    if message.startswith(("SyntaxError", "IndentationError", "TabError")):
+        return "syntax error: " + message.split(": ", 1)[-1]
+    return message

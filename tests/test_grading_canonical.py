@@ -1,0 +1,181 @@
+"""Canonical forms against Python's own `==`, with no sandbox involved."""
+from __future__ import annotations
+
+import ast
+import collections
+import itertools
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from colbench.grading.canonical import encode, same
+
+ATOMS = [
+    None, 0, 1, -1, True, False, 0.0, -0.0, 1.0, 2.5, -2.5, 1e300, 1e-300,
+    float("inf"), float("-inf"), 1 + 0j, 1j, 2.5 + 0j, complex(0, -0.0),
+    2**53, float(2**53), 2**53 + 1, 10**30, "", "a", "b", "1", "a\nb", "é", b"", b"a",
+    bytearray(b"a"), (), [],
+]
+
+
+def equal(a, b) -> bool:
+    return same(encode(a), encode(b))
+
+
+def random_value(rng: random.Random, depth: int = 0, hashable: bool = False):
+    """A builtin value, often equal to another one drawn the same way."""
+    if depth > 2 or rng.random() < 0.45:
+        atom = rng.choice(ATOMS)
+        if hashable and type(atom) in (list, bytearray):
+            return tuple(atom)
+        return atom
+    kinds = ["tuple", "frozenset"] if hashable else ["tuple", "list", "dict", "set", "frozenset"]
+    kind = rng.choice(kinds)
+    size = rng.randint(0, 3)
+    if kind == "dict":
+        return {random_value(rng, depth + 1, True): random_value(rng, depth + 1) for _ in range(size)}
+    if kind in ("set", "frozenset"):
+        items = [random_value(rng, depth + 1, True) for _ in range(size)]
+        return set(items) if kind == "set" else frozenset(items)
+    items = [random_value(rng, depth + 1, kind == "tuple" and hashable) for _ in range(size)]
+    return tuple(items) if kind == "tuple" else items
+
+
+def test_random_builtin_values_agree_with_python_eq():
+    rng = random.Random(1234)
+    values = [random_value(rng) for _ in range(700)]
+    forms = [encode(value) for value in values]
+    checked = equal_pairs = 0
+    for (a, form_a), (b, form_b) in itertools.combinations(zip(values, forms), 2):
+        assert same(form_a, form_b) == (a == b), (a, b, form_a, form_b)
+        checked += 1
+        equal_pairs += a == b
+    # The property means little unless equal pairs that look different were tried too.
+    assert checked > 200_000 and equal_pairs > 2_000
+
+
+def test_every_pair_of_atoms_agrees_with_python_eq():
+    for a, b in itertools.product(ATOMS, repeat=2):
+        assert equal(a, b) == (a == b), (a, b)
+
+
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [
+        (1, 1.0, True),
+        (1, True, True),
+        (1.0, 1 + 0j, True),
+        (-0.0, 0, True),
+        (0.1 + 0.2, 0.3, False),
+        (2**53 + 1, float(2**53), False),
+        ({"a": 1, "b": 2}, {"b": 2, "a": 1}, True),
+        ({1, 2, 3}, {3, 2, 1}, True),
+        ({1, 2}, frozenset({1, 2}), True),
+        (set(), frozenset(), True),
+        ((1, 2), [1, 2], False),
+        ("a", b"a", False),
+        (b"a", bytearray(b"a"), True),
+        ([{"k": (1, [2.0])}], [{"k": (True, [2])}], True),
+        (None, None, True),
+        (None, 0, False),
+        ({}, set(), False),
+        ((1,), 1, False),
+    ],
+)
+def test_table_of_equalities(a, b, expected):
+    assert (a == b) == expected  # the table itself states Python's answer
+    assert equal(a, b) == expected
+
+
+def test_nan_never_equals_anything_even_itself():
+    nan = float("nan")
+    for value in (nan, [nan], {"x": (1, nan)}, complex(nan, 1)):
+        assert not equal(value, value)
+    assert encode([nan])[0] == "[nan]"
+
+
+def test_readable_forms():
+    assert encode([1, 2.5, "a", (1,), None])[0] == "[1, 2.5, 'a', (1,), None]"
+    assert encode({"b": 1, "a": {2, 1}})[0] == "{'a': {1, 2}, 'b': 1}"
+    assert encode("line\nbreak é")[0] == "'line\\nbreak \\xe9'"  # one line, ASCII only
+
+
+class AlwaysEqual:
+    def __eq__(self, other):
+        return True
+
+    def __hash__(self):
+        return 0
+
+
+class LyingInt(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+class Hostile:
+    """Every method that an encoder might be tempted to call raises."""
+
+    def __eq__(self, other):
+        raise AssertionError("__eq__ called")
+
+    def __repr__(self):
+        raise AssertionError("__repr__ called")
+
+    def __hash__(self):
+        raise AssertionError("__hash__ called")
+
+    @property
+    def __class__(self):
+        return int  # isinstance(self, int) would believe this
+
+
+def test_objects_are_tagged_by_exact_type_and_never_equal():
+    text, comparable = encode(AlwaysEqual())
+    assert text == "<opaque test_grading_canonical.AlwaysEqual>" and not comparable
+    for builtin in ATOMS + [{}, set()]:
+        assert not equal(AlwaysEqual(), builtin)
+    assert not equal(AlwaysEqual(), AlwaysEqual())
+    assert not equal([AlwaysEqual()], [1])
+
+
+def test_no_method_of_the_value_is_called():
+    assert encode(Hostile())[0] == "<opaque test_grading_canonical.Hostile>"
+    assert encode([Hostile(), 1])[1] is False
+
+
+def test_builtin_subclasses_are_read_through_their_base():
+    assert equal(LyingInt(5), 5) and not equal(LyingInt(5), 6)  # content, not __eq__
+    Point = collections.namedtuple("Point", "x y")
+    assert equal(Point(1, 2), (1, 2)) and not equal(Point(1, 2), [1, 2])
+    assert equal(collections.defaultdict(int, a=1), {"a": 1})
+    assert equal(collections.Counter("aab"), {"a": 2, "b": 1})
+
+    class Shouty(str):
+        def __repr__(self):
+            return "'something else'"
+
+    assert encode(Shouty("x"))[0] == "'x'"
+
+
+def test_cycles_do_not_recurse_forever():
+    loop: list = []
+    loop.append(loop)
+    assert encode(loop) == ("[<cycle>]", False)
+
+
+def test_exact_integers_for_integral_floats():
+    assert encode(1e22)[0] == "10000000000000000000000"
+    assert encode(-0.0)[0] == "0"
+    assert encode(math.inf)[0] == "inf"
+
+
+def test_encoder_module_imports_nothing():
+    """It runs inside the sandbox, where every import costs start-up time."""
+    source = Path(encode.__code__.co_filename).read_text()
+    imports = [node for node in ast.walk(ast.parse(source)) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert imports == []
