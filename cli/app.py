@@ -12,7 +12,9 @@ import sys
 import click
 import typer
 
-from colbench.cli import common, data, db, evaluate, inspect, rollout
+from colbench.cli import common, critic, data, db, evaluate, inspect, rollout
+
+INTERRUPTED = "interrupted; everything finished before the interrupt is stored, rerun to go on"
 
 app = typer.Typer(
     name="colbench",
@@ -33,6 +35,7 @@ def root(
 
 
 app.add_typer(db.app, name="db")
+app.add_typer(critic.app, name="critic")
 data.register(app)
 inspect.register(app)
 rollout.register(app)
@@ -43,13 +46,15 @@ def main(argv: list[str] | None = None) -> None:
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="colbench", standalone_mode=False)
+        if code == 130:  # Typer turns Ctrl-C into an exit code of 130 (no command returns it)
+            common.fail(INTERRUPTED, code=130)
     except click.exceptions.Exit as exc:
         code = exc.exit_code
     except click.ClickException as exc:
         exc.show()
         code = exc.exit_code
     except (KeyboardInterrupt, click.exceptions.Abort):
-        common.fail("interrupted; everything finished before the interrupt is stored", code=130)
+        common.fail(INTERRUPTED, code=130)
     except Exception as exc:  # anything else still gets one line, never a traceback
         if os.environ.get("COLBENCH_DEBUG"):
             raise

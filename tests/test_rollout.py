@@ -168,3 +168,28 @@ def test_two_processes_share_one_rollout_without_overlap(sqlite_url, tmp_path, t
         turns = session.exec(select(Turn)).all()
     assert len(trajectories) == 6 and all(t.status == "done" for t in trajectories)
     assert len({(t.trajectory_id, t.index) for t in turns}) == len(turns) == 6 * 2 * MAX_AGENT_TURNS
+
+
+def test_ctrl_c_releases_claims_keeps_turns_and_says_one_line(sqlite_url, tmp_path, tiny_model_dir):
+    db = Database(sqlite_url)
+    stored_tasks(db, tmp_path, n=3)
+    process = _rollout_cli(sqlite_url, tiny_model_dir)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        with db.read() as session:
+            if len(session.exec(select(Turn).where(Turn.role == "assistant")).all()) >= 4:
+                break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith(("Loading", "Writing"))]
+    assert lines and lines[-1].startswith("error: interrupted") and "Traceback" not in err, err
+    with db.read() as session:
+        statuses = {t.status for t in session.exec(select(Trajectory))}
+        kept = len(session.exec(select(Turn).where(Turn.role == "assistant")).all())
+    assert "running" not in statuses and kept >= 4  # claims handed back, turns kept
+    rerun = _rollout_cli(sqlite_url, tiny_model_dir)
+    rerun.communicate(timeout=300)
+    with db.read() as session:
+        assert all(t.status == "done" for t in session.exec(select(Trajectory)))
