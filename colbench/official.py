@@ -167,13 +167,13 @@ def import_tasks(
 # ---------------------------------------------------------------- trajectories
 
 
-def _trajectory_hash(task_hash: str, record: dict) -> str:
-    """Identity of an imported trajectory: its task, every message's fields, and the answer.
+def _trajectory_hash(policy: str, task_hash: str, record: dict) -> str:
+    """Identity of an imported trajectory: its policy, task, every message's fields, and the answer.
 
     Hashed field by field (not from the line's bytes), so the same record re-exported or
     placed in another file is recognised as already stored.
     """
-    digest = hashlib.sha256(task_hash.encode())
+    digest = hashlib.sha256(f"{policy}\x00{task_hash}".encode())
     for message in record["dialogue_history"]:
         for name in ("role", "content", "input", "output"):
             value = message.get(name)
@@ -246,7 +246,7 @@ def import_trajectories(
 
     with db.write() as session:
         task_ids, tasks_added = queries.add_tasks(session, [task_row(s, e) for s, e, _, _ in parsed])
-        hashes = [_trajectory_hash(spec.content_hash, record) for spec, _, record, _ in parsed]
+        hashes = [_trajectory_hash(policy, spec.content_hash, record) for spec, _, record, _ in parsed]
         stored = queries.existing_trajectory_hashes(session, hashes)
         next_index = queries.sample_counts(session, policy, task_ids.values())
         db.lock_for_sequence(session)

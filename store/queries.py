@@ -12,7 +12,6 @@ from sqlalchemy import func, insert
 from sqlmodel import Session, col, select
 
 from colbench.store.models import (
-    Checkpoint,
     CriticScore,
     Lineage,
     Task,
@@ -70,8 +69,8 @@ def tasks_in(session: Session, family: str | None = None, split: str | None = No
 # ---------------------------------------------------------------- trajectories
 
 
-def next_graded_seq(session: Session, count: int = 1) -> int:
-    """The first of `count` fresh graded_seq numbers. Call inside a write transaction."""
+def next_graded_seq(session: Session) -> int:
+    """The next free graded_seq number (later ones follow it). Call inside a write transaction."""
     current = session.exec(select(func.max(Trajectory.graded_seq))).one()
     return (current or 0) + 1
 
@@ -272,13 +271,6 @@ def record_lineage(session: Session, run_id: int, items: Iterable[tuple[int, int
         session.connection().execute(insert(Lineage.__table__), rows[start : start + _ROWS_PER_STATEMENT * 4])
     return len(rows)
 
-
-def checkpoint(session: Session, checkpoint_id: int) -> Checkpoint | None:
-    return session.get(Checkpoint, checkpoint_id)
-
-
-def touch(trajectory: Trajectory) -> None:
-    trajectory.heartbeat_at = utcnow()
 
 
 # ---------------------------------------------------------------- rollout claims

@@ -1,0 +1,83 @@
+"""`colbench eval` metrics and `colbench grade` on imported official trajectories."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sqlmodel import select
+
+from colbench.eval import bootstrap, evaluate
+from colbench.grade import regrade
+from colbench.grading.grader import Grader
+from colbench.official import import_trajectories
+from colbench.store.models import Evaluation, TestResult, Trajectory
+from conftest import write_jsonl
+from officialdata import backend_task, trajectory
+
+
+def _import(db, tmp_path, policy: str, rewards_per_task: list[list[float]], split: str = "test") -> None:
+    records = []
+    for i, rewards in enumerate(rewards_per_task):
+        for sample, reward in enumerate(rewards):
+            record = trajectory(backend_task(i), turns=1 + sample, reward=reward)
+            records.append(record)
+    import_trajectories(db, write_jsonl(tmp_path / f"{policy}.jsonl", records), policy=policy, split=split)
+
+
+def test_bootstrap_interval_brackets_the_mean_and_is_reproducible():
+    values = [0.0, 1.0, 1.0, 0.5, 0.25, 1.0, 0.0, 0.75]
+    first, second = bootstrap(values), bootstrap(values)
+    assert first == second
+    assert first.mean == pytest.approx(np.mean(values))
+    assert first.low < first.mean < first.high and 0.0 <= first.low and first.high <= 1.0
+    assert bootstrap([0.5] * 5).low == bootstrap([0.5] * 5).high == 0.5
+
+
+def test_metrics_average_samples_per_task_then_tasks(db, tmp_path):
+    # task 0: rewards 1.0 and 0.5; task 1: 0.0 and 1.0; task 2: 0.2 and 0.2
+    _import(db, tmp_path, "a", [[1.0, 0.5], [0.0, 1.0], [0.2, 0.2]])
+    _import(db, tmp_path, "b", [[0.0], [0.0], [1.0]])
+    results = {r.policy: r for r in evaluate(db, "backend", "test")}
+    a, b = results["a"], results["b"]
+    assert (a.n_tasks, a.n_trajectories) == (3, 6)
+    assert a.tests_passed.mean == pytest.approx(np.mean([0.75, 0.5, 0.2]))
+    assert a.success.mean == pytest.approx(np.mean([0.5, 0.5, 0.0]))
+    # best-of-k: task 0 solved at k=1, task 1 only at k=2, task 2 never
+    assert a.best_of_k == {1: pytest.approx(1 / 3), 2: pytest.approx(2 / 3)}
+    assert b.success.mean == pytest.approx(1 / 3) and b.best_of_k == {1: pytest.approx(1 / 3)}
+    with db.read() as session:
+        assert {row.policy for row in session.exec(select(Evaluation))} == {"a", "b"}
+
+
+def test_eval_cli_json_side_by_side(sqlite_url, tmp_path):
+    from colbench.store.db import Database
+
+    db = Database(sqlite_url)
+    _import(db, tmp_path, "a", [[1.0], [0.0]])
+    _import(db, tmp_path, "b", [[1.0], [1.0]])
+    env = dict(os.environ, COLBENCH_DB=sqlite_url)
+    result = subprocess.run([sys.executable, "-m", "colbench.cli.app", "eval", "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    rows = {row["policy"]: row for row in json.loads(result.stdout)}
+    assert rows["a"]["success"]["mean"] == 0.5 and rows["b"]["success"]["mean"] == 1.0
+    table = subprocess.run([sys.executable, "-m", "colbench.cli.app", "eval"], capture_output=True, text=True, env=dict(env, COLUMNS="200"), timeout=120)
+    assert "50.0%" in table.stdout and "100.0%" in table.stdout
+
+
+def test_grade_recomputes_rewards_of_imported_answers_in_the_sandbox(db, tmp_path):
+    records = [trajectory(backend_task(i), turns=2, reward=0.0) for i in range(3)]  # official rewards say 0
+    records[2]["answer"] = "def shipping_cost_2(weight, express):\n    return round(2 + 2.5 * weight, 2)\n"  # ignores express
+    import_trajectories(db, write_jsonl(tmp_path / "offline.jsonl", records), policy="llama")
+    with Grader(sandbox="bwrap") as grader:
+        summary = regrade(db, grader, policy="llama")
+    assert summary["graded"] == 3
+    with db.read() as session:
+        rows = {t.task_id: t for t in session.exec(select(Trajectory))}
+        tests = session.exec(select(TestResult)).all()
+    rewards = sorted(t.reward for t in rows.values())
+    assert rewards[1:] == [1.0, 1.0] and 0.0 < rewards[0] < 1.0  # half the tests use express=True
+    assert len(tests) == 30 and sum(not t.passed for t in tests) == 5
