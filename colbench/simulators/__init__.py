@@ -4,6 +4,11 @@
 - ``endpoint:<base_url>#<model>``: a model behind an OpenAI-compatible server,
   e.g. ``endpoint:http://127.0.0.1:8000/v1#meta-llama/Llama-3.1-70B-Instruct``;
 - ``local:<model_ref>``: a model in this process, built by ``engine_factory(model_ref)``.
+
+Frontend tasks (the simulated human compares screenshots, see ``SimRequest.images``/``dom``):
+
+- ``builtin-frontend``: the deterministic stand-in comparing the two pages' rendered DOM;
+- ``vision:<base_url>#<model>``: a vision-language model behind an OpenAI-compatible server.
 """
 from __future__ import annotations
 
@@ -12,7 +17,10 @@ from typing import Callable
 from colbench.engines.base import Engine
 from colbench.simulators.base import SimReply, SimRequest, Simulator
 
-SPEC_HELP = "expected 'builtin', 'endpoint:<base_url>#<model>' or 'local:<model_ref>'"
+SPEC_HELP = (
+    "expected 'builtin', 'endpoint:<base_url>#<model>' or 'local:<model_ref>' "
+    "(frontend: 'builtin-frontend' or 'vision:<base_url>#<model>')"
+)
 
 
 def make_simulator(spec: str, engine_factory: Callable[[str], Engine] | None = None) -> Simulator:
@@ -28,6 +36,17 @@ def make_simulator(spec: str, engine_factory: Callable[[str], Engine] | None = N
         from colbench.simulators.endpoint import EndpointSimulator
 
         return EndpointSimulator(model, base_url)
+    if kind == "builtin-frontend" and not rest:
+        from colbench.simulators.frontend_builtin import FrontendBuiltinSimulator
+
+        return FrontendBuiltinSimulator()
+    if kind == "vision":
+        base_url, _, model = rest.partition("#")
+        if not base_url.startswith(("http://", "https://")) or not model:
+            raise ValueError(f"bad simulator spec {spec!r}: {SPEC_HELP}")
+        from colbench.simulators.vision import VisionEndpointSimulator
+
+        return VisionEndpointSimulator(model, base_url)
     if kind == "local" and rest:
         if engine_factory is None:
             raise ValueError(f"simulator spec {spec!r} needs an engine factory to load {rest!r}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 from colbench.engines.base import Message
 from colbench.tasks.spec import TaskSpec
@@ -18,6 +19,13 @@ from colbench.tasks.spec import TaskSpec
 class SimRequest:
     task: TaskSpec
     dialogue: list[Message]  # roles "user" (the human) and "assistant" (the agent), in order
+    # Frontend tasks only (backend requests leave both None). The environment renders the
+    # agent's latest page and the reference page and passes, under the keys "agent" and
+    # "reference": ``images``, their full-page PNG bytes (the agent's is the black image
+    # when it has shown no page or its page failed to render), and ``dom``, their DOM
+    # summaries (colbench.render.dom; the agent's is None when its render failed).
+    images: dict[str, bytes] | None = None
+    dom: dict[str, dict[str, Any] | None] | None = None
 
 
 @dataclass

@@ -1,0 +1,152 @@
+"""The frontend simulated human played by a vision-language model behind an
+OpenAI-compatible endpoint (the paper used Qwen2-VL-72B-Instruct).
+
+Each turn it sees two screenshots, the agent's latest page and the reference page (the
+design the person has in mind), as base64 PNG image parts, plus our instruction text,
+and describes the most important concrete differences so the agent can fix its page.
+It never sees or writes HTML: the agent's code is replaced by a marker in the
+transcript. The reply is returned raw; the environment cuts it to 1000 characters.
+
+The images come in the request (``SimRequest.images = {"agent": png, "reference": png}``);
+``frontend_request`` builds such a request from two render results.
+"""
+from __future__ import annotations
+
+import base64
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from colbench.engines.base import Message
+from colbench.openai_client import OpenAIClient
+from colbench.simulators.base import SimReply, SimRequest, Simulator
+from colbench.simulators.prompts import clean_reply
+
+FRONTEND_INSTRUCTIONS = """\
+You are role-playing a person who asked an AI assistant to build a web page for you.
+You know exactly what you want: the SECOND image is the page you have in mind. The assistant cannot see it.
+The FIRST image is the page the assistant has built so far. If it is completely black, the assistant has not shown a page yet or its page did not work.
+
+How to reply:
+- Compare the two pages and describe the most important concrete differences, so the assistant can make its page look like yours.
+- Start with the biggest differences: missing or extra sections, the layout (what sits where, how many columns, the order from top to bottom), then colours (backgrounds, text, buttons), then sizes of text and elements, then wording.
+- Be specific: name colours ("a dark blue header with white text"), positions ("three cards side by side below the title") and the exact text you want.
+- If the first image is black, describe the main parts of the page you want instead.
+- Never write HTML, CSS or code, and never mention "the first image" or "the second image": talk as the person who wants the page.
+- Be brief, at most a short paragraph, like a person writing in a chat.
+- Write only your reply, without a name or label in front of it."""
+
+NO_BACKEND = "this simulator answers frontend tasks only; backend tasks need a text simulator"
+NO_IMAGES = "frontend request carries no reference screenshot (SimRequest.images['reference'])"
+
+# An agent's page inside its message: a whole document or a body (the protocol's fallback).
+_CODE = re.compile(r"<html\b.*?(?:</html\s*>|$)|<body\b.*?(?:</body\s*>|$)|```.*?(?:```|$)",
+                   re.IGNORECASE | re.DOTALL)
+
+
+def _transcript(dialogue: list[Message]) -> str:
+    lines = []
+    for message in dialogue:
+        content = message["content"] if isinstance(message["content"], str) else str(message["content"])
+        if message["role"] == "user":
+            lines.append(f"You (the person): {content}")
+        else:
+            text = _CODE.sub("[the assistant showed you its page: the first image]", content)
+            lines.append(f"Assistant: {text.strip()}")
+    return "\n\n".join(lines)
+
+
+def data_url(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def build_vision_messages(request: SimRequest) -> list[dict]:
+    """One user message: instructions, the idea, the transcript, then the two images."""
+    images = request.images or {}
+    from colbench.render.browser import black_png  # the protocol's "no page" picture
+
+    agent_png = images.get("agent") or black_png()
+    text = (
+        f"{FRONTEND_INSTRUCTIONS}\n\n"
+        f"THE WEBSITE YOU ASKED FOR:\n{request.task.problem_description}\n\n"
+        f"CONVERSATION SO FAR:\n{_transcript(request.dialogue)}\n\n"
+        "Now look at the two images (first: the assistant's page; second: the page you want) "
+        "and write your reply to the assistant."
+    )
+    content = [
+        {"type": "text", "text": text},
+        {"type": "image_url", "image_url": {"url": data_url(agent_png)}},
+        {"type": "image_url", "image_url": {"url": data_url(images["reference"])}},
+    ]
+    return [{"role": "user", "content": content}]
+
+
+def frontend_request(task, dialogue: list[Message], agent, reference) -> SimRequest:
+    """A frontend SimRequest from two ``RenderResult``s (``agent`` may be None: no page yet)."""
+    from colbench.render.browser import black_png
+
+    return SimRequest(
+        task=task,
+        dialogue=list(dialogue),
+        images={"agent": agent.png_bytes if agent is not None else black_png(),
+                "reference": reference.png_bytes},
+        dom={"agent": agent.dom_summary if agent is not None and agent.ok else None,
+             "reference": reference.dom_summary},
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    return (" ".join(str(exc).split()) or type(exc).__name__)[:300]
+
+
+class VisionEndpointSimulator(Simulator):
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = 120,
+        max_retries: int = 3,
+        concurrency: int = 8,
+        max_tokens: int = 400,  # ~1000 characters, the protocol's cut
+        backoff_s: float = 0.5,
+    ):
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.ref = f"vision:{self.base_url}#{model}"
+        self.concurrency = max(1, int(concurrency))
+        self.max_tokens = max_tokens
+        self.client = OpenAIClient(
+            self.base_url,
+            api_key,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            backoff_s=backoff_s,
+            max_connections=self.concurrency,
+        )
+
+    def reply(self, requests: list[SimRequest]) -> list[SimReply]:
+        if not requests:
+            return []
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests))) as pool:
+            return list(pool.map(self._reply_one, requests))
+
+    def _reply_one(self, request: SimRequest) -> SimReply:
+        start = time.monotonic()
+        if request.task.family != "frontend":
+            return SimReply(text="", error=NO_BACKEND)
+        if not request.images or not request.images.get("reference"):
+            return SimReply(text="", error=NO_IMAGES)
+        try:
+            completion = self.client.chat(
+                self.model, build_vision_messages(request), temperature=0.0, max_tokens=self.max_tokens
+            )
+            text = clean_reply(completion.choices[0].text) if completion.choices else ""
+            error = None if text else f"endpoint {self.base_url} sent an empty reply"
+        except Exception as exc:  # noqa: BLE001 - a simulator failure must never crash the run
+            text, error = "", _one_line(exc)
+        return SimReply(text=text, error=error, latency_s=time.monotonic() - start)
+
+    def close(self) -> None:
+        self.client.close()
