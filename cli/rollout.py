@@ -1,8 +1,6 @@
 """`colbench rollout` and `colbench grade`."""
 from __future__ import annotations
 
-import os
-
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -31,6 +29,7 @@ def rollout(
     batch_size: int = typer.Option(16, "--batch-size", min=1, help="Episodes stepped together in one generate call."),
     sandbox: str = typer.Option("auto", "--sandbox", help="Grading sandbox: auto (docker, else bwrap), docker, bwrap, or none (unsafe)."),
     grade_workers: int = typer.Option(2, "--grade-workers", min=1, help="Sandboxed grading workers."),
+    clip: str = typer.Option(None, "--clip", help="Frontend reward: CLIP ViT-B/32 weights (folder or hub id). Default: the weight-free ssim-edges similarity."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (hf engine)."),
     as_json: bool = typer.Option(False, "--json", help="Print a machine-readable summary at the end."),
 ) -> None:
@@ -40,29 +39,36 @@ def rollout(
     the built-in backend test tasks, and the bwrap sandbox. Rerunning the same command finishes
     what is missing and duplicates nothing.
     """
-    from colbench.grading.grader import Grader
     from colbench.rollout import Rollout, RolloutConfig
-    from colbench.runner import build_engine, build_simulator, select_tasks
+    from colbench.runner import build_engine, build_env, build_simulator, parse_task_selector, select_tasks
 
     config = RolloutConfig(
         tasks=tasks, limit=limit, samples_per_task=samples_per_task, seed=seed,
         temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size,
     )
-    db = state.db()
-    chosen = select_tasks(db, tasks, limit)
-    grader = Grader(sandbox=sandbox, workers=grade_workers)
-    _sandbox_warning(grader)
-    engine_options = {"base_url": base_url} if engine == "openai" else {"device": device}
+    family, _ = parse_task_selector(tasks)
+    if family == "frontend" and simulator == "builtin":
+        simulator = "builtin-frontend"
     if engine == "openai" and not base_url:
         raise ValueError("--engine openai needs --base-url (or $OPENAI_BASE_URL)")
-    with grader, build_engine(db, engine, model, **engine_options) as policy:
-        human = build_simulator(db, simulator, engine)
-        try:
-            stats = _run_with_progress(Rollout, db, policy, human, grader, config, chosen, quiet=as_json)
-        finally:
-            human.close()
+    db = state.db()
+    chosen = select_tasks(db, tasks, limit)
+    env, close_env = build_env(db, family, sandbox=sandbox, workers=grade_workers, clip=clip)
+    try:
+        if family == "backend":
+            _sandbox_warning(env.grader)
+        engine_options = {"base_url": base_url} if engine == "openai" else {"device": device}
+        with build_engine(db, engine, model, **engine_options) as policy:
+            human = build_simulator(db, simulator, engine)
+            try:
+                stats = _run_with_progress(Rollout, db, policy, human, env, config, chosen, quiet=as_json)
+            finally:
+                human.close()
+    finally:
+        close_env()
     if as_json:
-        print_json(stats.as_dict() | {"policy": policy.model_ref, "simulator": human.ref, "sandbox": grader.backend})
+        where = env.grader.backend if family == "backend" else env.similarity.name
+        print_json(stats.as_dict() | {"policy": policy.model_ref, "simulator": human.ref, "graded_by": where})
         return
     rate = "n/a" if stats.success_rate is None else f"{stats.success_rate:.1%}"
     console.print(
@@ -71,9 +77,9 @@ def rollout(
     )
 
 
-def _run_with_progress(rollout_class, db, policy, human, grader, config, chosen, *, quiet: bool):
-    if quiet or not err_console.is_terminal and not os.environ.get("COLBENCH_PROGRESS"):
-        return rollout_class(db, policy, human, grader, config).run(chosen)
+def _run_with_progress(rollout_class, db, policy, human, env, config, chosen, *, quiet: bool):
+    if quiet or not err_console.is_terminal:
+        return rollout_class(db, policy, human, env, config).run(chosen)
     columns = [
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -89,7 +95,7 @@ def _run_with_progress(rollout_class, db, policy, human, grader, config, chosen,
             success = "–" if stats.success_rate is None else f"{stats.success_rate:.0%} of {stats.graded}"
             progress.update(bar, total=stats.total, completed=stats.already_done + stats.finished + stats.failed, turns=stats.turns_per_s, success=success)
 
-        job = rollout_class(db, policy, human, grader, config, on_progress=update)
+        job = rollout_class(db, policy, human, env, config, on_progress=update)
         return job.run(chosen)
 
 

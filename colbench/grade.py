@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from sqlmodel import select
 
+from colbench.envs.backend import BackendEnv
 from colbench.official import spec_of
 from colbench.rollout import save_grades
 from colbench.store.db import Database
@@ -25,14 +26,15 @@ def regrade(db: Database, grader, *, policy: str | None = None, ungraded_only: b
         if ungraded_only:
             query = query.where(Trajectory.graded_seq.is_(None))
         work = [(t.id, spec_of(task), t.answer) for t, task in session.exec(query)]
+    env = BackendEnv(grader)
     rewards, successes = [], 0
     for start in range(0, len(work), BATCH):
         chunk = work[start : start + BATCH]
-        reports = grader.grade([(spec, answer) for _, spec, answer in chunk])
+        grades = [future.result() for future in [env.grade(spec, answer) for _, spec, answer in chunk]]
         with db.write() as session:
-            save_grades(db, session, {trajectory_id: report for (trajectory_id, _, _), report in zip(chunk, reports)})
-        rewards += [r.fraction_passed for r in reports]
-        successes += sum(bool(r.success) for r in reports)
+            save_grades(db, session, {trajectory_id: grade for (trajectory_id, _, _), grade in zip(chunk, grades)})
+        rewards += [g.reward for g in grades]
+        successes += sum(bool(g.success) for g in grades)
         if on_progress:
             on_progress(len(chunk), len(work))
     n = len(rewards)

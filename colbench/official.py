@@ -271,6 +271,7 @@ def import_trajectories(
                     "status": "done",
                     "answer": record.get("answer"),
                     "reward": float(reward) if graded else None,
+                    "reward_metric": ("tests" if spec.family == "backend" else "official") if graded else None,
                     "success": (float(reward) >= 1.0) if graded and spec.family == "backend" else None,
                     "graded_seq": seq if graded else None,
                     "content_hash": digest,

@@ -44,3 +44,18 @@ def strip_code_fences(answer: str) -> str:
 
 def truncate_reply(text: str, family: str) -> str:
     return text[: REPLY_LIMIT[family]]
+
+
+THINKING_MARKER = "OUTPUT:"
+_HTML = re.compile(r"<html\b.*?</html\s*>", re.DOTALL | re.IGNORECASE)
+_BODY = re.compile(r"<body\b.*?</body\s*>", re.DOTALL | re.IGNORECASE)
+
+
+def extract_html(agent_text: str) -> str | None:
+    """The one page a frontend agent turn shows: an <html> document, else a <body>.
+
+    Text before `OUTPUT:` is the agent's thinking and never holds the page.
+    """
+    text = agent_text.split(THINKING_MARKER, 1)[1] if THINKING_MARKER in agent_text else agent_text
+    match = _HTML.search(text) or _BODY.search(text)
+    return match.group(0) if match else None

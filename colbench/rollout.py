@@ -20,9 +20,9 @@ from datetime import timedelta
 from typing import Callable
 
 from colbench.engines.base import Engine, SamplingParams
-from colbench.envs.backend import BackendEpisode
+from colbench.envs.base import Env, Episode, Grade
 from colbench.official import spec_of
-from colbench.simulators.base import SimRequest, Simulator
+from colbench.simulators.base import Simulator
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.store.models import Task, TestResult, Trajectory, Turn, utcnow
@@ -111,12 +111,12 @@ class Rollout:
         db: Database,
         engine: Engine,
         simulator: Simulator,
-        grader,
+        env: Env,
         config: RolloutConfig,
         *,
         on_progress: Callable[[RolloutStats], None] | None = None,
     ):
-        self.db, self.engine, self.simulator, self.grader, self.config = db, engine, simulator, grader, config
+        self.db, self.engine, self.simulator, self.env, self.config = db, engine, simulator, env, config
         self.on_progress = on_progress or (lambda stats: None)
         self.worker = worker_name()
         self.stats = RolloutStats()
@@ -136,6 +136,9 @@ class Rollout:
         )
 
     def prepare(self, tasks: list[Task]) -> queries.Slot:
+        wrong = {t.family for t in tasks} - {self.env.family}
+        if wrong:
+            raise ValueError(f"a {self.env.family} rollout cannot run {', '.join(sorted(wrong))} tasks")
         self.tasks = {t.id: spec_of(t) for t in tasks}
         slot = self.slot(sorted(self.tasks))
         with self.db.write() as session:
@@ -153,7 +156,7 @@ class Rollout:
         slot = self.prepare(tasks)
         for trajectory in self.ungraded:
             self._submit_grade(trajectory.id, trajectory.task_id, trajectory.answer or "")
-        active: list[BackendEpisode] = []
+        active: list[Episode] = []
         step = 0
         try:
             while True:
@@ -172,7 +175,7 @@ class Rollout:
             raise
         return self.stats
 
-    def _claim(self, slot: queries.Slot, room: int) -> list[BackendEpisode]:
+    def _claim(self, slot: queries.Slot, room: int) -> list[Episode]:
         if room <= 0:
             return []
         with self.db.write() as session:
@@ -185,14 +188,14 @@ class Rollout:
                     turns[trajectory.id] = [opening]
         episodes = []
         for trajectory in claimed:
-            episode = BackendEpisode.resume(trajectory.id, self.tasks[trajectory.task_id], turns[trajectory.id])
+            episode = self.env.episode_class.resume(trajectory.id, self.tasks[trajectory.task_id], turns[trajectory.id])
             if episode.finished:  # its answering turn was stored, the trajectory was not closed
                 self._finish([episode])
             else:
                 episodes.append(episode)
         return episodes
 
-    def _agent_step(self, active: list[BackendEpisode], step: int) -> None:
+    def _agent_step(self, active: list[Episode], step: int) -> None:
         movers = [e for e in active if e.agent_to_move]
         if not movers:
             return
@@ -227,16 +230,21 @@ class Rollout:
             episode.agent_says(sample.text)
             self.stats.agent_turns += 1
             self.stats.generated_tokens += sample.num_tokens
+        extras = self.env.after_agent_step(movers)  # e.g. the screenshot of the page a turn showed
+        for row, episode in zip(rows, movers):
+            for name, value in extras.get(episode.trajectory_id, {}).items():
+                setattr(row, name, value)
         with self.db.write() as session:
+            queries.add_screenshots(session, self.env.new_screenshots())
             session.add_all(rows)
             self._beat(session, [e.trajectory_id for e in movers])
         self._finish([e for e in movers if e.finished])
         self.on_progress(self.stats)
 
-    def _human_step(self, waiting: list[BackendEpisode]) -> None:
+    def _human_step(self, waiting: list[Episode]) -> None:
         if not waiting:
             return
-        replies = self.simulator.reply([SimRequest(task=e.task, dialogue=list(e.dialogue)) for e in waiting])
+        replies = self.simulator.reply(self.env.sim_requests(waiting))
         rows, failed = [], []
         for episode, reply in zip(waiting, replies):
             index = len(episode.dialogue)
@@ -262,7 +270,7 @@ class Rollout:
         for trajectory_id in trajectory_ids:
             session.get(Trajectory, trajectory_id).heartbeat_at = now
 
-    def _finish(self, episodes: list[BackendEpisode]) -> None:
+    def _finish(self, episodes: list[Episode]) -> None:
         if not episodes:
             return
         with self.db.write() as session:
@@ -277,7 +285,7 @@ class Rollout:
 
     def _submit_grade(self, trajectory_id: int, task_id: int | None, answer: str, task=None) -> None:
         task = task or self.tasks[task_id]
-        self.pending_grades[trajectory_id] = self.grader.submit(task, answer)
+        self.pending_grades[trajectory_id] = self.env.grade(task, answer)
 
     def _collect_grades(self, block: bool) -> None:
         ready = {
@@ -287,25 +295,26 @@ class Rollout:
         }
         if not ready:
             return
-        reports = {trajectory_id: future.result() for trajectory_id, future in ready.items()}
+        grades = {trajectory_id: future.result() for trajectory_id, future in ready.items()}
         with self.db.write() as session:
-            save_grades(self.db, session, reports)
-        for trajectory_id, report in reports.items():
+            queries.add_screenshots(session, self.env.new_screenshots())
+            save_grades(self.db, session, grades)
+        for trajectory_id, grade in grades.items():
             del self.pending_grades[trajectory_id]
             self.stats.graded += 1
-            self.stats.successes += bool(report.success)
+            self.stats.successes += bool(grade.success)
         self.on_progress(self.stats)
 
 
-def save_grades(db: Database, session, reports: dict) -> None:
+def save_grades(db: Database, session, grades: dict[int, Grade]) -> None:
     """Write test rows, reward and success for graded trajectories (replacing earlier grades)."""
     from sqlmodel import delete
 
     db.lock_for_sequence(session)
     seq = queries.next_graded_seq(session)
-    for trajectory_id, report in reports.items():
+    for trajectory_id, grade in grades.items():
         session.exec(delete(TestResult).where(TestResult.trajectory_id == trajectory_id))
-        for test in report.tests:
+        for test in grade.tests:
             session.add(
                 TestResult(
                     trajectory_id=trajectory_id,
@@ -319,9 +328,10 @@ def save_grades(db: Database, session, reports: dict) -> None:
                 )
             )
         trajectory = session.get(Trajectory, trajectory_id)
-        trajectory.reward, trajectory.success = report.fraction_passed, report.success
-        if report.error and not trajectory.failure:
-            trajectory.failure = f"grading: {report.error}"
+        trajectory.reward, trajectory.success, trajectory.reward_metric = grade.reward, grade.success, grade.metric
+        trajectory.screenshot = grade.screenshot
+        if grade.error and not trajectory.failure:
+            trajectory.failure = f"grading: {grade.error}"
         trajectory.graded_seq = seq
         seq += 1
 

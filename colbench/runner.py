@@ -52,3 +52,28 @@ def build_simulator(db: Database, spec: str, engine_kind: str = "hf"):
     from colbench.simulators import make_simulator
 
     return make_simulator(spec, engine_factory=lambda ref: build_engine(db, engine_kind, ref))
+
+
+def build_env(db: Database, family: str, *, sandbox: str = "auto", workers: int = 2, clip: str | None = None, render_pool: int = 2):
+    """The family's environment: the sandboxed grader (backend) or browser and similarity (frontend).
+
+    Returns (env, close): call close() when done.
+    """
+    if family == "backend":
+        from colbench.envs.backend import BackendEnv
+        from colbench.grading.grader import Grader
+
+        grader = Grader(sandbox=sandbox, workers=workers)
+        return BackendEnv(grader), grader.close
+    from colbench.envs.frontend import FrontendEnv
+    from colbench.render.browser import Renderer
+    from colbench.render.storage import ScreenshotStore
+    from colbench.similarity import make_similarity
+
+    renderer = Renderer(pool_size=render_pool).start()
+    env = FrontendEnv(renderer, make_similarity(clip), ScreenshotStore(screenshot_folder(db)))
+    return env, renderer.close
+
+
+def screenshot_folder(db: Database):
+    return db.folder / "screenshots"

@@ -48,14 +48,27 @@ def upgrade(db: Database, revision: str = "head") -> str | None:
     """Upgrade under a write lock, so processes that open a fresh database at once upgrade it once."""
     config = alembic_config(db)
     try:
-        with db._write_engine.begin() as connection:
-            if not db.is_sqlite:
-                connection.execute(text(f"SELECT pg_advisory_xact_lock({_PG_UPGRADE_LOCK})"))
-            found = MigrationContext.configure(connection).get_current_revision()
-            _refuse_unknown(found, db)
-            config.attributes["connection"] = connection
-            command.upgrade(config, revision)
-            return MigrationContext.configure(connection).get_current_revision()
+        with db._write_engine.connect() as connection:
+            if db.is_sqlite:
+                # Batch migrations rebuild tables (copy, drop, rename); with foreign keys
+                # enforced, dropping a referenced table fails. The pragma only takes effect
+                # outside a transaction, hence the driver connection; the check below makes
+                # sure no reference was broken before the transaction commits.
+                connection.connection.dbapi_connection.execute("PRAGMA foreign_keys = OFF")
+            try:
+                with connection.begin():
+                    if not db.is_sqlite:
+                        connection.execute(text(f"SELECT pg_advisory_xact_lock({_PG_UPGRADE_LOCK})"))
+                    found = MigrationContext.configure(connection).get_current_revision()
+                    _refuse_unknown(found, db)
+                    config.attributes["connection"] = connection
+                    command.upgrade(config, revision)
+                    if db.is_sqlite and connection.exec_driver_sql("PRAGMA foreign_key_check").first():
+                        raise StoreError(f"migrating {db.safe_url} would break foreign keys; nothing was changed")
+                    return MigrationContext.configure(connection).get_current_revision()
+            finally:
+                if db.is_sqlite:
+                    connection.connection.dbapi_connection.execute("PRAGMA foreign_keys = ON")
     except StoreError:
         raise
     except Exception as exc:

@@ -89,7 +89,9 @@ class Trajectory(SQLModel, table=True):
     failure: Optional[str] = _text()
     answer: Optional[str] = _text()
     reward: Optional[float] = None  # backend: fraction of tests passed; frontend: similarity
+    reward_metric: Optional[str] = None  # "tests", or the page similarity's name ("ssim-edges", "clip:...")
     success: Optional[bool] = None
+    screenshot: Optional[str] = Field(default=None, foreign_key="screenshot.sha256")  # frontend: the final page
     # Assigned in increasing order whenever a trajectory gets (re)graded; trainers read
     # "everything after the watermark I consumed" through its index.
     graded_seq: Optional[int] = Field(default=None, unique=True)
@@ -128,6 +130,17 @@ class Turn(SQLModel, table=True):
     logprob_mean: Optional[float] = None
     latency_s: Optional[float] = None
     error: Optional[str] = _text()
+    screenshot: Optional[str] = Field(default=None, foreign_key="screenshot.sha256")  # frontend: the page shown
+    created_at: datetime = _when(nullable=False)
+
+
+class Screenshot(SQLModel, table=True):
+    """A rendered page, as a content-addressed PNG in the folder beside the database."""
+
+    sha256: str = Field(primary_key=True)
+    path: str  # relative to the database's folder
+    width: Optional[int] = None
+    height: Optional[int] = None
     created_at: datetime = _when(nullable=False)
 
 

@@ -13,6 +13,7 @@ from sqlmodel import Session, col, select
 
 from colbench.store.models import (
     CriticScore,
+    Screenshot,
     Lineage,
     Task,
     TestResult,
@@ -229,6 +230,18 @@ def critic_scores_of(session: Session, trajectory_id: int) -> dict[int, list[tup
 def _natural(name: str) -> tuple:
     digits = "".join(ch for ch in name if ch.isdigit())
     return (name.rstrip("0123456789"), int(digits) if digits else -1, name)
+
+
+def add_screenshots(session: Session, rows: list[dict]) -> None:
+    """Record rendered pages (sha256, path, width, height) not recorded yet."""
+    if not rows:
+        return
+    known = set(session.exec(select(Screenshot.sha256).where(col(Screenshot.sha256).in_([r["sha256"] for r in rows]))))
+    for row in rows:
+        if row["sha256"] not in known:
+            known.add(row["sha256"])
+            session.add(Screenshot(**row))
+    session.flush()
 
 
 # ---------------------------------------------------------------- incremental reads and lineage

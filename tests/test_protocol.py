@@ -20,3 +20,12 @@ def test_fences_are_stripped_only_where_they_are_markdown():
 def test_replies_are_cut_by_family():
     assert len(truncate_reply("x" * 1000, "backend")) == 400
     assert len(truncate_reply("x" * 2000, "frontend")) == 1000
+
+
+def test_frontend_page_is_the_html_after_the_thinking():
+    from colbench.protocol import extract_html
+
+    text = "I think a dark header fits <html>not this</html>. OUTPUT: <html><body>page</body></html> done"
+    assert extract_html(text) == "<html><body>page</body></html>"
+    assert extract_html("OUTPUT:\n<body class='p-4'>x</body>") == "<body class='p-4'>x</body>"
+    assert extract_html("What colours do you like?") is None

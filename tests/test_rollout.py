@@ -12,6 +12,7 @@ import pytest
 from sqlmodel import select
 
 from colbench.engines.openai import OpenAIEngine
+from colbench.envs.backend import BackendEnv
 from colbench.grading.grader import Grader
 from colbench.official import import_tasks
 from colbench.protocol import ANSWER_MARKER, MAX_AGENT_TURNS
@@ -28,9 +29,9 @@ COLBENCH = [sys.executable, "-m", "colbench.cli.app"]
 
 
 @pytest.fixture(scope="module")
-def grader():
-    with Grader(sandbox="bwrap", workers=2) as g:
-        yield g
+def env():
+    with Grader(sandbox="bwrap", workers=2) as grader:
+        yield BackendEnv(grader)
 
 
 def stored_tasks(db, tmp_path, n=3):
@@ -49,11 +50,11 @@ def scripted_agent(request: dict) -> str:
     return ANSWER_MARKER + "\n```python\n" + backend_task(number)["ground_truth"] + "```"
 
 
-def test_tiny_model_rollout_writes_every_turn_and_grades(sqlite_url, tmp_path, tiny_engine, grader):
+def test_tiny_model_rollout_writes_every_turn_and_grades(sqlite_url, tmp_path, tiny_engine, env):
     db = Database(sqlite_url)
     tasks = stored_tasks(db, tmp_path, n=2)
     config = RolloutConfig(samples_per_task=2, max_new_tokens=6, batch_size=3)
-    stats = Rollout(db, tiny_engine, BuiltinSimulator(), grader, config).run(tasks)
+    stats = Rollout(db, tiny_engine, BuiltinSimulator(), env, config).run(tasks)
     assert (stats.total, stats.finished, stats.graded) == (4, 4, 4)
 
     with db.read() as session:
@@ -82,13 +83,13 @@ def test_tiny_model_rollout_writes_every_turn_and_grades(sqlite_url, tmp_path, t
             assert trajectory.graded_seq is not None
 
 
-def test_served_agent_solves_tasks_and_rerun_duplicates_nothing(sqlite_url, tmp_path, openai_server, grader):
+def test_served_agent_solves_tasks_and_rerun_duplicates_nothing(sqlite_url, tmp_path, openai_server, env):
     db = Database(sqlite_url)
     tasks = stored_tasks(db, tmp_path, n=3)
     openai_server.set_responder(scripted_agent)
     engine = OpenAIEngine("scripted", openai_server.base_url)
     config = RolloutConfig(batch_size=2)
-    stats = Rollout(db, engine, BuiltinSimulator(), grader, config).run(tasks)
+    stats = Rollout(db, engine, BuiltinSimulator(), env, config).run(tasks)
     assert stats.graded == 3 and stats.success_rate == 1.0
     with db.read() as session:
         trajectories = session.exec(select(Trajectory)).all()
@@ -98,20 +99,20 @@ def test_served_agent_solves_tasks_and_rerun_duplicates_nothing(sqlite_url, tmp_
         assert human_reply.role == "user" and human_reply.raw and "def " not in human_reply.content
         n_turns = len(session.exec(select(Turn)).all())
 
-    again = Rollout(db, engine, BuiltinSimulator(), grader, config).run(tasks)
+    again = Rollout(db, engine, BuiltinSimulator(), env, config).run(tasks)
     assert (again.already_done, again.finished, again.agent_turns) == (3, 0, 0)
     with db.read() as session:
         assert len(session.exec(select(Turn)).all()) == n_turns
         assert len(session.exec(select(Trajectory)).all()) == 3
 
 
-def test_simulator_failure_fails_the_trajectory_not_the_run(sqlite_url, tmp_path, openai_server, closed_port, grader):
+def test_simulator_failure_fails_the_trajectory_not_the_run(sqlite_url, tmp_path, openai_server, closed_port, env):
     db = Database(sqlite_url)
     tasks = stored_tasks(db, tmp_path, n=2)
     openai_server.set_responder(scripted_agent)
     engine = OpenAIEngine("scripted", openai_server.base_url)
     dead_human = EndpointSimulator("llama-70b", f"http://127.0.0.1:{closed_port}/v1", max_retries=1, backoff_s=0.01)
-    stats = Rollout(db, engine, dead_human, grader, RolloutConfig()).run(tasks)
+    stats = Rollout(db, engine, dead_human, env, RolloutConfig()).run(tasks)
     assert stats.failed == 2 and stats.graded == 0
     with db.read() as session:
         for trajectory in session.exec(select(Trajectory)):

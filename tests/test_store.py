@@ -83,6 +83,7 @@ def test_upgrade_from_first_revision_keeps_data(db_url):
         assert task.test_cases == {"test1": "f()"} and task.content_hash == "hash-1"
         traj = session.get(Trajectory, 7)
         assert (traj.reward, traj.success, traj.answer) == (1.0, True, "def f(): return 1")
+        assert traj.reward_metric == "tests"  # filled in by revision 0002 for old backend rewards
         (turn,) = queries.turns_of(session, 7)
         assert (turn.prompt, turn.logprob_sum) == ("the prompt", -3.5)
 
