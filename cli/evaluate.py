@@ -14,7 +14,8 @@ def evaluate(
     k: int = typer.Option(None, "--k", help="Report best-of-k up to this k (default: as many samples as stored)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """% tests passed and success rate with 95% bootstrap intervals, and best-of-k, per policy."""
+    """Per policy, side by side: backend % tests passed and success (95% bootstrap CIs, best-of-k);
+    frontend mean similarity (95% CI) and win rate against the other policies."""
     from colbench.eval import as_dict, evaluate as run_eval
     from colbench.runner import parse_task_selector
 
@@ -27,18 +28,25 @@ def evaluate(
         console.print(f"no graded {family} trajectories on the {split} split")
         raise typer.Exit(1)
     table = Table(title=f"{family}:{split}", title_justify="left")
-    for name in ("policy", "simulator", "tasks", "trajectories", "% tests passed (95% CI)", "success (95% CI)", "best-of-k success"):
-        table.add_column(name, justify="left" if name in ("policy", "simulator") else "right")
+    if family == "backend":
+        headers = ("policy", "simulator", "tasks", "trajectories", "% tests passed (95% CI)", "success (95% CI)", "best-of-k success")
+    else:
+        headers = ("policy", "simulator", "tasks", "trajectories", "similarity (95% CI)", "metric", "win rate vs")
+    for name in headers:
+        table.add_column(name, justify="left" if name in ("policy", "simulator", "metric", "win rate vs") else "right")
     for r in results:
-        tests, success = r.tests_passed, r.success
-        best = "  ".join(f"@{k} {v:.1%}" for k, v in r.best_of_k.items()) if len(r.best_of_k) > 1 else ""
-        table.add_row(
-            r.policy, r.simulator, str(r.n_tasks), str(r.n_trajectories),
-            f"{tests.mean:.1%} [{tests.low:.1%}, {tests.high:.1%}]",
-            f"{success.mean:.1%} [{success.low:.1%}, {success.high:.1%}]",
-            best,
-        )
+        counts = (r.policy, r.simulator, str(r.n_tasks), str(r.n_trajectories))
+        reward = f"{r.reward.mean:.1%} [{r.reward.low:.1%}, {r.reward.high:.1%}]"
+        if family == "backend":
+            success = f"{r.success.mean:.1%} [{r.success.low:.1%}, {r.success.high:.1%}]"
+            best = "  ".join(f"@{k} {v:.1%}" for k, v in r.best_of_k.items()) if len(r.best_of_k) > 1 else ""
+            table.add_row(*counts, reward, success, best)
+        else:
+            wins = "  ".join(f"{other} {rate:.1%}" for other, rate in r.win_rate.items())
+            table.add_row(*counts, f"{r.reward.mean:.3f} [{r.reward.low:.3f}, {r.reward.high:.3f}]", r.metric, wins)
     console.print(table)
+    if family == "frontend" and not any(r.metric.startswith("clip") for r in results):
+        console.print("similarity is the weight-free metric named above, not CLIP (pass --clip to rollout for CLIP)")
 
 
 def register(app: typer.Typer) -> None:

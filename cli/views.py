@@ -126,7 +126,8 @@ def _message_body(text: str, role: str):
     return Group(*parts)
 
 
-def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple[int, float]]], *, reveal: bool):
+def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple[int, float]]], *, reveal: bool, screenshot_paths: dict[str, str] | None = None):
+    screenshot_paths = screenshot_paths or {}
     outcome = Text(trajectory.status, style=_STATUS_STYLE.get(trajectory.status, ""))
     if trajectory.success is not None:
         outcome.append("  success" if trajectory.success else "  not solved", style="green" if trajectory.success else "red")
@@ -139,7 +140,10 @@ def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple
     header.add_row("simulator", trajectory.simulator)
     header.add_row("sample", f"{trajectory.sample_index}" + (f"  seed {trajectory.seed}" if trajectory.seed is not None else ""))
     header.add_row("outcome", outcome)
-    header.add_row("reward", _reward(trajectory.reward) or "not graded")
+    reward = _reward(trajectory.reward)
+    header.add_row("reward", f"{reward} ({trajectory.reward_metric})" if reward and trajectory.reward_metric else reward or "not graded")
+    if trajectory.screenshot:
+        header.add_row("final page", screenshot_paths.get(trajectory.screenshot, trajectory.screenshot))
     if trajectory.failure:
         header.add_row("failure", Text(trajectory.failure, style="red"))
     items: list[Any] = [Panel(header, title="colbench inspect", border_style="blue")]
@@ -158,6 +162,8 @@ def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple
                 details.append(f"{turn.latency_s:.2f}s")
             for checkpoint_id, score in scores.get(turn.id, []):
                 details.append(f"[{_score_style(score)}]critic ckpt:{checkpoint_id} {score:+.4f}[/]")
+            if turn.screenshot:
+                details.append(f"page {screenshot_paths.get(turn.screenshot, turn.screenshot[:12])}")
             subtitle = " · ".join(details) or None
             items.append(Panel(_message_body(turn.content, "assistant"), title=title, subtitle=subtitle, title_align="left", subtitle_align="right", border_style="cyan"))
         else:
@@ -194,6 +200,8 @@ def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple
 def trajectory_json(trajectory, task, turns, tests, scores, *, reveal: bool) -> dict[str, Any]:
     payload = trajectory_summary(trajectory, task, sum(t.role == "assistant" for t in turns))
     payload["answer"] = trajectory.answer
+    payload["reward_metric"] = trajectory.reward_metric
+    payload["screenshot"] = trajectory.screenshot
     payload["problem_description"] = task.problem_description
     payload["turns"] = [
         {
@@ -207,6 +215,7 @@ def trajectory_json(trajectory, task, turns, tests, scores, *, reveal: bool) -> 
             "logprob_mean": t.logprob_mean,
             "latency_s": t.latency_s,
             "error": t.error,
+            "screenshot": t.screenshot,
             "critic_scores": {f"ckpt:{c}": s for c, s in scores.get(t.id, [])},
         }
         for t in turns

@@ -1,10 +1,15 @@
-"""Metrics over stored, graded trajectories: the paper's two backend numbers, with intervals.
+"""Metrics over stored, graded trajectories, with intervals.
 
-"% tests passed" is the mean fraction of a task's tests passed, and "success" the share
-of tasks with every test passed. With several samples per task, each task's samples
-are averaged first, so every task weighs the same; intervals are 95% percentile
-bootstraps over tasks (fixed seed, so the same data gives the same interval).
-Best-of-k counts a task solved when any of its first k samples is.
+Backend: "% tests passed" is the mean fraction of a task's tests passed, and "success"
+the share of tasks with every test passed. Frontend: the mean similarity of the final
+page to the reference, under the metric it was graded with (named in every output:
+CLIP only when CLIP weights were used), and the win rate against each other policy on
+the tasks both have: per task, the page closer to the reference wins, ties count half.
+
+With several samples per task, each task's samples are averaged first, so every task
+weighs the same; intervals are 95% percentile bootstraps over tasks (fixed seed, so the
+same data gives the same interval). Best-of-k counts a task solved when any of its
+first k samples is.
 """
 from __future__ import annotations
 
@@ -31,11 +36,14 @@ class Interval:
 class PolicyEval:
     policy: str
     simulator: str
+    metric: str  # "tests" (reward = fraction of tests passed) or the page similarity's name
     n_tasks: int
     n_trajectories: int
-    tests_passed: Interval
-    success: Interval
-    best_of_k: dict[int, float] = field(default_factory=dict)
+    reward: Interval  # % tests passed (backend) or mean similarity (frontend)
+    success: Interval | None = None  # backend only
+    best_of_k: dict[int, float] = field(default_factory=dict)  # backend only
+    win_rate: dict[str, float] = field(default_factory=dict)  # frontend: other policy → share of tasks won
+    task_rewards: dict[int, float] = field(default_factory=dict, repr=False)
 
 
 def bootstrap(values: list[float], seed: int = 0) -> Interval:
@@ -59,7 +67,8 @@ def evaluate(
     record: bool = True,
 ) -> list[PolicyEval]:
     query = (
-        select(Trajectory.policy, Trajectory.simulator, Trajectory.task_id, Trajectory.sample_index, Trajectory.reward, Trajectory.success)
+        select(Trajectory.policy, Trajectory.simulator, Trajectory.reward_metric, Trajectory.task_id,
+               Trajectory.sample_index, Trajectory.reward, Trajectory.success)
         .join(Task, Task.id == Trajectory.task_id)
         .where(Task.family == family, Task.split == split, Trajectory.graded_seq.is_not(None))
     )
@@ -67,32 +76,39 @@ def evaluate(
         query = query.where(Trajectory.policy.in_(policies))
     if simulator:
         query = query.where(Trajectory.simulator == simulator)
-    grouped: dict[tuple[str, str], dict[int, list[tuple[int, float, bool]]]] = defaultdict(lambda: defaultdict(list))
+    grouped: dict[tuple[str, str, str], dict[int, list[tuple[int, float, bool]]]] = defaultdict(lambda: defaultdict(list))
     with db.read() as session:
-        for policy, sim, task_id, index, reward, success in session.exec(query):
-            grouped[(policy, sim)][task_id].append((index, reward or 0.0, bool(success)))
+        for policy, sim, metric, task_id, index, reward, success in session.exec(query):
+            grouped[(policy, sim, metric or "unnamed")][task_id].append((index, reward or 0.0, bool(success)))
 
     results = []
-    for (policy, sim), tasks in sorted(grouped.items()):
+    for (policy, sim, metric), tasks in sorted(grouped.items()):
         samples = {task_id: sorted(rows) for task_id, rows in tasks.items()}
-        rewards = [float(np.mean([r for _, r, _ in rows])) for rows in samples.values()]
-        successes = [float(np.mean([s for _, _, s in rows])) for rows in samples.values()]
-        most = max(len(rows) for rows in samples.values())
-        best = {
-            k: float(np.mean([any(s for _, _, s in rows[:k]) for rows in samples.values()]))
-            for k in range(1, min(most, max_k or most) + 1)
-        }
-        results.append(
-            PolicyEval(
-                policy=policy,
-                simulator=sim,
-                n_tasks=len(samples),
-                n_trajectories=sum(len(rows) for rows in samples.values()),
-                tests_passed=bootstrap(rewards),
-                success=bootstrap(successes),
-                best_of_k=best,
-            )
+        rewards = {task_id: float(np.mean([r for _, r, _ in rows])) for task_id, rows in samples.items()}
+        result = PolicyEval(
+            policy=policy,
+            simulator=sim,
+            metric=metric,
+            n_tasks=len(samples),
+            n_trajectories=sum(len(rows) for rows in samples.values()),
+            reward=bootstrap(list(rewards.values())),
+            task_rewards=rewards,
         )
+        if family == "backend":
+            result.success = bootstrap([float(np.mean([s for _, _, s in rows])) for rows in samples.values()])
+            most = max(len(rows) for rows in samples.values())
+            result.best_of_k = {
+                k: float(np.mean([any(s for _, _, s in rows[:k]) for rows in samples.values()]))
+                for k in range(1, min(most, max_k or most) + 1)
+            }
+        results.append(result)
+    if family == "frontend":
+        for result in results:
+            for other in results:
+                if other is not result and other.metric == result.metric:
+                    rate = win_rate(result.task_rewards, other.task_rewards)
+                    if rate is not None:
+                        result.win_rate[other.policy] = rate
     if record and results:
         with db.write() as session:
             for result in results:
@@ -110,13 +126,23 @@ def evaluate(
     return results
 
 
+def win_rate(mine: dict[int, float], theirs: dict[int, float]) -> float | None:
+    """Share of common tasks where my page is closer to the reference; a tie counts half."""
+    common = mine.keys() & theirs.keys()
+    if not common:
+        return None
+    return sum(1.0 if mine[t] > theirs[t] else 0.5 if mine[t] == theirs[t] else 0.0 for t in common) / len(common)
+
+
 def as_dict(result: PolicyEval) -> dict:
     return {
         "policy": result.policy,
         "simulator": result.simulator,
+        "metric": result.metric,
         "n_tasks": result.n_tasks,
         "n_trajectories": result.n_trajectories,
-        "tests_passed": vars(result.tests_passed),
-        "success": vars(result.success),
+        "reward": vars(result.reward),
+        "success": vars(result.success) if result.success else None,
         "best_of_k": {str(k): v for k, v in result.best_of_k.items()},
+        "win_rate": result.win_rate,
     }

@@ -57,3 +57,23 @@ def test_every_builtin_backend_task_passes_validation():
     assert all(report.counts()[rule]["failed"] == 0 for rule in RULES)
     assert report.naive_checked == len(loaded)
     assert len(loaded) >= 300
+
+
+def test_every_builtin_frontend_task_renders_offline_and_matches_itself():
+    loaded = load_builtin("frontend")
+    report = validate_tasks([t.spec for t in loaded], where=[t.where for t in loaded])
+    failures = [f"{c.label}: {f.rule}: {f.message}" for c in report.failed for f in c.failures]
+    assert not failures, "\n".join(failures)
+    counts = report.counts()
+    assert counts["fits the protocol"]["passed"] == counts["deterministic"]["passed"] == len(loaded) >= 60
+
+
+def test_frontend_validation_catches_a_page_that_fetches_and_one_that_moves():
+    from colbench.tasks.spec import TaskSpec
+
+    fetching = "<html><body><iframe src='https://example.org/embed'></iframe><h1>Hi</h1></body></html>"
+    moving = "<html><body><h1 id='t'>x</h1><script>document.getElementById('t').style.marginLeft = (performance.now() % 500) + 'px'</script></body></html>"
+    specs = [TaskSpec(family="frontend", problem_description=f"page {i}", ground_truth=page) for i, page in enumerate([fetching, moving])]
+    report = validate_tasks(specs)
+    by_rule = [{f.rule for f in check.failures} for check in report.checks]
+    assert "fits the protocol" in by_rule[0] and "deterministic" in by_rule[1]

@@ -44,7 +44,7 @@ def test_metrics_average_samples_per_task_then_tasks(db, tmp_path):
     results = {r.policy: r for r in evaluate(db, "backend", "test")}
     a, b = results["a"], results["b"]
     assert (a.n_tasks, a.n_trajectories) == (3, 6)
-    assert a.tests_passed.mean == pytest.approx(np.mean([0.75, 0.5, 0.2]))
+    assert a.reward.mean == pytest.approx(np.mean([0.75, 0.5, 0.2]))
     assert a.success.mean == pytest.approx(np.mean([0.5, 0.5, 0.0]))
     # best-of-k: task 0 solved at k=1, task 1 only at k=2, task 2 never
     assert a.best_of_k == {1: pytest.approx(1 / 3), 2: pytest.approx(2 / 3)}
@@ -64,6 +64,7 @@ def test_eval_cli_json_side_by_side(sqlite_url, tmp_path):
     assert result.returncode == 0, result.stderr
     rows = {row["policy"]: row for row in json.loads(result.stdout)}
     assert rows["a"]["success"]["mean"] == 0.5 and rows["b"]["success"]["mean"] == 1.0
+    assert rows["a"]["metric"] == "tests" and rows["b"]["reward"]["mean"] == 1.0
     table = subprocess.run([sys.executable, "-m", "colbench.cli.app", "eval"], capture_output=True, text=True, env=dict(env, COLUMNS="200"), timeout=120)
     assert "50.0%" in table.stdout and "100.0%" in table.stdout
 
@@ -81,3 +82,18 @@ def test_grade_recomputes_rewards_of_imported_answers_in_the_sandbox(db, tmp_pat
     rewards = sorted(t.reward for t in rows.values())
     assert rewards[1:] == [1.0, 1.0] and 0.0 < rewards[0] < 1.0  # half the tests use express=True
     assert len(tests) == 30 and sum(not t.passed for t in tests) == 5
+
+
+def test_frontend_similarity_and_win_rate_ties_count_half(db, tmp_path):
+    from officialdata import frontend_task
+
+    def frontend_records(rewards):
+        return [trajectory(frontend_task(i), turns=1, reward=r) for i, r in enumerate(rewards)]
+
+    import_trajectories(db, write_jsonl(tmp_path / "a.jsonl", frontend_records([0.9, 0.5, 0.7])), policy="a", split="test")
+    import_trajectories(db, write_jsonl(tmp_path / "b.jsonl", frontend_records([0.8, 0.6, 0.7])), policy="b", split="test")
+    results = {r.policy: r for r in evaluate(db, "frontend", "test")}
+    a, b = results["a"], results["b"]
+    assert a.metric == "official" and a.success is None and a.best_of_k == {}
+    assert a.reward.mean == pytest.approx(0.7)
+    assert a.win_rate == {"b": pytest.approx(0.5)} and b.win_rate == {"a": pytest.approx(0.5)}  # win, loss, tie

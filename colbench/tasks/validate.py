@@ -8,6 +8,9 @@ Rules, in the order they are reported:
   same parameters (names and kinds; defaults too where the signature states them).
   Beside the function, the reference may hold imports, a docstring and constant
   assignments (`RATES = {...}`), nothing else. Frontend: an <html> document.
+- **frontend, in the browser** (`check_frontend_rendering`): the reference renders,
+  no request that would leave the machine remains after the offline rewrite (fits the
+  protocol), and two renders of it score a similarity of 1 (deterministic).
 - **deterministic**: statically, the reference uses no randomness, clock, I/O, network
   or process state (imports of random, time, os, sys, socket, subprocess, ...; calls
   of open, input, eval, exec, id, hash, datetime.now, ...; print is only a warning).
@@ -97,6 +100,7 @@ class TaskCheck:
     findings: list[Finding] = field(default_factory=list)
     rules: dict[str, str] = field(default_factory=dict)  # rule → passed|failed|warning|skipped
     naive_passes_all: bool | None = None  # None: not checked
+    rendered: bool = False  # frontend: the browser checks ran
 
     @property
     def ok(self) -> bool:
@@ -434,7 +438,7 @@ def _check_backend_static(spec: TaskSpec, check: TaskCheck, exact_tests: int | N
 
 
 def _check_frontend_static(spec: TaskSpec, check: TaskCheck) -> None:
-    """Frontend: well-formed only for now (rendering checks come later, in their own hook)."""
+    """Frontend, before the browser: a description and an <html> document."""
     if not isinstance(spec.problem_description, str) or not spec.problem_description.strip():
         check.findings.append(Finding(WELL_FORMED, "problem_description is missing or empty"))
     page = spec.ground_truth or ""
@@ -442,12 +446,36 @@ def _check_frontend_static(spec: TaskSpec, check: TaskCheck) -> None:
         check.findings.append(Finding(WELL_FORMED, "the reference is not an <html>...</html> document"))
 
 
-def check_frontend_rendering(specs: Sequence[TaskSpec], checks: Sequence[TaskCheck]) -> None:
-    """Hook for frontend checks that need a browser (the page renders, is not blank).
-
-    Not implemented yet: frontend tasks are checked as well-formed only, and the other
-    rules are reported as skipped for them.
+def check_frontend_rendering(specs: Sequence[TaskSpec], checks: Sequence[TaskCheck], renderer=None) -> None:
+    """Frontend checks in a real browser: the reference renders, with no request left that
+    would leave the machine after the offline rewrite (fits the protocol), and two renders
+    of it are the same page: its similarity to itself is 1 (deterministic).
     """
+    from colbench.render.browser import Renderer
+    from colbench.similarity import make_similarity
+
+    similarity = make_similarity(None)
+    own = renderer is None
+    renderer = renderer or Renderer(pool_size=2).start()
+    try:
+        for spec, check in zip(specs, checks):
+            if not check.ok:
+                continue
+            blocked_before = len(renderer.blocked)
+            first, second = renderer.render_many([spec.ground_truth, spec.ground_truth])
+            check.rendered = True
+            if not first.ok:
+                check.findings.append(Finding(PROTOCOL, f"the reference does not render: {first.error}"))
+                continue
+            fetches = list(renderer.blocked)[blocked_before:]
+            if fetches:
+                check.findings.append(Finding(PROTOCOL, f"the page still fetches {fetches[0]} after the offline rewrite"))
+            same = similarity.score(first.png_bytes, second.png_bytes) if second.ok else 0.0
+            if same < 0.999:
+                check.findings.append(Finding(DETERMINISTIC, f"two renders of the reference differ (similarity {same:.3f})"))
+    finally:
+        if own:
+            renderer.close()
 
 
 # ---------------------------------------------------------------- the whole pass
@@ -633,7 +661,8 @@ def _settle_rules(check: TaskCheck, spec: TaskSpec, parsed: _Parsed | None, ran:
         if levels.get(finding.rule) != FAIL:
             levels[finding.rule] = finding.level
     if spec.family != "backend":
-        check.rules = {rule: levels.get(rule, PASS if rule == WELL_FORMED else SKIP) for rule in RULES}
+        checked = {WELL_FORMED, DUPLICATES} | ({PROTOCOL, DETERMINISTIC} if check.rendered else set())
+        check.rules = {rule: levels.get(rule, PASS if rule in checked else SKIP) for rule in RULES}
         return
     rules = {}
     for rule in RULES:

@@ -1,0 +1,124 @@
+"""Frontend rollouts end to end: a served agent, the real browser, the built-in frontend human."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlmodel import select
+
+from colbench.engines.openai import OpenAIEngine
+from colbench.envs.frontend import FrontendEnv
+from colbench.official import import_tasks
+from colbench.protocol import ANSWER_MARKER
+from colbench.render.browser import Renderer
+from colbench.render.storage import ScreenshotStore
+from colbench.rollout import Rollout, RolloutConfig
+from colbench.similarity import make_similarity
+from colbench.simulators.frontend_builtin import FrontendBuiltinSimulator
+from colbench.store import queries
+from colbench.store.db import Database
+from colbench.store.models import Screenshot, Task, Trajectory
+from conftest import write_jsonl
+
+PAGES = {
+    "bakery": """<html><head><script src="https://cdn.tailwindcss.com"></script></head>
+<body class="bg-white"><header class="bg-blue-900 text-white p-8"><h1 class="text-4xl font-bold">Rosa's Bakery</h1></header>
+<section class="p-8 grid grid-cols-3 gap-4"><div class="bg-yellow-100 p-4">Sourdough</div><div class="bg-yellow-100 p-4">Croissant</div>
+<div class="bg-yellow-100 p-4">Rye</div></section><footer class="bg-gray-800 text-gray-100 p-4">Open 7am to 3pm</footer></body></html>""",
+    "clinic": """<html><head><script src="https://cdn.tailwindcss.com"></script></head>
+<body class="bg-gray-100"><nav class="bg-green-700 text-white p-6 text-2xl">Smile Dental</nav>
+<main class="p-10"><h2 class="text-3xl text-green-900">Book a check-up</h2><p class="mt-4 text-lg">Family dentistry since 1998.</p>
+<button class="mt-6 bg-green-600 text-white px-6 py-3 rounded">Book now</button></main></body></html>""",
+}
+FIRST_TRY = "<html><body><h1>My page</h1></body></html>"
+
+
+def served_designer(request: dict) -> str:
+    """Shows a rough page first, then answers with the page the human has in mind."""
+    messages = request["messages"]
+    name = "bakery" if "bakery" in messages[1]["content"] else "clinic"
+    if sum(m["role"] == "assistant" for m in messages) == 0:
+        return f"A simple start. OUTPUT: {FIRST_TRY}"
+    return f"{ANSWER_MARKER}\n{PAGES[name]}"
+
+
+@pytest.fixture(scope="module")
+def renderer():
+    with Renderer(pool_size=2) as r:
+        yield r
+
+
+def test_frontend_rollout_renders_each_turn_and_scores_the_final_page(sqlite_url, tmp_path, openai_server, renderer):
+    db = Database(sqlite_url)
+    records = [
+        {"problem_description": "A page for a small family bakery.", "ground_truth": PAGES["bakery"]},
+        {"problem_description": "A page for a dental clinic.", "ground_truth": PAGES["clinic"]},
+    ]
+    import_tasks(db, write_jsonl(tmp_path / "front.jsonl", records), family="frontend", split="test")
+    with db.read() as session:
+        tasks = list(session.exec(select(Task)))
+    openai_server.set_responder(served_designer)
+    env = FrontendEnv(renderer, make_similarity(None), ScreenshotStore(tmp_path / "screenshots"))
+    stats = Rollout(db, OpenAIEngine("designer", openai_server.base_url), FrontendBuiltinSimulator(), env, RolloutConfig()).run(tasks)
+    assert stats.graded == 2 and stats.failed == 0
+
+    with db.read() as session:
+        for trajectory in session.exec(select(Trajectory)):
+            assert trajectory.reward == pytest.approx(1.0) and trajectory.reward_metric == "ssim-edges"
+            assert trajectory.success is None  # frontend has a similarity, not a pass/fail
+            turns = queries.turns_of(session, trajectory.id)
+            assert [t.role for t in turns] == ["user", "assistant", "user", "assistant"]
+            first, reply, final = turns[1], turns[2], turns[3]
+            assert first.screenshot and final.screenshot and first.screenshot != final.screenshot
+            assert final.screenshot == trajectory.screenshot
+            assert 0 < len(reply.content) <= 1000 and "<" not in reply.content  # differences, never HTML
+            shot = session.get(Screenshot, first.screenshot)
+            png = Path(shot.path).read_bytes()
+            assert png.startswith(b"\x89PNG") and shot.width == 1280
+
+
+def test_wrong_page_scores_lower_than_the_right_one(tmp_path, renderer):
+    from colbench.tasks.spec import TaskSpec
+
+    env = FrontendEnv(renderer, make_similarity(None), ScreenshotStore(tmp_path))
+    task = TaskSpec(family="frontend", problem_description="bakery", ground_truth=PAGES["bakery"])
+    right = env.grade(task, f"{ANSWER_MARKER} {PAGES['bakery']}").result()
+    wrong = env.grade(task, f"{ANSWER_MARKER} {PAGES['clinic']}").result()
+    empty = env.grade(task, "I could not do it").result()
+    assert right.reward == pytest.approx(1.0) and wrong.reward < 0.8 and empty.reward == 0.0
+    assert empty.error == "no page in the answer"
+
+
+def test_frontend_rollout_cli_on_builtin_tasks(sqlite_url, tiny_model_dir, tmp_path):
+    env = dict(os.environ, COLBENCH_DB=sqlite_url)
+    args = ["rollout", "--tasks", "frontend:test", "--limit", "1", "--model", str(tiny_model_dir), "--max-new-tokens", "4", "--json"]
+    result = subprocess.run([sys.executable, "-m", "colbench.cli.app", *args], capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["graded"] == 1 and summary["simulator"] == "builtin-frontend" and summary["graded_by"] == "ssim-edges"
+    with Database(sqlite_url).read() as session:
+        (trajectory,) = session.exec(select(Trajectory)).all()
+    assert trajectory.reward == 0.0 and trajectory.failure.startswith("grading: no page")  # a random model writes no page
+
+
+def test_inspect_shows_page_paths_and_writes_side_by_side(sqlite_url, tmp_path, openai_server, renderer):
+    db = Database(sqlite_url)
+    import_tasks(db, write_jsonl(tmp_path / "f.jsonl", [{"problem_description": "A page for a small family bakery.", "ground_truth": PAGES["bakery"]}]), family="frontend", split="test")
+    with db.read() as session:
+        tasks = list(session.exec(select(Task)))
+    openai_server.set_responder(served_designer)
+    env = FrontendEnv(renderer, make_similarity(None), ScreenshotStore(tmp_path / "screenshots"))
+    Rollout(db, OpenAIEngine("designer", openai_server.base_url), FrontendBuiltinSimulator(), env, RolloutConfig()).run(tasks)
+    out = tmp_path / "pair.png"
+    cli = [sys.executable, "-m", "colbench.cli.app", "inspect", "1", "--side-by-side", str(out)]
+    result = subprocess.run(cli, capture_output=True, text=True, env=dict(os.environ, COLBENCH_DB=sqlite_url, COLUMNS="200"), timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "ssim-edges" in result.stdout and "final page" in result.stdout and str(tmp_path / "screenshots") in result.stdout
+    from PIL import Image
+
+    with Image.open(out) as pair:
+        assert pair.width > 2 * 1280 - 100  # agent and reference side by side
