@@ -1,0 +1,493 @@
+"""The SWEET-RL critic: a Bradley-Terry fit of per-turn advantages.
+
+The critic is the base LM plus a LoRA adapter. A turn's advantage is the
+length-normalised log-ratio of the critic against the frozen initial LM (the same
+model with the adapter disabled), both reading the training-time information c
+before the dialogue:
+
+    A(o_t, a_t, c) = mean over a_t's tokens of  log πθ(token | ..., c) − log πref(token | ..., c)
+
+and a trajectory's score is ``Σ_t β·A``. Bradley-Terry on (chosen, rejected) pairs of
+the same task pushes chosen scores above rejected ones.
+
+The recipe (:class:`CriticRecipe`) runs setup → train → evaluate → save, one method
+each; :func:`fit_critic` wraps it with the store bookkeeping (run, checkpoint,
+lineage). The same code runs on CPU, one GPU (bfloat16 weights, float32 log-probs)
+and several GPUs under ``accelerate launch``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Callable
+
+import torch
+
+from colbench.store import queries
+from colbench.store.models import Checkpoint, TrainingRun, utcnow
+from colbench.training import data as D
+from colbench.training.checkpoints import checkpoint_folder, get_checkpoint, resolve_base, save_model
+from colbench.training.losses import NORMALIZATIONS, bradley_terry_loss, critic_scores
+from colbench.training.modeling import (
+    TokenLogProbs,
+    adapter_disabled,
+    attach_lora,
+    enable_activation_checkpointing,
+    evaluating,
+    load_adapter,
+    load_base,
+    trainable_parameters,
+)
+
+LORA_LR = 2e-5
+FULL_LR = 2e-7
+
+Progress = Callable[[int, int, dict], None]  # (optimizer steps done, total, latest metrics)
+
+
+def _help(default: Any, text: str, **kwargs) -> Any:
+    if isinstance(default, (list, dict, tuple)):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": text}, **kwargs)
+    return field(default=default, metadata={"help": text}, **kwargs)
+
+
+@dataclass
+class CriticConfig:
+    """How to fit a critic. Each field's help is its documentation (``CriticConfig.help()``)."""
+
+    family: str = _help("backend", "Task family whose trajectories make the pairs: backend (best fully correct vs each lower) or frontend (every pair ≥ 0.1 apart).")
+    split: str = _help("train", "Task split to train on. Never the test split: the critic reads the reference solution.")
+    beta: float = _help(0.1, "β in Σ_t β·A(o_t,a_t,c), the score Bradley-Terry compares (paper: 0.1).")
+    normalize: str = _help(
+        "turn",
+        "Length normalisation of A: 'turn' (default) divides each turn's summed log-ratio by that turn's "
+        "token count, as the paper's formula does; 'trajectory' divides every turn by the trajectory's total "
+        "agent tokens, as the official code does; 'none' is the paper's ablation. Per turn is the default "
+        "because A is a per-turn quantity: the actor ranks single-turn candidates of different lengths with "
+        "it, so the critic is trained in the units it is used in, and no turn's advantage depends on the "
+        "length of the others. Without normalisation the paper's actor collapses to ever-shorter turns.",
+    )
+    training_info: bool = _help(True, "Give the critic the training-time information c (the reference solution) as a text prefix. False is the paper's ablation.")
+    lr: float | None = _help(
+        None,
+        f"Peak learning rate. Default {LORA_LR:g} with LoRA, {FULL_LR:g} with full fine-tuning. The paper's "
+        "2e-7 is for full fine-tuning of an 8B model; a rank-16 LoRA adapter (B starts at zero, scale α/r=2) "
+        "barely moves at that rate. LoRA wants about 10x a full fine-tune's rate, and this toolkit's models "
+        "are far smaller than 8B (which also tolerates larger rates); 2e-5 is 100x.",
+    )
+    epochs: int = _help(4, "Passes over the training pairs (paper: 4 for backend, 8 for frontend).")
+    batch_size: int = _help(8, "Pairs per forward/backward pass and process (paper: 8). Each distinct trajectory of a batch is run once.")
+    grad_accum: int = _help(1, "Passes per optimiser step. Effective batch = batch_size x grad_accum x processes. Lower batch_size and raise this to save memory.")
+    max_len: int = _help(2048, "Most tokens per trajectory. Beyond it c keeps its first max_len/2 tokens at most and the dialogue is cut from the left (the last turns decide the outcome).")
+    lora_rank: int = _help(16, "LoRA rank r (α = 2r, no dropout, every linear layer but the output layer).")
+    full: bool = _help(False, "Full fine-tuning instead of LoRA. The reference log-probs are computed before training, so no second model is kept; the checkpoint holds full weights.")
+    gradient_checkpointing: bool = _help(False, "Activation checkpointing: recompute activations in the backward pass (less memory, ~30% slower).")
+    heldout_fraction: float = _help(0.1, "Share of tasks whose pairs are held out for the pair-accuracy check (whole tasks; at least one task when there are two or more).")
+    seed: int = _help(0, "Seed for the held-out split, the pair order and torch.")
+    warmup_ratio: float = _help(0.03, "Linear warm-up as a share of the optimiser steps, then cosine decay to 0 (paper: 3%).")
+    adam_betas: tuple[float, float] = _help((0.9, 0.95), "AdamW betas (paper: 0.9, 0.95).")
+    weight_decay: float = _help(0.0, "AdamW weight decay.")
+    max_grad_norm: float = _help(1.0, "Gradient clipping by global norm (paper: 1.0); 0 turns it off.")
+    device: str = _help("auto", "auto (cuda when available), cpu or cuda. Under accelerate launch each process takes its own GPU.")
+    dtype: str | None = _help(None, "Model weights' dtype: float32 on CPU, bfloat16 on GPU by default. The log-probs entering the loss are float32 either way.")
+    out: str | None = _help(None, "Checkpoint folder. Default: checkpoints/critic-<run id> beside the database.")
+
+    def __post_init__(self):
+        if self.normalize not in NORMALIZATIONS:
+            raise ValueError(f"normalize must be one of {', '.join(NORMALIZATIONS)}; got {self.normalize!r}")
+        if self.family not in ("backend", "frontend"):
+            raise ValueError(f"family must be backend or frontend; got {self.family!r}")
+        for name in ("epochs", "batch_size", "grad_accum", "max_len"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if not self.full and self.lora_rank < 1:
+            raise ValueError("lora_rank must be at least 1 (or use full fine-tuning)")
+        if not 0 <= self.heldout_fraction < 1:
+            raise ValueError("heldout_fraction must be in [0, 1)")
+        self.adam_betas = tuple(self.adam_betas)
+
+    @property
+    def learning_rate(self) -> float:
+        return self.lr if self.lr is not None else (FULL_LR if self.full else LORA_LR)
+
+    def to_json(self) -> dict:
+        return asdict(self) | {"learning_rate": self.learning_rate, "adam_betas": list(self.adam_betas)}
+
+    @classmethod
+    def help(cls) -> dict[str, str]:
+        return {f.name: f.metadata.get("help", "") for f in fields(cls)}
+
+
+@dataclass
+class CriticResult:
+    run_id: int | None
+    checkpoint_id: int | None
+    path: str | None
+    metrics: dict
+
+
+class NothingToTrain(ValueError):
+    """No training pairs in the data a run may consume; the message says why."""
+
+
+# ---------------------------------------------------------------- the recipe
+
+
+class CriticRecipe:
+    """setup() → train() → evaluate() → save(); the store bookkeeping is fit_critic's."""
+
+    def __init__(self, db, config: CriticConfig, base_model: str, parent: tuple | None, data: D.CriticData, on_progress: Progress | None = None):
+        self.db, self.config, self.base_model = db, config, base_model
+        self.parent = parent  # (Checkpoint, TrainingRun) or None
+        self.data = data
+        self.on_progress = on_progress
+        self.metrics: dict[str, Any] = {}
+
+    # -------------------------------------------------- setup
+
+    def setup(self) -> None:
+        from accelerate import Accelerator
+
+        cfg = self.config
+        torch.manual_seed(cfg.seed)
+        self.accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=_on_cpu(cfg))
+        device = str(self.accelerator.device)
+        self.source = resolve_base(self.db, self.base_model)
+        from colbench.models import load_tokenizer
+
+        self.tokenizer = load_tokenizer(self.source)
+        self.train_pairs, self.heldout_pairs = D.split_heldout(self.data.pairs, cfg.heldout_fraction, cfg.seed)
+        if not self.train_pairs:
+            raise NothingToTrain("every pair fell in the held-out tasks; lower --heldout or add tasks")
+        wanted = {i for p in self.data.pairs for i in (p.chosen, p.rejected)}
+        self.examples = D.load_examples(self.db, self.tokenizer, sorted(wanted), training_info=cfg.training_info, max_len=cfg.max_len)
+        self.model = self._load_model(device)
+        self.reference = self._reference_logps(device)
+        if cfg.gradient_checkpointing:
+            enable_activation_checkpointing(self.model)
+        self.model.train()
+        self.scorer = TokenLogProbs(self.model)
+        params = trainable_parameters(self.model)
+        if not params:
+            raise RuntimeError("the model has no trainable parameters")
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, betas=cfg.adam_betas, weight_decay=cfg.weight_decay)
+        batches = math.ceil(len(self.train_pairs) / cfg.batch_size)
+        self.total_steps = cfg.epochs * math.ceil(batches / cfg.grad_accum)
+        from transformers import get_cosine_schedule_with_warmup
+
+        scheduler = get_cosine_schedule_with_warmup(self.optimizer, math.ceil(cfg.warmup_ratio * self.total_steps), self.total_steps)
+        generator = torch.Generator().manual_seed(cfg.seed)
+        loader = torch.utils.data.DataLoader(
+            list(range(len(self.train_pairs))), batch_size=cfg.batch_size, shuffle=True, generator=generator, collate_fn=list
+        )
+        self.scorer, self.optimizer, self.loader, self.scheduler = self.accelerator.prepare(self.scorer, self.optimizer, loader, scheduler)
+
+    def _load_model(self, device: str):
+        cfg = self.config
+        if self.parent is not None:
+            checkpoint, _ = self.parent
+            if checkpoint.adapter:
+                if cfg.full:
+                    raise ValueError(f"ckpt:{checkpoint.id} is a LoRA critic; continue it without --full")
+                return load_adapter(load_base(self.source, device, cfg.dtype), checkpoint.path, trainable=True)
+            if not cfg.full:
+                raise ValueError(f"ckpt:{checkpoint.id} holds full weights; continue it with --full")
+            from colbench.models import ModelSource
+
+            return load_base(ModelSource(base=checkpoint.path, ref=f"ckpt:{checkpoint.id}"), device, cfg.dtype)
+        model = load_base(self.source, device, cfg.dtype)
+        if cfg.full:
+            return model
+        return attach_lora(model, rank=cfg.lora_rank, alpha=2 * cfg.lora_rank)
+
+    @torch.no_grad()
+    def _reference_logps(self, device: str) -> dict[int, torch.Tensor]:
+        """trajectory id → float32 token log-probs of the frozen initial LM, computed once.
+
+        LoRA: the model with its adapter disabled. Full fine-tuning: the model before
+        its first step, or (continuing) the base model loaded for this pass only.
+        Each process computes its share; the shares are gathered.
+        """
+        from accelerate.utils import gather_object
+
+        ids = sorted(self.examples)
+        mine = ids[self.accelerator.process_index :: self.accelerator.num_processes]
+        if self.config.full:
+            model = load_base(self.source, device, self.config.dtype, trainable=False) if self.parent else self.model
+            context = nullcontext()
+        else:
+            model, context = self.model, adapter_disabled(self.model)
+        scorer = TokenLogProbs(model)
+        found: dict[int, torch.Tensor] = {}
+        with evaluating(model), context:
+            for start in range(0, len(mine), self.config.batch_size):
+                chunk = [self.examples[i] for i in mine[start : start + self.config.batch_size]]
+                logps = self._forward(scorer, chunk, device)
+                for row, example in enumerate(chunk):
+                    found[example.trajectory_id] = logps[row, : len(example.input_ids)].float().cpu().clone()
+        if self.accelerator.num_processes > 1:
+            merged: dict[int, torch.Tensor] = {}
+            for part in gather_object([found]):
+                merged.update(part)
+            found = merged
+        if self.config.full and self.parent:
+            del model
+        return found
+
+    def _forward(self, scorer, examples: list[D.Example], device) -> torch.Tensor:
+        ids, mask, turns = D.collate(examples, self.tokenizer.pad_token_id)
+        return scorer(ids.to(device), mask.to(device), (turns >= 0).to(device))
+
+    def _scores(self, scorer, examples: list[D.Example], device) -> torch.Tensor:
+        """Σ_t β·A of each example (differentiable when grad is on)."""
+        _, _, turns = D.collate(examples, self.tokenizer.pad_token_id)
+        turns = turns.to(device)
+        logps = self._forward(scorer, examples, device)
+        ref = torch.zeros_like(logps)
+        for row, e in enumerate(examples):
+            ref[row, : len(e.input_ids)] = self.reference[e.trajectory_id].to(device)
+        return critic_scores(logps, ref, turns, beta=self.config.beta, normalize=self.config.normalize)
+
+    def _pair_scores(self, scorer, pairs: list[D.Pair], device) -> tuple[torch.Tensor, torch.Tensor]:
+        unique = sorted({i for p in pairs for i in (p.chosen, p.rejected)})
+        scores = self._scores(scorer, [self.examples[i] for i in unique], device)
+        row = {trajectory_id: k for k, trajectory_id in enumerate(unique)}
+        chosen = scores[[row[p.chosen] for p in pairs]]
+        rejected = scores[[row[p.rejected] for p in pairs]]
+        return chosen, rejected
+
+    # -------------------------------------------------- train
+
+    def train(self) -> None:
+        cfg, acc = self.config, self.accelerator
+        device = acc.device
+        step, started, tokens = 0, time.perf_counter(), 0
+        for epoch in range(cfg.epochs):
+            losses, correct, seen = [], 0, 0
+            for batch in self.loader:
+                pairs = [self.train_pairs[i] for i in batch]
+                with acc.accumulate(self.scorer):
+                    chosen, rejected = self._pair_scores(self.scorer, pairs, device)
+                    loss = bradley_terry_loss(chosen, rejected)
+                    acc.backward(loss)
+                    if acc.sync_gradients and cfg.max_grad_norm > 0:
+                        acc.clip_grad_norm_(self.scorer.parameters(), cfg.max_grad_norm)
+                    self.optimizer.step()
+                    self.scheduler.step()
+                    self.optimizer.zero_grad()
+                losses.append(float(loss.detach()))
+                correct += int((chosen.detach() > rejected.detach()).sum())
+                seen += len(pairs)
+                tokens += sum(len(self.examples[i].input_ids) for p in pairs for i in {p.chosen, p.rejected})
+                if acc.sync_gradients:
+                    step += 1
+                    if self.on_progress and acc.is_main_process:
+                        self.on_progress(step, self.total_steps, {"epoch": epoch + 1, "loss": losses[-1]})
+            self.metrics.setdefault("epochs", []).append(
+                {"epoch": epoch + 1, "loss": sum(losses) / max(len(losses), 1), "train_pair_accuracy": correct / max(seen, 1)}
+            )
+        elapsed = time.perf_counter() - started
+        last = self.metrics["epochs"][-1]
+        self.metrics.update(
+            steps=step,
+            train_loss=last["loss"],
+            train_pair_accuracy=last["train_pair_accuracy"],
+            train_seconds=round(elapsed, 3),
+            tokens_per_second=round(tokens / elapsed, 1) if elapsed > 0 else None,
+        )
+
+    # -------------------------------------------------- evaluate
+
+    @torch.no_grad()
+    def evaluate(self) -> float | None:
+        """Held-out pair accuracy: the share of held-out pairs whose chosen side scores higher (ties count as wrong)."""
+        pairs = self.heldout_pairs
+        self.metrics["heldout_pairs"] = len(pairs)
+        if not pairs:
+            self.metrics["heldout_accuracy"] = None
+            return None
+        model = self.accelerator.unwrap_model(self.scorer)
+        right = 0
+        with evaluating(model):
+            for start in range(0, len(pairs), self.config.batch_size):
+                chunk = pairs[start : start + self.config.batch_size]
+                chosen, rejected = self._pair_scores(model, chunk, self.accelerator.device)
+                right += int((chosen > rejected).sum())
+        accuracy = right / len(pairs)
+        self.metrics["heldout_accuracy"] = accuracy
+        return accuracy
+
+    # -------------------------------------------------- save
+
+    def save(self, folder) -> tuple[bool, str | None]:
+        self.accelerator.wait_for_everyone()
+        if not self.accelerator.is_main_process:
+            return True, None
+        model = self.accelerator.unwrap_model(self.scorer).lm
+        return save_model(model, self.tokenizer, folder)
+
+
+# ---------------------------------------------------------------- the entry point
+
+
+def latest_critic(db, base_model: str | None, config: CriticConfig) -> int | None:
+    """The newest finished critic checkpoint with the same family and settings (training
+    info, normalisation, LoRA or full), and the same base model when one is named."""
+    from sqlmodel import select
+
+    with db.read() as session:
+        rows = session.exec(
+            select(Checkpoint, TrainingRun)
+            .join(TrainingRun, TrainingRun.id == Checkpoint.run_id)
+            .where(TrainingRun.kind == "critic", TrainingRun.status == "done")
+            .order_by(Checkpoint.id.desc())
+        ).all()
+    rows = [(c, r) for c, r in rows if base_model is None or c.base_model == base_model]
+    for checkpoint, run in rows:
+        c = run.config or {}
+        same = (
+            c.get("family") == config.family
+            and c.get("split") == config.split
+            and c.get("training_info") == config.training_info
+            and c.get("normalize") == config.normalize
+            and bool(c.get("full")) == config.full
+        )
+        if same:
+            return checkpoint.id
+    return None
+
+
+def fit_critic(
+    db,
+    config: CriticConfig | None = None,
+    base_model: str | None = None,
+    parent_checkpoint=None,
+    from_scratch: bool = False,
+    on_progress: Progress | None = None,
+) -> CriticResult:
+    """Fit a critic on stored graded trajectories; record run, checkpoint and lineage.
+
+    - ``parent_checkpoint=None``: a new critic on ``base_model`` (default smollm2),
+      trained on all the data.
+    - ``parent_checkpoint=<id>`` (or ``"ckpt:<id>"``): continue that critic (its base
+      model, its adapter) on the graded trajectories it has not consumed, i.e. above
+      its run's data watermark; ``from_scratch=True`` trains it on all the data again.
+    - ``parent_checkpoint="latest"``: the newest compatible critic (see
+      :func:`latest_critic`; of ``base_model`` when given, of any base otherwise),
+      else a new one. With ``from_scratch``: always a new one.
+
+    Which pairs: see :func:`colbench.training.data.read_pairs`. Raises
+    :class:`NothingToTrain` (no run is written) when there are none.
+    """
+    config = config or CriticConfig()
+    base_model = _normalized_ref(base_model) if base_model else None
+    if parent_checkpoint == "latest":
+        parent_checkpoint = None if from_scratch else latest_critic(db, base_model, config)
+    parent = None
+    watermark = None
+    if parent_checkpoint is not None:
+        parent = get_checkpoint(db, parent_checkpoint)
+        checkpoint, run = parent
+        if run.kind != "critic":
+            raise ValueError(f"ckpt:{checkpoint.id} is a {run.kind} checkpoint, not a critic")
+        if base_model and base_model != checkpoint.base_model:
+            raise ValueError(f"ckpt:{checkpoint.id} is a critic of {checkpoint.base_model}, not of {base_model}")
+        base_model = checkpoint.base_model
+        watermark = None if from_scratch else run.data_watermark
+    base_model = base_model or "smollm2"
+
+    data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark)
+    if not data.pairs:
+        since = "" if watermark is None else f" graded after watermark {watermark}"
+        raise NothingToTrain(
+            f"no training pairs among {len(data.new_ids)} {config.family}/{config.split} trajectories{since}"
+            + (" (backend pairs need a task with a fully correct trajectory and a lower one)" if config.family == "backend" else " (frontend pairs need rewards 0.1 apart)")
+        )
+
+    from accelerate import PartialState
+
+    main_process = PartialState(cpu=_on_cpu(config)).is_main_process  # under accelerate launch, one writer
+    recipe = CriticRecipe(db, config, base_model, parent, data, on_progress)
+    run_id = _start_run(db, config, base_model, parent, from_scratch, data) if main_process else None
+    try:
+        recipe.setup()
+        recipe.train()
+        accuracy = recipe.evaluate()
+        folder = checkpoint_folder(db, "critic", run_id, config.out)
+        adapter, digest = recipe.save(folder)
+        metrics = recipe.metrics | {
+            "pairs": len(data.pairs),
+            "train_pairs": len(recipe.train_pairs),
+            "new_trajectories": len(data.new_ids),
+            "pool_trajectories": data.pool_size,
+            "heldout_accuracy": accuracy,
+        }
+        checkpoint_id = None
+        if main_process:
+            checkpoint_id = _finish_run(db, run_id, base_model, folder, adapter, digest, metrics, data, recipe.train_pairs)
+        return CriticResult(run_id, checkpoint_id, str(folder), metrics)
+    except BaseException as exc:
+        if main_process:
+            _fail_run(db, run_id, exc)
+        raise
+
+
+def _on_cpu(config: CriticConfig) -> bool:
+    return config.device == "cpu" or (config.device == "auto" and not torch.cuda.is_available())
+
+
+def _normalized_ref(ref: str) -> str:
+    """Local folders as absolute paths, so the run's base model resolves from anywhere."""
+    from pathlib import Path
+
+    name = ref[3:] if ref.startswith("hf:") else ref
+    path = Path(name).expanduser()
+    return str(path.resolve()) if path.is_dir() else ref
+
+
+def _start_run(db, config, base_model, parent, from_scratch, data) -> int:
+    with db.write() as session:
+        run = TrainingRun(
+            kind="critic",
+            base_model=base_model,
+            parent_checkpoint_id=parent[0].id if parent else None,
+            config=config.to_json() | {"from_scratch": from_scratch},
+            status="running",
+        )
+        session.add(run)
+        session.flush()
+        return run.id
+
+
+def _finish_run(db, run_id, base_model, folder, adapter, digest, metrics, data, train_pairs) -> int:
+    consumed = sorted({i for p in train_pairs for i in (p.chosen, p.rejected)})
+    metrics = json.loads(json.dumps(metrics, default=str))
+    with db.write() as session:
+        checkpoint = Checkpoint(
+            run_id=run_id, kind="critic", base_model=base_model, path=str(folder), adapter=adapter,
+            step=int(metrics.get("steps", 0)), sha256=digest, metrics=metrics,
+        )
+        session.add(checkpoint)
+        run = session.get(TrainingRun, run_id)
+        run.status, run.metrics, run.finished_at = "done", metrics, utcnow()
+        run.data_watermark = data.watermark
+        session.add(run)
+        queries.record_lineage(session, run_id, ((i, None) for i in consumed))
+        session.flush()
+        return checkpoint.id
+
+
+def _fail_run(db, run_id: int, exc: BaseException) -> None:
+    lines = str(exc).strip().splitlines()
+    reason = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    try:
+        with db.write() as session:
+            run = session.get(TrainingRun, run_id)
+            if run is not None:
+                run.status, run.error, run.finished_at = "failed", reason, utcnow()
+                session.add(run)
+    except Exception:  # the store is gone too; the original error matters more
+        pass

@@ -1,0 +1,147 @@
+"""Models for training: loading, LoRA, activation checkpointing, and token log-probs.
+
+:class:`TokenLogProbs` is the one forward every trainer uses. It runs the model's
+decoder over the whole sequence, then the output layer only at the positions whose
+next token is a target (agent tokens), in float32. On SmolLM2 the 49,152-wide output
+layer is most of the cost, and agent tokens are a fraction of a critic's input (c and
+the human turns are not), so this is both faster and lighter than full logits.
+
+It is an ``nn.Module`` so that ``accelerate`` can wrap it (DDP) and its forward is
+what runs under the wrapper.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from colbench.models import ModelSource, load_model
+from colbench.training.losses import token_logps_from_logits
+
+
+def unwrap(model):
+    """The plain transformers model under DDP/accelerate and peft wrappers."""
+    model = getattr(model, "module", model)
+    if isinstance(model, TokenLogProbs):
+        model = model.lm
+    model = getattr(model, "module", model)
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) else model
+
+
+def is_peft(model) -> bool:
+    model = getattr(model, "module", model)
+    if isinstance(model, TokenLogProbs):
+        model = model.lm
+    return hasattr(model, "disable_adapter") and hasattr(model, "peft_config")
+
+
+class TokenLogProbs(nn.Module):
+    """``forward(input_ids, attention_mask, target_mask) → [batch, positions]`` float32 log-probs.
+
+    Entry ``[b, i]`` is ``log p(input_ids[b, i] | input_ids[b, :i])`` where
+    ``target_mask[b, i]`` is set, else 0. Position 0 is never a target.
+    """
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, target_mask: torch.Tensor) -> torch.Tensor:
+        base = unwrap(self.lm)
+        decoder, head = base.get_decoder(), base.get_output_embeddings()
+        hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+        select = target_mask[:, 1:].bool()
+        logits = head(hidden[:, :-1][select])
+        logits = softcap(logits, base.config)
+        picked = token_logps_from_logits(logits, input_ids[:, 1:][select])
+        out = torch.zeros(select.shape, dtype=torch.float32, device=picked.device).masked_scatter(select, picked)
+        return torch.cat([torch.zeros_like(out[:, :1]), out], dim=1)
+
+
+def softcap(logits: torch.Tensor, config) -> torch.Tensor:
+    cap = getattr(config, "final_logitsoftcapping", None)
+    if cap:
+        logits = torch.tanh(logits.float() / cap) * cap
+    return logits
+
+
+@contextmanager
+def adapter_disabled(model):
+    """The frozen reference: the same peft model with its adapter off (no second copy)."""
+    model = getattr(model, "module", model)
+    if isinstance(model, TokenLogProbs):
+        model = model.lm
+    model = getattr(model, "module", model)
+    with model.disable_adapter():
+        yield
+
+
+@contextmanager
+def evaluating(model):
+    """Eval mode (no dropout) for the duration, then back to what it was."""
+    was = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was)
+
+
+def load_base(source: ModelSource, device: str, dtype=None, *, trainable: bool = True):
+    """A transformers model to train or to serve as reference.
+
+    A source with an adapter (a LoRA policy checkpoint used as the starting point) is
+    merged into its base: the result is a plain model that a new adapter can go on.
+    """
+    model = load_model(source, device=device, dtype=dtype, trainable=trainable)
+    if source.adapter:
+        model = model.merge_and_unload()
+    model.train(trainable)
+    model.requires_grad_(trainable)
+    return model
+
+
+def attach_lora(model, rank: int, alpha: int, dropout: float = 0.0, target_modules="all-linear"):
+    """A fresh LoRA adapter on every linear layer but the output layer (peft's "all-linear").
+
+    peft keeps the adapter's weights in float32 even on a bfloat16 model.
+    """
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules, bias="none")
+    with _quiet_renames():
+        return get_peft_model(model, config)
+
+
+def load_adapter(model, path: str, *, trainable: bool):
+    from peft import PeftModel
+
+    with _quiet_renames():
+        return PeftModel.from_pretrained(model, path, is_trainable=trainable)
+
+
+@contextmanager
+def _quiet_renames():
+    """peft still calls transformers' pre-5 checkpointing names, which warn on every load."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
+
+
+def enable_activation_checkpointing(model) -> None:
+    """Recompute activations in the backward pass (less memory, ~30% more time)."""
+    base = unwrap(model)
+    kwargs = {"use_reentrant": False}
+    if hasattr(base, "activation_checkpointing_enable"):
+        base.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:  # transformers < 5
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    base.config.use_cache = False
+
+
+def trainable_parameters(model) -> list[nn.Parameter]:
+    return [p for p in model.parameters() if p.requires_grad]

@@ -1,0 +1,323 @@
+"""The SWEET-RL critic on a tiny random Llama with the real SmolLM2 tokenizer: masks,
+adapter-only gradients, the frozen reference, checkpoints, a fit end to end (and a
+second, incremental one), stored turn scores, and shared-prefix candidate scoring."""
+from __future__ import annotations
+
+import json
+import pytest
+import torch
+from sqlmodel import select
+
+from colbench.official import import_trajectories
+from colbench.store.db import Database
+from colbench.store.models import Checkpoint, CriticScore, Lineage, TrainingRun, Trajectory, Turn
+from colbench.training import data as D
+from colbench.training.critic import CriticConfig, NothingToTrain, fit_critic
+from colbench.training.losses import bradley_terry_loss, critic_scores
+from colbench.training.modeling import TokenLogProbs, adapter_disabled, attach_lora, load_adapter
+from conftest import write_jsonl
+from officialdata import backend_task, trajectory
+
+DIALOGUE = [
+    {"role": "user", "content": "Write a function that adds two numbers."},
+    {"role": "assistant", "content": "Should it accept floats?"},
+    {"role": "user", "content": "Yes, floats too."},
+    {"role": "assistant", "content": "I WANT TO ANSWER:\ndef add(a, b):\n    return a + b"},
+]
+REFERENCE = "def add(a, b):\n    return a + b\n"
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    from colbench.models import load_tokenizer
+
+    return load_tokenizer(str(tiny_model_dir))
+
+
+def tiny(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+
+
+def agent_texts(tokenizer, ids, turn_ids):
+    turns = sorted({t for t in turn_ids if t >= 0})
+    return [tokenizer.decode([i for i, t in zip(ids, turn_ids) if t == k]) for k in turns]
+
+
+# ---------------------------------------------------------------- masks
+
+
+def test_masks_cover_exactly_the_agent_turns(tokenizer):
+    ids, turn_ids, prefix_len, truncated = D.encode_trajectory(tokenizer, DIALOGUE, REFERENCE)
+    assert not truncated and len(ids) == len(turn_ids)
+    # The ids spell c followed by the chat template's rendering, nothing more or less.
+    expected = D.training_info_text(REFERENCE) + tokenizer.apply_chat_template(DIALOGUE, tokenize=False)
+    assert tokenizer.decode(ids) == expected
+    # Masked tokens decode to each agent turn's content plus its end-of-turn token.
+    assert agent_texts(tokenizer, ids, turn_ids) == [m["content"] + "<|im_end|>" for m in DIALOGUE if m["role"] == "assistant"]
+    # Nothing of c, the human turns or the template's headers is in the mask.
+    assert prefix_len > 0 and all(t == -1 for t in turn_ids[:prefix_len])
+    outside = tokenizer.decode([i for i, t in zip(ids, turn_ids) if t < 0])
+    assert REFERENCE.strip() in outside and "adds two numbers" in outside and "floats too" in outside
+    assert outside.count("<|im_start|>assistant\n") == 2
+    masked = tokenizer.decode([i for i, t in zip(ids, turn_ids) if t >= 0])
+    assert "<|im_start|>" not in masked and "floats too" not in masked and "Reference" not in masked
+
+
+def test_no_training_info_drops_the_prefix(tokenizer):
+    ids, turn_ids, prefix_len, _ = D.encode_trajectory(tokenizer, DIALOGUE, None)
+    assert prefix_len == 0
+    assert tokenizer.decode(ids) == tokenizer.apply_chat_template(DIALOGUE, tokenize=False)
+    assert len(agent_texts(tokenizer, ids, turn_ids)) == 2
+
+
+def test_truncation_keeps_c_and_cuts_the_dialogue_from_the_left(tokenizer):
+    full, _, prefix_len, _ = D.encode_trajectory(tokenizer, DIALOGUE, REFERENCE)
+    n = 64
+    assert len(full) > n
+    ids, turn_ids, kept_prefix, truncated = D.encode_trajectory(tokenizer, DIALOGUE, REFERENCE, max_len=n)
+    assert truncated and len(ids) == n and len(turn_ids) == n
+    assert kept_prefix == min(prefix_len, n // 2) and ids[:kept_prefix] == full[:kept_prefix]
+    assert ids[kept_prefix:] == full[len(full) - (n - kept_prefix) :]
+    assert all(t == -1 for t in turn_ids[:kept_prefix])
+    texts = agent_texts(tokenizer, ids, turn_ids)
+    # The last turn is whole; the first is gone, or only its end is left.
+    assert texts[-1] == DIALOGUE[-1]["content"] + "<|im_end|>"
+    assert len(texts) == 1 or (DIALOGUE[1]["content"] + "<|im_end|>").endswith(texts[0])
+
+
+def test_candidate_prefix_matches_training_ids(tokenizer):
+    prefix = D.critic_prefix_ids(tokenizer, DIALOGUE[:3], REFERENCE)
+    candidate = tokenizer(DIALOGUE[3]["content"], add_special_tokens=False)["input_ids"] + D.end_of_turn_ids(tokenizer)
+    ids, turn_ids, _, _ = D.encode_trajectory(tokenizer, DIALOGUE, REFERENCE)
+    last = [i for i, t in zip(ids, turn_ids) if t == 1]
+    assert ids[: len(prefix) + len(candidate)] == prefix + candidate
+    assert last == candidate
+
+
+# ---------------------------------------------------------------- the model
+
+
+def toy_batch(tokenizer, reward_turns):
+    examples = []
+    for k, text in enumerate(reward_turns):
+        dialogue = DIALOGUE[:3] + [{"role": "assistant", "content": text}]
+        ids, turn_ids, _, _ = D.encode_trajectory(tokenizer, dialogue, REFERENCE)
+        examples.append(D.Example(k, 1, 0.0, ids, turn_ids))
+    ids, mask, turns = D.collate(examples, tokenizer.pad_token_id)
+    return ids, mask, turns
+
+
+def test_gradients_reach_only_the_adapter_and_the_reference_stays_frozen(tiny_model_dir, tokenizer):
+    torch.manual_seed(0)
+    model = attach_lora(tiny(tiny_model_dir), rank=4, alpha=8)
+    model.train()
+    ids, mask, turns = toy_batch(tokenizer, ["def add(a, b):\n    return a + b", "I do not know."])
+    scorer = TokenLogProbs(model)
+    with torch.no_grad(), adapter_disabled(model):
+        ref_before = scorer(ids, mask, turns >= 0)
+    # B starts at zero: before any step the critic is the reference.
+    assert torch.equal(scorer(ids, mask, turns >= 0).detach(), ref_before)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    margins = []
+    for _ in range(2):
+        scores = critic_scores(scorer(ids, mask, turns >= 0), ref_before, turns, beta=0.1)
+        margins.append(float((scores[0] - scores[1]).detach()))
+        loss = bradley_terry_loss(scores[:1], scores[1:])
+        optimizer.zero_grad()
+        loss.backward()
+        for name, parameter in model.named_parameters():
+            if "lora_" in name:
+                assert parameter.requires_grad
+            else:
+                assert not parameter.requires_grad and parameter.grad is None, name
+        assert any(p.grad is not None and p.grad.abs().sum() > 0 for n, p in model.named_parameters() if "lora_B" in n)
+        optimizer.step()
+    # One step moved the margin the right way.
+    assert margins[1] > margins[0]
+    with torch.no_grad():
+        with adapter_disabled(model):
+            ref_after = scorer(ids, mask, turns >= 0)
+        critic_after = scorer(ids, mask, turns >= 0)
+    assert torch.equal(ref_after, ref_before)
+    assert not torch.allclose(critic_after, ref_before)
+
+
+def test_saved_adapter_reloads_to_identical_logps(tiny_model_dir, tokenizer, tmp_path):
+    torch.manual_seed(1)
+    model = attach_lora(tiny(tiny_model_dir), rank=4, alpha=8)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.1)
+    model.eval()
+    ids, mask, turns = toy_batch(tokenizer, ["Sure.", "No."])
+    with torch.no_grad():
+        before = TokenLogProbs(model)(ids, mask, turns >= 0)
+    model.save_pretrained(tmp_path / "adapter")
+    reloaded = load_adapter(tiny(tiny_model_dir), str(tmp_path / "adapter"), trainable=False).eval()
+    with torch.no_grad():
+        after = TokenLogProbs(reloaded)(ids, mask, turns >= 0)
+    assert torch.equal(before, after)
+
+
+def test_token_logprobs_match_a_plain_forward(tiny_model_dir, tokenizer):
+    model = tiny(tiny_model_dir).eval()
+    ids, mask, turns = toy_batch(tokenizer, ["Sure, floats are fine.", "No."])
+    with torch.no_grad():
+        ours = TokenLogProbs(model)(ids, mask, turns >= 0)
+        logits = model(input_ids=ids, attention_mask=mask).logits.float()
+    full = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+    target = (turns >= 0)[:, 1:]
+    assert torch.allclose(ours[:, 1:][target], full[target], atol=1e-5)
+    assert (ours[:, 1:][~target] == 0).all()
+
+
+# ---------------------------------------------------------------- fit, continue, score
+
+
+def import_records(db, tmp_path, name, records):
+    return import_trajectories(db, write_jsonl(tmp_path / f"{name}.jsonl", records))
+
+
+def first_batch():
+    records = []
+    for i in range(4):  # per task: a correct one, a partial one, a failure
+        task = backend_task(i)
+        records += [trajectory(task, 2, 1.0), trajectory(task, 1, 0.3), trajectory(task, 3, 0.0)]  # distinct dialogues
+    records.append(trajectory(backend_task(9), 2, 0.5))  # no fully correct trajectory: no pairs
+    return records
+
+
+SMALL = dict(epochs=2, batch_size=4, max_len=160, heldout_fraction=0.25, lora_rank=4, device="cpu")
+
+
+def test_fit_writes_run_checkpoint_lineage_then_continues_on_new_data_only(tiny_model_dir, sqlite_url, tmp_path):
+    db = Database(sqlite_url)
+    import_records(db, tmp_path, "first", first_batch())
+    progress = []
+    result = fit_critic(db, CriticConfig(**SMALL), base_model=str(tiny_model_dir), on_progress=lambda *a: progress.append(a))
+    with db.read() as session:
+        run = session.get(TrainingRun, result.run_id)
+        checkpoint = session.get(Checkpoint, result.checkpoint_id)
+        lineage = {l.trajectory_id for l in session.exec(select(Lineage).where(Lineage.run_id == run.id))}
+        first_ids = {t.id for t in session.exec(select(Trajectory))}
+        max_seq = max(t.graded_seq for t in session.exec(select(Trajectory)))
+    assert run.kind == "critic" and run.status == "done" and run.data_watermark == max_seq
+    assert run.config["normalize"] == "turn" and run.config["beta"] == 0.1 and run.config["training_info"]
+    assert run.metrics["pairs"] == 8 and run.metrics["train_pairs"] == 6 and run.metrics["heldout_pairs"] == 2
+    assert run.metrics["heldout_accuracy"] is not None and 0 <= result.metrics["heldout_accuracy"] <= 1
+    assert checkpoint.kind == "critic" and checkpoint.adapter and checkpoint.path.startswith(str(db.folder / "checkpoints"))
+    assert (tmp_path / "checkpoints" / f"critic-{run.id}" / "adapter_config.json").is_file()
+    assert len(lineage) == 9 and lineage <= first_ids  # the 3 trajectories of each of the 3 training tasks
+    assert progress and progress[-1][0] == progress[-1][1] == run.metrics["steps"]
+
+    # Nothing new: nothing to train, and no run is written.
+    with pytest.raises(NothingToTrain):
+        fit_critic(db, CriticConfig(**SMALL), parent_checkpoint=result.checkpoint_id)
+
+    # New data: one more failure on an old task, and a fresh task with a pair.
+    import_records(db, tmp_path, "second", [trajectory(backend_task(0), 4, 0.2), trajectory(backend_task(5), 2, 1.0), trajectory(backend_task(5), 1, 0.1)])
+    with db.read() as session:
+        new_ids = {t.id for t in session.exec(select(Trajectory))} - first_ids
+    second = fit_critic(db, CriticConfig(**SMALL), parent_checkpoint="latest")
+    with db.read() as session:
+        run2 = session.get(TrainingRun, second.run_id)
+        lineage2 = {l.trajectory_id for l in session.exec(select(Lineage).where(Lineage.run_id == run2.id))}
+    assert run2.parent_checkpoint_id == result.checkpoint_id and run2.base_model == str(tiny_model_dir)
+    assert run2.metrics["new_trajectories"] == 3 and run2.metrics["pairs"] == 2  # every pair has a new side
+    assert run2.data_watermark > run.data_watermark
+    assert lineage2 - first_ids <= new_ids and (lineage2 & new_ids)
+    # Old trajectories enter only as the partner of a new one (task 0's old success).
+    assert lineage2 & first_ids <= {min(first_ids)}
+
+    # From scratch: all the data again.
+    third = fit_critic(db, CriticConfig(**SMALL), parent_checkpoint=second.checkpoint_id, from_scratch=True)
+    assert third.metrics["new_trajectories"] == 16 and third.metrics["pairs"] == 10
+
+    # Scores of every agent turn go to critic_score, one per (turn, checkpoint), replaced on a rerun.
+    from colbench.training.scoring import score_turns
+
+    summary = score_turns(db, f"ckpt:{result.checkpoint_id}", device="cpu", limit=5)
+    again = score_turns(db, f"ckpt:{result.checkpoint_id}", device="cpu", limit=5)
+    with db.read() as session:
+        stored = session.exec(select(CriticScore).where(CriticScore.checkpoint_id == result.checkpoint_id)).all()
+        roles = {session.get(Turn, s.turn_id).role for s in stored}
+    assert summary["trajectories"] == 5 and summary["scores_written"] == again["scores_written"] == len(stored) > 0
+    assert roles == {"assistant"}
+
+
+def test_a_crash_marks_the_run_failed(sqlite_url, tmp_path):
+    db = Database(sqlite_url)
+    import_records(db, tmp_path, "first", first_batch()[:3])
+    with pytest.raises(Exception):
+        fit_critic(db, CriticConfig(**SMALL), base_model=str(tmp_path))  # not a model folder
+    with db.read() as session:
+        run = session.exec(select(TrainingRun)).one()
+    assert run.status == "failed" and run.error and "\n" not in run.error
+
+
+# ---------------------------------------------------------------- candidates
+
+
+def test_shared_prefix_scoring_equals_naive_full_forwards(tiny_model_dir, tokenizer):
+    from colbench.training.scoring import CriticModel
+
+    torch.manual_seed(2)
+    model = attach_lora(tiny(tiny_model_dir), rank=4, alpha=8)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.05)
+    critic = CriticModel(model, tokenizer)
+    prefix = critic.prefix_ids(DIALOGUE[:3], REFERENCE)
+    candidates = ["Sure.", "def add(a, b):\n    return a + b", "I WANT TO ANSWER: return a+b and more text here", [1, 2, 3]]
+    shared = critic.score_candidates(prefix, candidates, batch_size=3)
+    naive = critic.score_candidates_naive(prefix, candidates, batch_size=3)
+    for a, b in zip(shared, naive):
+        assert a.tokens == b.tokens
+        assert a.critic_logp == pytest.approx(b.critic_logp, abs=1e-4)
+        assert a.reference_logp == pytest.approx(b.reference_logp, abs=1e-4)
+        assert a.advantage == pytest.approx(b.advantage, abs=1e-4)
+    assert any(abs(s.advantage) > 1e-4 for s in shared)  # the adapter makes a difference
+    # The candidate's advantage is the advantage of that turn in the whole trajectory.
+    dialogue = DIALOGUE[:3] + [{"role": "assistant", "content": candidates[1]}]
+    ids, turn_ids, _, _ = D.encode_trajectory(tokenizer, dialogue, REFERENCE)
+    whole = critic.turn_advantages([D.Example(1, 1, 0.0, ids, turn_ids, turn_rows=[None, None])])[0]
+    assert whole[1] == pytest.approx(shared[1].advantage, abs=1e-4)
+
+
+# ---------------------------------------------------------------- the command
+
+
+def test_cli_fit_and_score(tiny_model_dir, sqlite_url, tmp_path, capsys):
+    from colbench.cli import app as cli, common
+
+    db = Database(sqlite_url)
+    import_records(db, tmp_path, "first", first_batch())
+
+    def run(*args):
+        common.state._db = None
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(["--db", sqlite_url, "critic", *args])
+        out, err = capsys.readouterr()
+        return exit_info.value.code, " ".join(out.split()), err
+
+    code, out, err = run("fit", "--model", str(tiny_model_dir), "--epochs", "1", "--batch-size", "4", "--max-len", "128",
+                         "--lora-rank", "4", "--normalize", "trajectory", "--no-training-info", "--device", "cpu", "--heldout", "0.25")
+    assert code == 0, err
+    assert "held-out pair accuracy" in out and "critic ckpt:1 (run 1)" in out
+    with db.read() as session:
+        config = session.get(TrainingRun, 1).config
+    assert config["normalize"] == "trajectory" and config["training_info"] is False and config["lora_rank"] == 4
+    code, out, err = run("score", "--critic", "ckpt:1", "--limit", "2", "--json", "--device", "cpu")
+    assert code == 0, err
+    assert json.loads(out)["trajectories"] == 2
+    # Continuing the latest matching critic: nothing new, one line.
+    code, out, err = run("fit", "--normalize", "trajectory", "--no-training-info", "--device", "cpu")
+    assert code == 1 and err.strip().startswith("error: no training pairs") and len(err.strip().splitlines()) == 1
+    code, out, err = run("fit", "--normalize", "tokens")
+    assert code != 0 and "normalize" in err and len(err.strip().splitlines()) == 1
+    code, out, err = run("score", "--critic", "ckpt:99")
+    assert code != 0 and "ckpt:99 not found" in err
