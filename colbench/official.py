@@ -189,7 +189,8 @@ def _family_of(task: dict, family: str | None) -> str:
     return "backend" if task.get("test_cases") else "frontend"
 
 
-def _turn_rows(history: list, where: str) -> list[dict]:
+def _turn_rows(history: list, where: str) -> list[tuple]:
+    """The dialogue as turn rows in queries.TURN_IMPORT_COLUMNS order, checked as they go."""
     rows = []
     previous_prompt = None
     for index, message in enumerate(history):
@@ -207,9 +208,7 @@ def _turn_rows(history: list, where: str) -> list[dict]:
         shared, tail = queries.compact_prompt(previous_prompt, prompt)
         if role == "assistant" and prompt is not None:
             previous_prompt = prompt
-        rows.append(
-            {"index": index, "role": role, "content": content, "raw": output, "prompt": tail, "prompt_shared": shared}
-        )
+        rows.append((index, role, content, output, tail, shared))
     return rows
 
 

@@ -48,13 +48,9 @@ def add_tasks(session: Session, tasks: Sequence[dict]) -> tuple[dict[str, int], 
         if task["content_hash"] not in seen:
             seen.add(task["content_hash"])
             new.append(task)
-    table = Task.__table__
     for start in range(0, len(new), _ROWS_PER_STATEMENT):
-        chunk = new[start : start + _ROWS_PER_STATEMENT]
-        result = session.connection().execute(
-            insert(table).returning(table.c.id, table.c.content_hash, sort_by_parameter_order=True), chunk
-        )
-        ids.update({content_hash: task_id for task_id, content_hash in result})
+        session.connection().execute(insert(Task.__table__), new[start : start + _ROWS_PER_STATEMENT])
+    ids.update(existing_task_ids(session, (t["content_hash"] for t in new)))  # no RETURNING: SQLite runs it row by row
     return ids, len(new)
 
 
@@ -76,38 +72,35 @@ def next_graded_seq(session: Session) -> int:
     return (current or 0) + 1
 
 
-def bulk_insert_trajectories(
-    session: Session, trajectories: list[dict], turns: list[list[dict]]
-) -> list[int]:
-    """Insert trajectory rows and their turns with a few large statements.
+def bulk_insert_trajectories(session: Session, trajectories: list[dict], turns: list[list[tuple]]) -> list[int]:
+    """Insert imported trajectories and their turns with a few large statements.
 
-    `trajectories[i]` and `turns[i]` are plain column dicts; turn dicts get their
-    trajectory_id filled in here. Returns the new trajectory ids in order.
+    `trajectories[i]` is a column dict with a unique content_hash; `turns[i]` holds that
+    trajectory's turns as tuples in TURN_IMPORT_COLUMNS order. Returns the new ids in order.
     """
-    # Core statements, not the ORM: one executemany per chunk instead of a statement per row.
+    # Core executemany, not the ORM, and no RETURNING (which SQLite runs row by row):
+    # the ids are read back afterwards through the unique content_hash.
     connection = session.connection()
-    table = Trajectory.__table__
-    ids: list[int] = []
     for start in range(0, len(trajectories), _ROWS_PER_STATEMENT):
-        chunk = trajectories[start : start + _ROWS_PER_STATEMENT]
-        result = connection.execute(insert(table).returning(table.c.id, sort_by_parameter_order=True), chunk)
-        ids.extend(row[0] for row in result)
+        connection.execute(insert(Trajectory.__table__), trajectories[start : start + _ROWS_PER_STATEMENT])
+    hashes = [t["content_hash"] for t in trajectories]
+    by_hash: dict[str, int] = {}
+    for start in range(0, len(hashes), _ROWS_PER_STATEMENT):
+        chunk = hashes[start : start + _ROWS_PER_STATEMENT]
+        by_hash.update(session.exec(select(Trajectory.content_hash, Trajectory.id).where(col(Trajectory.content_hash).in_(chunk))).all())
+    ids = [by_hash[h] for h in hashes]
     # Turns are the bulk of an import (hundreds of thousands of rows): hand them to the
     # driver's executemany as tuples, skipping SQLAlchemy's per-row parameter processing.
-    names = _TURN_IMPORT_COLUMNS
     marker = "?" if connection.dialect.paramstyle == "qmark" else "%s"
-    statement = f'INSERT INTO turn (trajectory_id, {", ".join(_quoted(connection, n) for n in names)}) VALUES ({", ".join([marker] * (len(names) + 1))})'
-    rows = [
-        (trajectory_id, *(turn.get(name) for name in names))
-        for trajectory_id, its_turns in zip(ids, turns)
-        for turn in its_turns
-    ]
+    columns = ", ".join(_quoted(connection, n) for n in ("trajectory_id",) + TURN_IMPORT_COLUMNS)
+    statement = f"INSERT INTO turn ({columns}) VALUES ({', '.join([marker] * (len(TURN_IMPORT_COLUMNS) + 1))})"
+    rows = [(trajectory_id, *turn) for trajectory_id, its_turns in zip(ids, turns) for turn in its_turns]
     for start in range(0, len(rows), _ROWS_PER_STATEMENT * 4):
         connection.exec_driver_sql(statement, rows[start : start + _ROWS_PER_STATEMENT * 4])
     return ids
 
 
-_TURN_IMPORT_COLUMNS = ("index", "role", "content", "raw", "prompt", "prompt_shared")
+TURN_IMPORT_COLUMNS = ("index", "role", "content", "raw", "prompt", "prompt_shared")
 
 
 def _quoted(connection, name: str) -> str:
