@@ -29,6 +29,8 @@ def rollout(
     batch_size: int = typer.Option(16, "--batch-size", min=1, help="Episodes stepped together in one generate call."),
     sandbox: str = typer.Option("auto", "--sandbox", help="Grading sandbox: auto (docker, else bwrap), docker, bwrap, or none (unsafe)."),
     grade_workers: int = typer.Option(2, "--grade-workers", min=1, help="Sandboxed grading workers."),
+    rerank_critic: str = typer.Option(None, "--rerank-critic", help="Best-of-N: a critic checkpoint (ckpt:<id>) that picks the best of --candidates samples at every agent turn."),
+    candidates: int = typer.Option(16, "--candidates", min=2, help="Samples per agent turn for --rerank-critic."),
     clip: str = typer.Option(None, "--clip", help="Frontend reward: CLIP ViT-B/32 weights (folder or hub id). Default: the weight-free ssim-edges similarity."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (hf engine)."),
     as_json: bool = typer.Option(False, "--json", help="Print a machine-readable summary at the end."),
@@ -45,6 +47,7 @@ def rollout(
     config = RolloutConfig(
         tasks=tasks, limit=limit, samples_per_task=samples_per_task, seed=seed,
         temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size,
+        candidates=candidates if rerank_critic else 1, rerank_critic=rerank_critic,
     )
     family, _ = parse_task_selector(tasks)
     if family == "frontend" and simulator == "builtin":
@@ -58,10 +61,15 @@ def rollout(
         if family == "backend":
             _sandbox_warning(env.grader)
         engine_options = {"base_url": base_url} if engine == "openai" else {"device": device}
+        critic = None
+        if rerank_critic:
+            from colbench.training.scoring import CriticModel
+
+            critic = CriticModel.from_checkpoint(db, rerank_critic, device=device)
         with build_engine(db, engine, model, **engine_options) as policy:
             human = build_simulator(db, simulator, engine)
             try:
-                stats = _run_with_progress(Rollout, db, policy, human, env, config, chosen, quiet=as_json)
+                stats = _run_with_progress(Rollout, db, policy, human, env, config, chosen, quiet=as_json, critic=critic)
             finally:
                 human.close()
     finally:
@@ -77,9 +85,9 @@ def rollout(
     )
 
 
-def _run_with_progress(rollout_class, db, policy, human, env, config, chosen, *, quiet: bool):
+def _run_with_progress(rollout_class, db, policy, human, env, config, chosen, *, quiet: bool, critic=None):
     if quiet or not err_console.is_terminal:
-        return rollout_class(db, policy, human, env, config).run(chosen)
+        return rollout_class(db, policy, human, env, config, critic=critic).run(chosen)
     columns = [
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -95,7 +103,7 @@ def _run_with_progress(rollout_class, db, policy, human, env, config, chosen, *,
             success = "–" if stats.success_rate is None else f"{stats.success_rate:.0%} of {stats.graded}"
             progress.update(bar, total=stats.total, completed=stats.already_done + stats.finished + stats.failed, turns=stats.turns_per_s, success=success)
 
-        job = rollout_class(db, policy, human, env, config, on_progress=update)
+        job = rollout_class(db, policy, human, env, config, critic=critic, on_progress=update)
         return job.run(chosen)
 
 

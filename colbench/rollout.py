@@ -40,6 +40,8 @@ class RolloutConfig:
     max_new_tokens: int = 1024  # per agent turn (the protocol's limit)
     batch_size: int = 16  # episodes stepped together in one generate call
     stale_after_s: float = 600.0  # take over a running trajectory whose worker has been silent this long
+    candidates: int = 1  # best-of-N: sample this many candidates per agent turn ...
+    rerank_critic: str | None = None  # ... and keep the one this critic (ckpt:<id>) ranks highest
 
     def setting(self) -> str:
         """What besides the policy and simulator shapes a trajectory; part of its slot's identity."""
@@ -48,6 +50,8 @@ class RolloutConfig:
             parts.append(f"t={self.temperature:g}")
         if self.max_new_tokens != 1024:
             parts.append(f"max={self.max_new_tokens}")
+        if self.rerank_critic:
+            parts.append(f"best-of-{self.candidates}:{self.rerank_critic}")
         return ",".join(parts)
 
 
@@ -114,9 +118,13 @@ class Rollout:
         env: Env,
         config: RolloutConfig,
         *,
+        critic=None,
         on_progress: Callable[[RolloutStats], None] | None = None,
     ):
         self.db, self.engine, self.simulator, self.env, self.config = db, engine, simulator, env, config
+        self.critic = critic  # colbench.training.scoring.CriticModel, for best-of-N
+        if (critic is None) != (config.rerank_critic is None):
+            raise ValueError("best-of-N needs both config.rerank_critic and the loaded critic")
         self.on_progress = on_progress or (lambda stats: None)
         self.worker = worker_name()
         self.stats = RolloutStats()
@@ -202,13 +210,13 @@ class Rollout:
         params = SamplingParams(
             temperature=self.config.temperature,
             max_new_tokens=self.config.max_new_tokens,
-            n=1,
+            n=self.config.candidates if self.critic else 1,
             seed=self.config.seed * 1_000_003 + step,
         )
         generations = self.engine.generate([e.conversation() for e in movers], params)
         rows = []
         for episode, generation in zip(movers, generations):
-            sample = generation.samples[0]
+            sample = self._best(episode, generation.samples)
             shared, tail = queries.compact_prompt(episode.last_prompt, generation.prompt_text)
             rows.append(
                 Turn(
@@ -240,6 +248,14 @@ class Rollout:
             self._beat(session, [e.trajectory_id for e in movers])
         self._finish([e for e in movers if e.finished])
         self.on_progress(self.stats)
+
+    def _best(self, episode: Episode, samples: list):
+        """The sample to keep: the only one, or the critic's favourite (highest advantage)."""
+        if self.critic is None or len(samples) == 1:
+            return samples[0]
+        prefix = self.critic.prefix_ids(episode.dialogue, episode.task.hidden)
+        scores = self.critic.score_candidates(prefix, [s.token_ids or s.text for s in samples])
+        return samples[max(range(len(samples)), key=lambda i: scores[i].advantage)]
 
     def _human_step(self, waiting: list[Episode]) -> None:
         if not waiting:

@@ -14,7 +14,7 @@ from sqlmodel import select
 from colbench.engines.openai import OpenAIEngine
 from colbench.envs.backend import BackendEnv
 from colbench.grading.grader import Grader
-from colbench.official import import_tasks
+from colbench.official import import_tasks, import_trajectories, spec_of
 from colbench.protocol import ANSWER_MARKER, MAX_AGENT_TURNS
 from colbench.rollout import Rollout, RolloutConfig
 from colbench.simulators.builtin import BuiltinSimulator
@@ -194,3 +194,32 @@ def test_ctrl_c_releases_claims_keeps_turns_and_says_one_line(sqlite_url, tmp_pa
     rerun.communicate(timeout=300)
     with db.read() as session:
         assert all(t.status == "done" for t in session.exec(select(Trajectory)))
+
+
+def test_best_of_n_keeps_the_candidate_the_critic_ranks_highest(sqlite_url, tmp_path, tiny_model_dir, tiny_engine, env):
+    from colbench.engines.base import SamplingParams
+    from colbench.training.critic import CriticConfig, fit_critic
+    from colbench.training.scoring import CriticModel
+    from officialdata import trajectory
+
+    db = Database(sqlite_url)
+    training = [trajectory(backend_task(i), turns, reward) for i in range(3) for turns, reward in ((2, 1.0), (1, 0.0))]
+    import_trajectories(db, write_jsonl(tmp_path / "train.jsonl", training))
+    fitted = fit_critic(db, CriticConfig(epochs=1, batch_size=4, max_len=160, lora_rank=4, device="cpu"), base_model=str(tiny_model_dir))
+    critic = CriticModel.from_checkpoint(db, f"ckpt:{fitted.checkpoint_id}", device="cpu")
+    tasks = stored_tasks(db, tmp_path, n=2)[-2:]  # two of the tasks the critic trained on
+    config = RolloutConfig(max_new_tokens=5, candidates=4, rerank_critic=f"ckpt:{fitted.checkpoint_id}")
+    Rollout(db, tiny_engine, BuiltinSimulator(), env, config, critic=critic).run(tasks)
+
+    # Replay the first step: the same batch and seed give the same candidates.
+    with db.read() as session:
+        trajectories = sorted(session.exec(select(Trajectory).where(Trajectory.setting == config.setting())), key=lambda t: (t.task_id, t.sample_index))
+        kept = [queries.turns_of(session, t.id)[1].content for t in trajectories]
+    specs = {task.id: spec_of(task) for task in tasks}
+    episodes = [BackendEnv.episode_class(t.id, specs[t.task_id]) for t in trajectories]
+    generations = tiny_engine.generate([e.conversation() for e in episodes], SamplingParams(temperature=1.0, max_new_tokens=5, n=4, seed=0))
+    for episode, generation, text in zip(episodes, generations, kept):
+        scores = critic.score_candidates(critic.prefix_ids(episode.dialogue, episode.task.hidden), [s.token_ids for s in generation.samples])
+        best = max(range(4), key=lambda i: scores[i].advantage)
+        assert text == generation.samples[best].text
+        assert len({s.text for s in generation.samples}) > 1  # there was a choice to make
