@@ -9,6 +9,7 @@ from concurrent.futures import Future
 from colbench import protocol
 from colbench.envs.base import Env, Episode, Grade
 from colbench.simulators.base import SimRequest
+from colbench.simulators.vision import frontend_request
 from colbench.tasks.spec import TaskSpec
 
 FRONTEND_SYSTEM_PROMPT = (
@@ -73,19 +74,7 @@ class FrontendEnv(Env):
         return extras
 
     def sim_requests(self, episodes: list[Episode]) -> list[SimRequest]:
-        requests = []
-        for episode in episodes:
-            reference = self.reference(episode.task)
-            agent = episode.last_render
-            requests.append(
-                SimRequest(
-                    task=episode.task,
-                    dialogue=list(episode.dialogue),
-                    images={"agent": agent.png_bytes if agent else self.renderer.black(), "reference": reference.png_bytes},
-                    dom={"agent": agent.dom_summary if agent else None, "reference": reference.dom_summary},
-                )
-            )
-        return requests
+        return [frontend_request(e.task, e.dialogue, e.last_render, self.reference(e.task)) for e in episodes]
 
     def grade(self, task: TaskSpec, answer: str) -> "Future[Grade]":
         """Render the final page and score it against the reference (a missing page is black)."""

@@ -20,6 +20,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 class EndpointSimulator(Simulator):
+    kind = "endpoint"  # the spec prefix: endpoint:<base_url>#<model>
+
     def __init__(
         self,
         model: str,
@@ -34,7 +36,7 @@ class EndpointSimulator(Simulator):
     ):
         self.model = model
         self.base_url = base_url.rstrip("/")
-        self.ref = f"endpoint:{self.base_url}#{model}"
+        self.ref = f"{self.kind}:{self.base_url}#{model}"
         self.concurrency = max(1, int(concurrency))
         self.max_tokens = max_tokens
         self.client = OpenAIClient(
@@ -52,14 +54,20 @@ class EndpointSimulator(Simulator):
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests))) as pool:
             return list(pool.map(self._reply_one, requests))
 
+    def unanswerable(self, request: SimRequest) -> str | None:
+        """Why this simulator cannot answer the request, if it cannot."""
+        return None if request.task.family == "backend" else NO_FRONTEND
+
+    def messages(self, request: SimRequest) -> list[dict]:
+        return build_messages(request)
+
     def _reply_one(self, request: SimRequest) -> SimReply:
         start = time.monotonic()
-        if request.task.family != "backend":
-            return SimReply(text="", error=NO_FRONTEND)
+        problem = self.unanswerable(request)
+        if problem:
+            return SimReply(text="", error=problem)
         try:
-            completion = self.client.chat(
-                self.model, build_messages(request), temperature=0.0, max_tokens=self.max_tokens
-            )
+            completion = self.client.chat(self.model, self.messages(request), temperature=0.0, max_tokens=self.max_tokens)
             text = clean_reply(completion.choices[0].text) if completion.choices else ""
             error = None if text else f"endpoint {self.base_url} sent an empty reply"
         except Exception as exc:  # noqa: BLE001 - a simulator failure must never crash the run

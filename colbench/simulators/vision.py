@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import base64
 import re
-import time
-from concurrent.futures import ThreadPoolExecutor
 
 from colbench.engines.base import Message
-from colbench.openai_client import OpenAIClient
-from colbench.simulators.base import SimReply, SimRequest, Simulator
-from colbench.simulators.prompts import clean_reply
+from colbench.simulators.base import SimRequest
+from colbench.simulators.endpoint import EndpointSimulator
 
 FRONTEND_INSTRUCTIONS = """\
 You are role-playing a person who asked an AI assistant to build a web page for you.
@@ -95,58 +92,24 @@ def frontend_request(task, dialogue: list[Message], agent, reference) -> SimRequ
     )
 
 
-def _one_line(exc: BaseException) -> str:
-    return (" ".join(str(exc).split()) or type(exc).__name__)[:300]
+class VisionEndpointSimulator(EndpointSimulator):
+    """The endpoint simulator for frontend tasks: same client, retries and failure rules,
+    with both screenshots in the request."""
 
+    kind = "vision"
 
-class VisionEndpointSimulator(Simulator):
-    def __init__(
-        self,
-        model: str,
-        base_url: str,
-        api_key: str | None = None,
-        *,
-        timeout_s: float = 120,
-        max_retries: int = 3,
-        concurrency: int = 8,
-        max_tokens: int = 400,  # ~1000 characters, the protocol's cut
-        backoff_s: float = 0.5,
-    ):
-        self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.ref = f"vision:{self.base_url}#{model}"
-        self.concurrency = max(1, int(concurrency))
-        self.max_tokens = max_tokens
-        self.client = OpenAIClient(
-            self.base_url,
-            api_key,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            backoff_s=backoff_s,
-            max_connections=self.concurrency,
-        )
+    def __init__(self, model: str, base_url: str, api_key: str | None = None, *, timeout_s: float = 120,
+                 max_retries: int = 3, concurrency: int = 8, max_tokens: int = 400, backoff_s: float = 0.5):
+        # 400 tokens is about the protocol's 1000-character cut.
+        super().__init__(model, base_url, api_key, timeout_s=timeout_s, max_retries=max_retries,
+                         concurrency=concurrency, max_tokens=max_tokens, backoff_s=backoff_s)
 
-    def reply(self, requests: list[SimRequest]) -> list[SimReply]:
-        if not requests:
-            return []
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests))) as pool:
-            return list(pool.map(self._reply_one, requests))
-
-    def _reply_one(self, request: SimRequest) -> SimReply:
-        start = time.monotonic()
+    def unanswerable(self, request: SimRequest) -> str | None:
         if request.task.family != "frontend":
-            return SimReply(text="", error=NO_BACKEND)
+            return NO_BACKEND
         if not request.images or not request.images.get("reference"):
-            return SimReply(text="", error=NO_IMAGES)
-        try:
-            completion = self.client.chat(
-                self.model, build_vision_messages(request), temperature=0.0, max_tokens=self.max_tokens
-            )
-            text = clean_reply(completion.choices[0].text) if completion.choices else ""
-            error = None if text else f"endpoint {self.base_url} sent an empty reply"
-        except Exception as exc:  # noqa: BLE001 - a simulator failure must never crash the run
-            text, error = "", _one_line(exc)
-        return SimReply(text=text, error=error, latency_s=time.monotonic() - start)
+            return NO_IMAGES
+        return None
 
-    def close(self) -> None:
-        self.client.close()
+    def messages(self, request: SimRequest) -> list[dict]:
+        return build_vision_messages(request)
