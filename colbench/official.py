@@ -41,6 +41,16 @@ class ImportSummary:
 # ---------------------------------------------------------------- parsing
 
 
+def read_text(path: Path) -> str:
+    """A whole UTF-8 text file, or a FormatError that names it."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError:
+        raise FormatError(f"{path}: not UTF-8 text") from None
+
+
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
     """(line number, record) for every non-blank line; FormatError on bad JSON."""
     try:

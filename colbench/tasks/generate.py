@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from colbench.official import FormatError, spec_of, task_from_record, task_row
+from colbench.official import FormatError, read_jsonl, read_text, spec_of, task_from_record, task_row
 from colbench.protocol import strip_code_fences
 from colbench.tasks.prompts import generator_messages
 from colbench.tasks.spec import TaskSpec
@@ -55,29 +55,17 @@ def read_passages(paths: Sequence[Path]) -> list[Passage]:
     passages: list[Passage] = []
     for path in paths:
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise FormatError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-        except UnicodeDecodeError:
-            raise FormatError(f"{path}: not UTF-8 text") from None
         if path.suffix.lower() == ".jsonl":
-            passages += _jsonl_passages(path, text)
+            passages += _jsonl_passages(path)
         else:
-            passages += [Passage(str(path), i, chunk) for i, chunk in enumerate(split_passages(text))]
+            passages += [Passage(str(path), i, chunk) for i, chunk in enumerate(split_passages(read_text(path)))]
     return passages
 
 
-def _jsonl_passages(path: Path, text: str) -> list[Passage]:
+def _jsonl_passages(path: Path) -> list[Passage]:
     found = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise FormatError(f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-        body = record.get("text") if isinstance(record, dict) else None
+    for number, record in read_jsonl(path):
+        body = record.get("text")
         if not isinstance(body, str):
             raise FormatError(f"{path}:{number}: needs a string field 'text'")
         if body.strip():

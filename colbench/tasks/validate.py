@@ -686,15 +686,10 @@ def validate_file(path, *, family: str = "backend", **options) -> ValidationRepo
     import json
     from pathlib import Path
 
-    from colbench.official import FormatError, task_from_record
+    from colbench.official import FormatError, read_text, task_from_record
 
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise FormatError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError:
-        raise FormatError(f"{path}: not UTF-8 text") from None
+    text = read_text(path)
     specs, wheres, unreadable = [], [], []  # unreadable: (position, where, message)
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
