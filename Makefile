@@ -9,7 +9,7 @@ install:
 # The main job on the embedded default: built-in backend test tasks, SmolLM2-135M-Instruct,
 # the built-in simulated human and the bwrap sandbox, then the evaluation table.
 demo: install
-	.venv/bin/colbench rollout --limit 5 --max-new-tokens 256
+	.venv/bin/colbench rollout --limit 4 --max-new-tokens 160
 	.venv/bin/colbench eval
 
 test: install
