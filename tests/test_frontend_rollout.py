@@ -122,3 +122,19 @@ def test_inspect_shows_page_paths_and_writes_side_by_side(sqlite_url, tmp_path, 
 
     with Image.open(out) as pair:
         assert pair.width > 2 * 1280 - 100  # agent and reference side by side
+
+
+def test_critic_trains_on_frontend_pairs_a_tenth_apart(sqlite_url, tmp_path, tiny_model_dir):
+    from colbench.official import import_trajectories
+    from colbench.store.models import Lineage
+    from colbench.training.critic import CriticConfig, fit_critic
+    from officialdata import frontend_task, trajectory
+
+    db = Database(sqlite_url)
+    records = [trajectory(frontend_task(i), turns, reward) for i in range(3) for turns, reward in ((1, 0.9), (2, 0.85), (3, 0.4))]
+    import_trajectories(db, write_jsonl(tmp_path / "pages.jsonl", records), policy="designer")
+    result = fit_critic(db, CriticConfig(family="frontend", epochs=1, batch_size=4, max_len=160, lora_rank=4, heldout_fraction=0.0, device="cpu"), base_model=str(tiny_model_dir))
+    with db.read() as session:
+        used = {row.trajectory_id for row in session.exec(select(Lineage).where(Lineage.run_id == result.run_id))}
+    assert len(used) == 9  # per task: 0.9 and 0.85 each pair with 0.4, but not with each other
+    assert result.metrics["pairs"] == 6
