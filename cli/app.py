@@ -12,7 +12,7 @@ import sys
 import click
 import typer
 
-from colbench.cli import common, critic, data, db, evaluate, inspect, rollout
+from colbench.cli import common, critic, data, db, evaluate, inspect, policy, rollout
 
 INTERRUPTED = "interrupted; everything finished before the interrupt is stored, rerun to go on"
 
@@ -36,6 +36,8 @@ def root(
 
 app.add_typer(db.app, name="db")
 app.add_typer(critic.app, name="critic")
+app.add_typer(policy.app, name="policy")
+app.add_typer(policy.checkpoint_app, name="checkpoint")
 data.register(app)
 inspect.register(app)
 rollout.register(app)

@@ -223,3 +223,46 @@ class Evaluation(SQLModel, table=True):
     n_trajectories: int
     metrics: dict = _json({})
     created_at: datetime = _when(nullable=False)
+
+
+class SweetCandidate(SQLModel, table=True):
+    """A candidate agent turn the SWEET actor sampled for a stored agent turn's history,
+    with the critic's scores; stored so that a run can be inspected and resumed.
+
+    ``sampling_key`` names everything that decides the candidates (sampler model,
+    critic, count, max tokens, seed): a later run with the same key reuses them
+    instead of sampling again.
+    """
+
+    __tablename__ = "sweet_candidate"
+    __table_args__ = (UniqueConstraint("sampling_key", "turn_id", "index"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="training_run.id", index=True)  # the run that sampled it
+    sampling_key: str = Field(index=True)
+    turn_id: int = Field(foreign_key="turn.id", index=True)  # the stored agent turn whose history it continues
+    index: int
+    content: str = _text(nullable=False)
+    token_ids: list = _json([])  # exactly the sampled tokens (end-of-turn token included when it stopped)
+    finish_reason: str = "stop"  # "stop" | "length"
+    sampler_logp: float  # mean log-prob per token under the sampling policy (temperature 1)
+    critic_checkpoint_id: Optional[int] = Field(default=None, foreign_key="checkpoint.id")
+    critic_logp: Optional[float] = None  # mean log-prob per token under the critic, given c
+    reference_logp: Optional[float] = None  # the same under the critic's frozen reference, given c
+    advantage: Optional[float] = None  # the critic's own A: critic_logp − reference_logp
+    score: Optional[float] = None  # what ranks the candidates (see PolicyConfig.score)
+    created_at: datetime = _when(nullable=False)
+
+
+class SweetPair(SQLModel, table=True):
+    """A (chosen, rejected) pair of candidates a SWEET run trained on."""
+
+    __tablename__ = "sweet_pair"
+    __table_args__ = (UniqueConstraint("run_id", "chosen_id", "rejected_id"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="training_run.id", index=True)
+    turn_id: int = Field(foreign_key="turn.id", index=True)
+    chosen_id: int = Field(foreign_key="sweet_candidate.id")
+    rejected_id: int = Field(foreign_key="sweet_candidate.id")
+    created_at: datetime = _when(nullable=False)

@@ -1,0 +1,787 @@
+"""Training the agent: SWEET-RL's turn-level DPO, and the two baselines it is measured against.
+
+Three algorithms share one recipe (setup → train → save) and one store bookkeeping
+(run, checkpoint, lineage):
+
+- ``sweet``: for a fraction of stored agent turns, sample N candidates from the
+  current policy on the turn's history, score them with the critic, pair a random
+  top-half candidate (chosen) with a random bottom-half one (rejected), and train
+  DPO + NLL on chosen (see :mod:`colbench.training.sweet`; candidates, scores and
+  pairs are stored, and a rerun reuses them).
+- ``rft``: rejection fine-tuning, SFT on successful trajectories, loss on agent
+  tokens only.
+- ``mtdpo``: multi-turn DPO, trajectory-level DPO whose log-probs sum over every
+  agent turn, on the critic's pairs (same task; backend: best fully correct vs each
+  lower; frontend: rewards ≥ 0.1 apart), without training-time information.
+
+What the policy reads is what it is shown in a rollout: the family's system prompt,
+then the dialogue, in the tokenizer's chat template. Its trainable tokens are the
+agent turns' content plus their end-of-turn token (the same masks as the critic's,
+:mod:`colbench.training.data`). The DPO reference is the model with its adapter
+disabled (LoRA; no second copy), or the model before its first step (``full``);
+reference log-probs are computed once before training. Log-probs entering a loss
+are float32. The same code runs on CPU, one GPU (bfloat16 weights) and several GPUs
+under ``accelerate launch``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from colbench.store import queries
+from colbench.store.models import Checkpoint, Task, TrainingRun, Trajectory, utcnow
+from colbench.training import data as D
+from colbench.training.checkpoints import checkpoint_folder, get_checkpoint, resolve_base, save_model
+from colbench.training.losses import dpo_loss, dpo_rewards, nll_loss, sequence_logps, turn_sums
+from colbench.training.modeling import (
+    TokenLogProbs,
+    adapter_disabled,
+    attach_lora,
+    enable_activation_checkpointing,
+    evaluating,
+    load_adapter,
+    load_base,
+    trainable_parameters,
+)
+
+ALGOS = ("sweet", "rft", "mtdpo")
+LORA_LR = 2e-5
+FULL_LR = 2e-7
+DEFAULT_EPOCHS = {"sweet": 1, "mtdpo": 1, "rft": 4}
+SCORES = ("sampler", "critic")
+_EPS = 1e-9
+
+Progress = Callable[[str, int, int, dict], None]  # (stage, done, total, latest metrics)
+
+
+def _help(default: Any, text: str) -> Any:
+    if isinstance(default, (list, dict, tuple)):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": text})
+    return field(default=default, metadata={"help": text})
+
+
+@dataclass
+class PolicyConfig:
+    """How to train a policy. Each field's help is its documentation (``PolicyConfig.help()``)."""
+
+    family: str = _help("backend", "Task family whose stored trajectories are the training data (backend or frontend).")
+    split: str = _help("train", "Task split to read. Never the test split.")
+    beta: float = _help(0.1, "DPO β (sweet, mtdpo; paper: 0.1).")
+    nll_weight: float = _help(0.01, "Weight of the NLL term on the chosen side, added to the DPO loss (sweet, mtdpo; paper: 0.01). The NLL is the mean over the chosen sequences' agent tokens.")
+    # sweet
+    fraction: float = _help(0.1, "sweet: share of stored agent turns to sample candidates for (paper: 10%; more steps overfit). Chosen by a seeded hash of the turn's id, so a rerun picks the same turns.")
+    candidates: int = _help(16, "sweet: candidates sampled per turn from the current policy (paper: 16).")
+    pairs_per_turn: int = _help(4, "sweet: pairs per turn, each a random top-half candidate (chosen) against a random bottom-half one (rejected), without repeats (paper: 4).")
+    temperature: float = _help(1.0, "sweet: sampling temperature of the candidates (paper: 1.0).")
+    max_new_tokens: int = _help(1024, "sweet: most tokens per candidate (paper: 1024).")
+    score: str = _help(
+        "sampler",
+        "sweet: what ranks the candidates. 'sampler' (default, the paper): the critic's mean log-prob given the "
+        "training-time information c minus the sampler's own mean log-prob of the candidate (the sampler plays the "
+        "reference of A). 'critic': the critic's own advantage, its mean log-prob minus its frozen reference's, both given c.",
+    )
+    sample_batch_size: int = _help(16, "sweet: rows (turn × candidate) decoded together when sampling; candidates of a few turns are stored after each generate call.")
+    # rft
+    rft_threshold: float = _help(
+        0.8,
+        "rft, frontend only: a task's best trajectory is trained on when its similarity reaches this. Backend "
+        "trajectories count as successful when every test passes (success), the paper's definition.",
+    )
+    # optimisation
+    lr: float | None = _help(None, f"Peak learning rate. Default {LORA_LR:g} with LoRA, {FULL_LR:g} with full fine-tuning (the paper's rate, for a full 8B fine-tune; LoRA on small models wants far more).")
+    epochs: int | None = _help(None, "Passes over the training data. Default: 1 for sweet (paper) and mtdpo, 4 for rft (paper).")
+    batch_size: int = _help(8, "Pairs (DPO) or trajectories (rft) per forward/backward pass and process.")
+    grad_accum: int = _help(1, "Passes per optimiser step. Effective batch = batch_size × grad_accum × processes.")
+    max_len: int = _help(2048, "Most tokens per sequence. Longer ones lose their start (the history before a turn, or a trajectory's first turns): the agent tokens near the end are what is trained.")
+    lora_rank: int = _help(16, "LoRA rank r (α = 2r, no dropout, every linear layer but the output layer).")
+    full: bool = _help(False, "Full fine-tuning instead of LoRA. The DPO reference is then the model before its first step (reference log-probs are computed before training, so no second copy is kept).")
+    gradient_checkpointing: bool = _help(False, "Activation checkpointing: recompute activations in the backward pass (less memory, ~30% slower).")
+    seed: int = _help(0, "Seed for turn selection, sampling, pair picks, data order and torch.")
+    warmup_ratio: float = _help(0.03, "Linear warm-up as a share of the optimiser steps, then cosine decay to 0.")
+    adam_betas: tuple[float, float] = _help((0.9, 0.95), "AdamW betas.")
+    weight_decay: float = _help(0.0, "AdamW weight decay.")
+    max_grad_norm: float = _help(1.0, "Gradient clipping by global norm; 0 turns it off.")
+    device: str = _help("auto", "auto (cuda when available), cpu or cuda. Under accelerate launch each process takes its own GPU.")
+    dtype: str | None = _help(None, "Model weights' dtype: float32 on CPU, bfloat16 on GPU by default. Log-probs entering a loss are float32 either way.")
+    out: str | None = _help(None, "Checkpoint folder. Default: checkpoints/policy-<run id> beside the database.")
+
+    def __post_init__(self):
+        if self.family not in ("backend", "frontend"):
+            raise ValueError(f"family must be backend or frontend; got {self.family!r}")
+        if self.score not in SCORES:
+            raise ValueError(f"score must be one of {', '.join(SCORES)}; got {self.score!r}")
+        if not 0 < self.fraction <= 1:
+            raise ValueError("fraction must be in (0, 1]")
+        if self.candidates < 2:
+            raise ValueError("candidates must be at least 2 (pairs need a top and a bottom half)")
+        for name in ("pairs_per_turn", "batch_size", "grad_accum", "max_len", "max_new_tokens", "sample_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.epochs is not None and self.epochs < 1:
+            raise ValueError("epochs must be at least 1")
+        if not self.full and self.lora_rank < 1:
+            raise ValueError("lora_rank must be at least 1 (or use full fine-tuning)")
+        self.adam_betas = tuple(self.adam_betas)
+
+    @property
+    def learning_rate(self) -> float:
+        return self.lr if self.lr is not None else (FULL_LR if self.full else LORA_LR)
+
+    def epochs_for(self, algo: str) -> int:
+        return self.epochs if self.epochs is not None else DEFAULT_EPOCHS[algo]
+
+    def to_json(self) -> dict:
+        return asdict(self) | {"learning_rate": self.learning_rate, "adam_betas": list(self.adam_betas)}
+
+    @classmethod
+    def help(cls) -> dict[str, str]:
+        return {f.name: f.metadata.get("help", "") for f in fields(cls)}
+
+
+@dataclass
+class PolicyResult:
+    run_id: int | None
+    checkpoint_id: int | None
+    path: str | None
+    metrics: dict
+
+
+class NothingToTrain(ValueError):
+    """No training data in what a run may consume; the message says why."""
+
+
+# ---------------------------------------------------------------- what the policy reads
+
+
+def system_prompt(family: str) -> str:
+    """The family's agent instructions, exactly as a rollout shows them."""
+    from colbench import protocol
+
+    if family == "backend":
+        from colbench.envs.backend import BACKEND_SYSTEM_PROMPT as prompt
+    else:
+        from colbench.envs.frontend import FRONTEND_SYSTEM_PROMPT as prompt
+    return prompt.format(turns=protocol.MAX_AGENT_TURNS)
+
+
+def conversation(family: str, dialogue: Sequence[dict]) -> list[dict]:
+    """System prompt + the user and agent messages: what the policy is shown (Episode.conversation)."""
+    messages = [{"role": m["role"], "content": m["content"]} for m in dialogue if m["role"] in ("user", "assistant")]
+    return [{"role": "system", "content": system_prompt(family)}] + messages
+
+
+def prompt_ids(tokenizer, messages: Sequence[dict]) -> list[int]:
+    """The token ids a sampler sees before the next agent turn (HFEngine encodes the same text)."""
+    text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def policy_pieces(tokenizer, messages: Sequence[dict]) -> list[tuple[str, int]]:
+    """A whole conversation (system prompt included) as ``(text, agent_turn)`` pieces.
+
+    As :func:`colbench.training.data.dialogue_pieces`, but the system message stays:
+    an agent turn is the content plus the end-of-turn token; everything else is -1.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise D.DataError("the tokenizer has no chat template")
+    messages = [{"role": m["role"], "content": m["content"]} for m in messages]
+    eos = tokenizer.eos_token or ""
+    pieces: list[tuple[str, int]] = []
+    cursor, turn = 0, 0
+    for i, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        before = tokenizer.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True)
+        after = tokenizer.apply_chat_template(messages[: i + 1], tokenize=False)
+        if not after.startswith(before):
+            raise D.DataError("the chat template does not render a dialogue as a prefix of its continuation")
+        tail = after[len(before) :]
+        content = message["content"]
+        start = tail.find(content) if content else 0
+        if start < 0:
+            content = content.strip()
+            start = tail.find(content)
+        if start < 0:
+            raise D.DataError("cannot find an agent turn's content in the chat template's rendering")
+        pieces.append((before[cursor:] + tail[:start], -1))
+        pieces.append((content, turn))
+        cursor = len(before) + start + len(content)
+        if eos and after.startswith(eos, cursor):
+            pieces.append((eos, turn))
+            cursor += len(eos)
+        turn += 1
+    pieces.append((tokenizer.apply_chat_template(messages, tokenize=False)[cursor:], -1))
+    return [(text, t) for text, t in pieces if text]
+
+
+@dataclass
+class Seq:
+    """One tokenised training sequence: ids and, per token, its agent turn (or -1)."""
+
+    input_ids: list[int]
+    turn_ids: list[int]
+    truncated: bool = False
+
+    @property
+    def agent_tokens(self) -> int:
+        return sum(1 for t in self.turn_ids if t >= 0)
+
+
+def _cut(ids: list[int], turn_ids: list[int], max_len: int | None) -> Seq:
+    truncated = bool(max_len) and len(ids) > max_len
+    if truncated:
+        ids, turn_ids = ids[len(ids) - max_len :], turn_ids[len(turn_ids) - max_len :]
+    turn_ids = list(turn_ids)
+    if turn_ids:
+        turn_ids[0] = -1  # nothing predicts the first token
+    return Seq(list(ids), turn_ids, truncated)
+
+
+def encode_dialogue(tokenizer, messages: Sequence[dict], max_len: int | None = None) -> Seq:
+    """A whole conversation, every agent turn in the mask (rft, mtdpo); cut from the left."""
+    ids, turn_ids = D.encode_pieces(tokenizer, policy_pieces(tokenizer, messages))
+    return _cut(ids, turn_ids, max_len)
+
+
+def encode_turn(prompt: list[int], completion: list[int], max_len: int | None = None) -> Seq:
+    """Prompt ids then one agent turn's ids (in the mask, as turn 0); the prompt loses its start."""
+    if max_len and len(completion) >= max_len:
+        completion = completion[: max_len - 1]
+    return _cut(list(prompt) + list(completion), [-1] * len(prompt) + [0] * len(completion), max_len)
+
+
+def collate(seqs: Sequence[Seq], pad_id: int):
+    """Right-padded ``input_ids``, ``attention_mask`` and ``turn_ids`` (-1 on padding)."""
+    width = max(len(s.input_ids) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    turns = torch.full((len(seqs), width), -1, dtype=torch.long)
+    for row, s in enumerate(seqs):
+        n = len(s.input_ids)
+        ids[row, :n] = torch.tensor(s.input_ids, dtype=torch.long)
+        mask[row, :n] = 1
+        turns[row, :n] = torch.tensor(s.turn_ids, dtype=torch.long)
+    return ids, mask, turns
+
+
+@dataclass
+class PairItem:
+    """A DPO pair: chosen and rejected sequences; ``ref`` holds their reference log-probs once computed."""
+
+    chosen: Seq
+    rejected: Seq
+    ref: tuple[float, float] | None = None
+    source: Any = None  # what it came from (a sweet pair, a trajectory pair), for lineage
+
+
+@dataclass
+class SftItem:
+    seq: Seq
+    source: Any = None
+
+
+# ---------------------------------------------------------------- losses as the trainer uses them
+
+
+def turn_logps(token_logps: torch.Tensor, turn_ids: torch.Tensor) -> torch.Tensor:
+    """Per agent turn, the summed log-prob of its tokens: ``[batch, turns]``."""
+    return turn_sums(token_logps, turn_ids)[0]
+
+
+def policy_dpo_loss(
+    token_logps: torch.Tensor,
+    turn_ids: torch.Tensor,
+    ref_chosen: torch.Tensor,
+    ref_rejected: torch.Tensor,
+    beta: float = 0.1,
+    nll_weight: float = 0.01,
+) -> tuple[torch.Tensor, dict]:
+    """DPO + ``nll_weight`` · NLL on a batch laid out as ``[chosen rows; rejected rows]``.
+
+    A sequence's log-prob is the sum over every agent turn's tokens (one turn for
+    sweet, all of them for mtdpo); tokens outside agent turns (turn id -1: system,
+    human turns, headers, padding) count for nothing. The NLL is the mean over the
+    chosen rows' agent tokens. Returns (loss, float stats).
+    """
+    half = token_logps.shape[0] // 2
+    mask = turn_ids >= 0
+    seq = sequence_logps(token_logps, mask)
+    chosen, rejected = seq[:half], seq[half:]
+    dpo = dpo_loss(chosen, rejected, ref_chosen, ref_rejected, beta)
+    nll = nll_loss(token_logps[:half], mask[:half])
+    loss = dpo + nll_weight * nll
+    chosen_reward = dpo_rewards(chosen, ref_chosen, beta)
+    rejected_reward = dpo_rewards(rejected, ref_rejected, beta)
+    margin = chosen_reward - rejected_reward
+    stats = {
+        "loss": float(loss.detach()),
+        "dpo_loss": float(dpo.detach()),
+        "nll": float(nll.detach()),
+        "chosen_reward": float(chosen_reward.mean()),
+        "rejected_reward": float(rejected_reward.mean()),
+        "reward_margin": float(margin.mean()),
+        "reward_accuracy": float((margin > 0).float().mean()),
+    }
+    return loss, stats
+
+
+def sft_loss(token_logps: torch.Tensor, turn_ids: torch.Tensor) -> tuple[torch.Tensor, dict]:
+    """Mean NLL over agent tokens only."""
+    loss = nll_loss(token_logps, turn_ids >= 0)
+    return loss, {"loss": float(loss.detach()), "nll": float(loss.detach())}
+
+
+# ---------------------------------------------------------------- the recipe
+
+
+class PolicyRecipe:
+    """setup_model() → [data] → setup_training(items) → train() → save(); fit_policy does the bookkeeping."""
+
+    def __init__(self, db, config: PolicyConfig, algo: str, source, parent, on_progress: Progress | None = None):
+        self.db, self.config, self.algo = db, config, algo
+        self.source = source  # the ModelSource of the base weights
+        self.parent = parent  # (Checkpoint, TrainingRun) of the policy to continue, or None
+        self.on_progress = on_progress
+        self.metrics: dict[str, Any] = {}
+
+    # -------------------------------------------------- setup
+
+    def setup_model(self) -> None:
+        from accelerate import Accelerator
+
+        from colbench.models import load_tokenizer
+
+        cfg = self.config
+        torch.manual_seed(cfg.seed)
+        self.accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=_on_cpu(cfg))
+        self.device = self.accelerator.device
+        self.tokenizer = load_tokenizer(self.source)
+        self.model = self._load_model(str(self.device))
+
+    def _load_model(self, device: str):
+        cfg = self.config
+        if self.parent is not None:
+            checkpoint, _ = self.parent
+            if checkpoint.adapter:
+                if cfg.full:
+                    raise ValueError(f"ckpt:{checkpoint.id} is a LoRA policy; continue it without --full")
+                return load_adapter(load_base(self.source, device, cfg.dtype), checkpoint.path, trainable=True)
+            from colbench.models import ModelSource
+
+            model = load_base(ModelSource(base=checkpoint.path, ref=f"ckpt:{checkpoint.id}"), device, cfg.dtype)
+            return model if cfg.full else attach_lora(model, rank=cfg.lora_rank, alpha=2 * cfg.lora_rank)
+        model = load_base(self.source, device, cfg.dtype)
+        return model if cfg.full else attach_lora(model, rank=cfg.lora_rank, alpha=2 * cfg.lora_rank)
+
+    def setup_training(self, items: list) -> None:
+        cfg = self.config
+        self.items = items
+        self.dpo = isinstance(items[0], PairItem)
+        if self.dpo:
+            self._reference_logps()
+        if cfg.gradient_checkpointing:
+            enable_activation_checkpointing(self.model)
+        self.model.train()
+        self.scorer = TokenLogProbs(self.model)
+        params = trainable_parameters(self.model)
+        if not params:
+            raise RuntimeError("the model has no trainable parameters")
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, betas=cfg.adam_betas, weight_decay=cfg.weight_decay)
+        self.epochs = cfg.epochs_for(self.algo)
+        batches = math.ceil(len(items) / cfg.batch_size / self.accelerator.num_processes)
+        self.total_steps = max(1, self.epochs * math.ceil(batches / cfg.grad_accum))
+        from transformers import get_cosine_schedule_with_warmup
+
+        scheduler = get_cosine_schedule_with_warmup(self.optimizer, int(cfg.warmup_ratio * self.total_steps), self.total_steps)
+        generator = torch.Generator().manual_seed(cfg.seed)
+        loader = torch.utils.data.DataLoader(list(range(len(items))), batch_size=cfg.batch_size, shuffle=True, generator=generator, collate_fn=list)
+        self.scorer, self.optimizer, self.loader, self.scheduler = self.accelerator.prepare(self.scorer, self.optimizer, loader, scheduler)
+
+    @torch.no_grad()
+    def _reference_logps(self) -> None:
+        """Each pair's reference log-probs (summed over agent tokens), computed once before training.
+
+        LoRA: the model with its adapter disabled; full fine-tuning: the model before its
+        first step. Under several processes each computes a share; the shares are gathered.
+        """
+        from accelerate.utils import gather_object
+
+        acc = self.accelerator
+        mine = list(range(acc.process_index, len(self.items), acc.num_processes))
+        context = nullcontext() if self.config.full else adapter_disabled(self.model)
+        scorer = TokenLogProbs(self.model)
+        found: dict[int, tuple[float, float]] = {}
+        with evaluating(self.model), context:
+            for start in range(0, len(mine), self.config.batch_size):
+                chunk = mine[start : start + self.config.batch_size]
+                seqs = [self.items[i].chosen for i in chunk] + [self.items[i].rejected for i in chunk]
+                ids, mask, turns = (t.to(self.device) for t in collate(seqs, self.tokenizer.pad_token_id))
+                logps = sequence_logps(scorer(ids, mask, turns >= 0), turns >= 0).float().cpu().tolist()
+                for k, i in enumerate(chunk):
+                    found[i] = (logps[k], logps[len(chunk) + k])
+        if acc.num_processes > 1:
+            merged: dict[int, tuple[float, float]] = {}
+            for part in gather_object([found]):
+                merged.update(part)
+            found = merged
+        for i, item in enumerate(self.items):
+            item.ref = found[i]
+
+    # -------------------------------------------------- train
+
+    def step_loss(self, scorer, batch: list) -> tuple[torch.Tensor, dict, int]:
+        """(loss, stats, tokens) of one batch of item indices."""
+        items = [self.items[i] for i in batch]
+        cfg = self.config
+        if self.dpo:
+            seqs = [it.chosen for it in items] + [it.rejected for it in items]
+        else:
+            seqs = [it.seq for it in items]
+        ids, mask, turns = (t.to(self.device) for t in collate(seqs, self.tokenizer.pad_token_id))
+        logps = scorer(ids, mask, turns >= 0)
+        tokens = sum(len(s.input_ids) for s in seqs)
+        if not self.dpo:
+            loss, stats = sft_loss(logps, turns)
+            return loss, stats, tokens
+        ref_chosen = torch.tensor([it.ref[0] for it in items], dtype=torch.float32, device=self.device)
+        ref_rejected = torch.tensor([it.ref[1] for it in items], dtype=torch.float32, device=self.device)
+        loss, stats = policy_dpo_loss(logps, turns, ref_chosen, ref_rejected, cfg.beta, cfg.nll_weight)
+        return loss, stats, tokens
+
+    def train(self) -> None:
+        cfg, acc = self.config, self.accelerator
+        step, tokens, started = 0, 0, time.perf_counter()
+        for epoch in range(self.epochs):
+            history: list[dict] = []
+            for batch in self.loader:
+                with acc.accumulate(self.scorer):
+                    loss, stats, n = self.step_loss(self.scorer, batch)
+                    acc.backward(loss)
+                    if acc.sync_gradients and cfg.max_grad_norm > 0:
+                        acc.clip_grad_norm_(self.scorer.parameters(), cfg.max_grad_norm)
+                    self.optimizer.step()
+                    self.scheduler.step()
+                    self.optimizer.zero_grad()
+                history.append(stats)
+                tokens += n
+                if acc.sync_gradients:
+                    step += 1
+                    if self.on_progress and acc.is_main_process:
+                        self.on_progress("train", step, self.total_steps, {"epoch": epoch + 1, **stats})
+            mean = {k: sum(h[k] for h in history) / len(history) for k in history[0]} if history else {}
+            self.metrics.setdefault("epochs", []).append({"epoch": epoch + 1, **mean})
+        elapsed = time.perf_counter() - started
+        last = self.metrics["epochs"][-1] if self.metrics.get("epochs") else {}
+        self.metrics.update(
+            {f"train_{k}": v for k, v in last.items() if k != "epoch"}
+            | {
+                "steps": step,
+                "train_seconds": round(elapsed, 3),
+                "tokens_per_second": round(tokens / elapsed, 1) if elapsed > 0 else None,
+            }
+        )
+
+    # -------------------------------------------------- save
+
+    def save(self, folder: Path) -> tuple[bool, str | None]:
+        self.accelerator.wait_for_everyone()
+        if not self.accelerator.is_main_process:
+            return True, None
+        model = self.accelerator.unwrap_model(self.scorer).lm
+        return save_model(model, self.tokenizer, folder)
+
+
+# ---------------------------------------------------------------- data for rft and mtdpo
+
+
+def _fresh(db, family: str, split: str, watermark: int | None) -> tuple[list[Trajectory], int | None]:
+    """Graded, finished trajectories of family/split above the watermark, and the new watermark."""
+    from sqlmodel import col, select
+
+    with db.read() as session:
+        fresh = [t for t in queries.graded_since(session, watermark, family=family) if t.reward is not None and t.status == "done"]
+        task_ids = sorted({t.task_id for t in fresh})
+        split_of: dict[int, str] = {}
+        for start in range(0, len(task_ids), 500):
+            chunk = task_ids[start : start + 500]
+            split_of.update({i: s for i, s in session.exec(select(Task.id, Task.split).where(col(Task.id).in_(chunk)))})
+    fresh = [t for t in fresh if split_of.get(t.task_id) == split]
+    top = max((t.graded_seq for t in fresh), default=watermark)
+    return fresh, top
+
+
+def successful(trajectories: Sequence[Trajectory], family: str, threshold: float) -> list[Trajectory]:
+    """What rejection fine-tuning trains on.
+
+    - backend: every trajectory whose tests all passed (``success``; reward 1.0 when
+      success was not recorded);
+    - frontend: per task, the best trajectory (lowest id among ties) when its
+      similarity reaches ``threshold``.
+    """
+    if family == "backend":
+        return [t for t in trajectories if (t.success if t.success is not None else t.reward >= 1.0 - _EPS)]
+    best: dict[int, Trajectory] = {}
+    for t in sorted(trajectories, key=lambda t: t.id):
+        if t.task_id not in best or t.reward > best[t.task_id].reward + _EPS:
+            best[t.task_id] = t
+    return sorted((t for t in best.values() if t.reward >= threshold - _EPS), key=lambda t: t.id)
+
+
+def dialogue_seqs(db, tokenizer, family: str, trajectory_ids: Sequence[int], max_len: int | None) -> dict[int, Seq]:
+    """trajectory id → its whole conversation as the policy reads it, every agent turn masked in."""
+    ids = sorted(set(trajectory_ids))
+    with db.read() as session:
+        turns = queries.turns_for(session, ids)
+    out = {}
+    for i in ids:
+        messages = [{"role": t.role, "content": t.content or ""} for t in turns[i] if t.role in ("user", "assistant")]
+        out[i] = encode_dialogue(tokenizer, conversation(family, messages), max_len)
+    return out
+
+
+def rft_items(db, tokenizer, config: PolicyConfig, watermark: int | None):
+    fresh, top = _fresh(db, config.family, config.split, watermark)
+    chosen = successful(fresh, config.family, config.rft_threshold)
+    seqs = dialogue_seqs(db, tokenizer, config.family, [t.id for t in chosen], config.max_len)
+    items = [SftItem(seqs[t.id], source=t.id) for t in chosen if seqs[t.id].agent_tokens]
+    return items, {"new_trajectories": len(fresh), "sft_trajectories": len(items)}, top
+
+
+def mtdpo_items(db, tokenizer, config: PolicyConfig, watermark: int | None):
+    data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark)
+    wanted = {i for p in data.pairs for i in (p.chosen, p.rejected)}
+    seqs = dialogue_seqs(db, tokenizer, config.family, sorted(wanted), config.max_len)
+    items = [PairItem(seqs[p.chosen], seqs[p.rejected], source=p) for p in data.pairs if seqs[p.chosen].agent_tokens and seqs[p.rejected].agent_tokens]
+    return items, {"new_trajectories": len(data.new_ids), "pool_trajectories": data.pool_size}, data.watermark
+
+
+# ---------------------------------------------------------------- the entry point
+
+
+def fit_policy(
+    db,
+    config: PolicyConfig | None = None,
+    algo: str = "sweet",
+    base_model: str | None = None,
+    critic_checkpoint=None,
+    parent_checkpoint=None,
+    on_progress: Progress | None = None,
+    from_scratch: bool = False,
+) -> PolicyResult:
+    """Train a policy with ``algo`` (sweet, rft or mtdpo); record run, checkpoint and lineage.
+
+    - ``base_model``: smollm2 (default), a folder, a hub id, or ``ckpt:<id>``. A LoRA
+      policy checkpoint given here is continued, as with ``parent_checkpoint``.
+    - ``parent_checkpoint`` (``<id>`` or ``"ckpt:<id>"``): continue that policy (its
+      base, its adapter) on data graded after its run's watermark (all data with
+      ``from_scratch``). Otherwise all stored data is read.
+    - ``critic_checkpoint``: the critic that scores sweet's candidates (required for sweet).
+
+    Raises :class:`NothingToTrain` (no run is written) when the data holds nothing to train on.
+    """
+    config = config or PolicyConfig()
+    if algo not in ALGOS:
+        raise ValueError(f"algo must be one of {', '.join(ALGOS)}; got {algo!r}")
+    if algo == "sweet" and critic_checkpoint is None:
+        raise ValueError("sweet needs a critic: pass --critic ckpt:<id>")
+    base_model = _normalized_ref(base_model) if base_model else None
+    if parent_checkpoint is None and base_model and base_model.startswith("ckpt:"):
+        checkpoint, run = get_checkpoint(db, base_model)
+        if checkpoint.adapter:  # an adapter cannot be the base of another: continue it instead
+            parent_checkpoint, from_scratch = checkpoint.id, True
+    parent, watermark = None, None
+    if parent_checkpoint is not None:
+        parent = get_checkpoint(db, parent_checkpoint)
+        checkpoint, run = parent
+        if checkpoint.kind != "policy" and not str(run.kind).startswith("policy"):
+            raise ValueError(f"ckpt:{checkpoint.id} is a {run.kind} checkpoint, not a policy")
+        watermark = None if from_scratch else run.data_watermark
+        base_model = checkpoint.base_model if checkpoint.adapter or config.full else f"ckpt:{checkpoint.id}"
+    base_model = base_model or "smollm2"
+    critic = None
+    if algo == "sweet":
+        critic_row, critic_run = get_checkpoint(db, critic_checkpoint)
+        if critic_run.kind != "critic":
+            raise ValueError(f"ckpt:{critic_row.id} is a {critic_run.kind} checkpoint, not a critic")
+        critic = critic_row.id
+    source = resolve_base(db, base_model)
+
+    from accelerate import PartialState
+
+    from colbench.models import load_tokenizer
+
+    state = PartialState(cpu=_on_cpu(config))
+    tokenizer = load_tokenizer(source)
+    info: dict[str, Any] = {}
+    if algo == "sweet":
+        from colbench.training import sweet
+
+        jobs, top, read = sweet.select_turns(db, config, watermark)
+        info = {"new_trajectories": read, "selected_turns": len(jobs)}
+        if not jobs:
+            raise NothingToTrain(_nothing(config, watermark, f"no agent turns selected among {read} trajectories"))
+    elif algo == "rft":
+        items, info, top = rft_items(db, tokenizer, config, watermark)
+        if not items:
+            raise NothingToTrain(_nothing(config, watermark, f"no successful trajectory among {info['new_trajectories']}"))
+    else:
+        items, info, top = mtdpo_items(db, tokenizer, config, watermark)
+        if not items:
+            raise NothingToTrain(_nothing(config, watermark, f"no trajectory pairs among {info['new_trajectories']} trajectories"))
+
+    run_id = _start_run(db, config, algo, base_model, parent, critic, from_scratch) if state.is_main_process else None
+    if state.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        run_id = broadcast_object_list([run_id])[0]
+    try:
+        recipe = PolicyRecipe(db, config, algo, source, parent, on_progress)
+        recipe.setup_model()
+        lineage: list[tuple[int, int | None]]
+        if algo == "sweet":
+            items, sweet_info = sweet.build_items(db, recipe, jobs, run_id, critic, base_model, parent[0].id if parent else None, on_progress)
+            info |= sweet_info
+            if not items:
+                raise NothingToTrain("sweet: no pairs (every turn's candidates were identical or too few)")
+            lineage = sorted({(it.source.trajectory_id, it.source.turn_id) for it in items})
+        elif algo == "rft":
+            lineage = [(it.source, None) for it in items]
+        else:
+            lineage = sorted({(i, None) for it in items for i in (it.source.chosen, it.source.rejected)})
+        recipe.setup_training(items)
+        recipe.train()
+        folder = checkpoint_folder(db, "policy", run_id, config.out)
+        adapter, digest = recipe.save(folder)
+        metrics = recipe.metrics | info | {("pairs" if recipe.dpo else "trajectories"): len(items)}
+        checkpoint_id = None
+        if state.is_main_process:
+            checkpoint_id = _finish_run(db, run_id, base_model, folder, adapter, digest, metrics, top, lineage)
+        return PolicyResult(run_id, checkpoint_id, str(folder), metrics)
+    except BaseException as exc:
+        if state.is_main_process:
+            _fail_run(db, run_id, exc)
+        raise
+
+
+def _nothing(config: PolicyConfig, watermark, why: str) -> str:
+    since = "" if watermark is None else f" graded after watermark {watermark}"
+    return f"nothing to train on in {config.family}/{config.split}{since}: {why}"
+
+
+def _on_cpu(config: PolicyConfig) -> bool:
+    return config.device == "cpu" or (config.device == "auto" and not torch.cuda.is_available())
+
+
+def _normalized_ref(ref: str) -> str:
+    """Local folders as absolute paths, so the run's base model resolves from anywhere."""
+    name = ref[3:] if ref.startswith("hf:") else ref
+    path = Path(name).expanduser()
+    return str(path.resolve()) if path.is_dir() else ref
+
+
+def _start_run(db, config, algo, base_model, parent, critic, from_scratch) -> int:
+    with db.write() as session:
+        run = TrainingRun(
+            kind=f"policy:{algo}",
+            base_model=base_model,
+            parent_checkpoint_id=parent[0].id if parent else None,
+            config=config.to_json() | {"algo": algo, "critic_checkpoint_id": critic, "from_scratch": from_scratch, "epochs": config.epochs_for(algo)},
+            status="running",
+        )
+        session.add(run)
+        session.flush()
+        return run.id
+
+
+def _finish_run(db, run_id, base_model, folder, adapter, digest, metrics, watermark, lineage) -> int:
+    metrics = json.loads(json.dumps(metrics, default=str))
+    with db.write() as session:
+        checkpoint = Checkpoint(
+            run_id=run_id, kind="policy", base_model=base_model, path=str(folder), adapter=adapter,
+            step=int(metrics.get("steps", 0)), sha256=digest, metrics=metrics,
+        )
+        session.add(checkpoint)
+        run = session.get(TrainingRun, run_id)
+        run.status, run.metrics, run.finished_at = "done", metrics, utcnow()
+        run.data_watermark = watermark
+        session.add(run)
+        queries.record_lineage(session, run_id, lineage)
+        session.flush()
+        return checkpoint.id
+
+
+def _fail_run(db, run_id: int | None, exc: BaseException) -> None:
+    if run_id is None:
+        return
+    lines = str(exc).strip().splitlines()
+    reason = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    try:
+        with db.write() as session:
+            run = session.get(TrainingRun, run_id)
+            if run is not None:
+                run.status, run.error, run.finished_at = "failed", reason, utcnow()
+                session.add(run)
+    except Exception:
+        pass
+
+
+# ---------------------------------------------------------------- checkpoints out of the store
+
+
+def export_checkpoint(db, ref, out, *, merge: bool = True, device: str = "cpu", dtype=None) -> Path:
+    """Write a checkpoint as a folder that ``--model DIR`` loads.
+
+    - ``merge`` (adapter checkpoints): base + adapter merged into plain HF weights, with
+      the tokenizer;
+    - without ``merge``: the peft adapter folder as is (its config names the base model),
+      with the tokenizer;
+    - full-weight checkpoints are copied either way.
+    """
+    import shutil
+
+    from colbench.models import ModelSource, load_model, load_tokenizer
+
+    checkpoint, run = get_checkpoint(db, ref)
+    out = Path(out).expanduser().resolve()
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"{out} exists and is not empty")
+    out.mkdir(parents=True, exist_ok=True)
+    if not checkpoint.adapter:
+        shutil.copytree(checkpoint.path, out, dirs_exist_ok=True)
+        return out
+    base = resolve_base(db, checkpoint.base_model)
+    tokenizer = load_tokenizer(base)
+    if not merge:
+        shutil.copytree(checkpoint.path, out, dirs_exist_ok=True)
+        tokenizer.save_pretrained(out)
+        return out
+    from colbench.training.modeling import _quiet_renames
+
+    with _quiet_renames():
+        model = load_model(ModelSource(base=base.base, adapter=checkpoint.path, ref=f"ckpt:{checkpoint.id}"), device=device, dtype=dtype)
+    merged = model.merge_and_unload()
+    merged.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def list_checkpoints(db) -> list[dict]:
+    from sqlmodel import select
+
+    with db.read() as session:
+        rows = session.exec(select(Checkpoint, TrainingRun).join(TrainingRun, TrainingRun.id == Checkpoint.run_id).order_by(Checkpoint.id)).all()
+    return [
+        {
+            "id": c.id, "ref": f"ckpt:{c.id}", "kind": r.kind, "run_id": r.id, "base_model": c.base_model,
+            "adapter": c.adapter, "step": c.step, "path": c.path, "created_at": c.created_at, "metrics": c.metrics or {},
+            "parent": r.parent_checkpoint_id,
+        }
+        for c, r in rows
+    ]

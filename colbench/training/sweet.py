@@ -1,0 +1,223 @@
+"""The SWEET-RL actor's data: candidates for stored agent turns, their critic scores, and pairs.
+
+For each selected agent turn of a stored, graded trajectory:
+
+1. **Sample** N candidates for that turn from the current policy (the model being
+   trained, before its first step), on the turn's history as a rollout shows it
+   (system prompt + dialogue so far), at temperature 1.0, batched through
+   :class:`colbench.engines.hf.HFEngine`. The sampler's own mean log-prob of each
+   candidate (raw distribution) comes with it.
+2. **Score** each with the critic (:meth:`CriticModel.score_candidates`, which runs
+   the shared prefix, c + dialogue, once): by default the critic's mean log-prob
+   given c minus the sampler's mean log-prob (``PolicyConfig.score``).
+3. **Pair**: ``pairs_per_turn`` distinct (chosen, rejected) pairs, each a random
+   candidate of the top half by score against a random one of the bottom half (the
+   middle one of an odd N is in neither). Pairs of identical candidates are skipped.
+
+Candidates (with their scores) go to ``sweet_candidate`` as soon as a generate call
+returns, under a ``sampling_key`` that names everything deciding them; a later run
+with the same key (a rerun after a crash, or the same command again) reuses them
+and samples only the turns still missing. Pairs go to ``sweet_pair`` per run.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+from sqlalchemy import insert
+from sqlmodel import col, select
+
+from colbench.store import queries
+from colbench.store.models import SweetCandidate, SweetPair, Task
+from colbench.training import policy as P
+
+_ROWS = 500
+
+
+@dataclass
+class TurnJob:
+    """A stored agent turn to sample candidates for."""
+
+    turn_id: int
+    trajectory_id: int
+    task_id: int
+    reference: str  # the task's reference solution: the critic's c
+    history: list[dict]  # user/assistant messages before the turn
+
+
+@dataclass(frozen=True)
+class PairSource:
+    trajectory_id: int
+    turn_id: int
+    chosen_id: int
+    rejected_id: int
+
+
+def selected(turn_id: int, fraction: float, seed: int) -> bool:
+    """Whether a turn is in the sampled fraction: a seeded hash of its id, stable across runs."""
+    if fraction >= 1:
+        return True
+    digest = hashlib.sha256(f"sweet:{seed}:{turn_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
+
+
+def select_turns(db, config: P.PolicyConfig, watermark: int | None) -> tuple[list[TurnJob], int | None, int]:
+    """(jobs, new watermark, trajectories read): selected agent turns of graded trajectories above the watermark."""
+    fresh, top = P._fresh(db, config.family, config.split, watermark)
+    ids = [t.id for t in fresh]
+    task_of = {t.id: t.task_id for t in fresh}
+    jobs: list[TurnJob] = []
+    with db.read() as session:
+        task_ids = sorted(set(task_of.values()))
+        references: dict[int, str] = {}
+        for start in range(0, len(task_ids), _ROWS):
+            chunk = task_ids[start : start + _ROWS]
+            references.update({i: g for i, g in session.exec(select(Task.id, Task.ground_truth).where(col(Task.id).in_(chunk)))})
+        for start in range(0, len(ids), _ROWS):
+            turns = queries.turns_for(session, ids[start : start + _ROWS])
+            for trajectory_id, rows in turns.items():
+                history: list[dict] = []
+                for turn in rows:
+                    if turn.role not in ("user", "assistant"):
+                        continue
+                    if turn.role == "assistant" and history and selected(turn.id, config.fraction, config.seed):
+                        jobs.append(TurnJob(turn.id, trajectory_id, task_of[trajectory_id], references[task_of[trajectory_id]], list(history)))
+                    history.append({"role": turn.role, "content": turn.content or ""})
+    jobs.sort(key=lambda j: j.turn_id)
+    return jobs, top, len(fresh)
+
+
+def sampling_key(config: P.PolicyConfig, base_model: str, parent_id: int | None, critic_id: int) -> str:
+    """Names what decides a turn's candidates and scores: same key, same candidates."""
+    spec = {
+        "base": base_model, "parent": parent_id, "critic": critic_id, "n": config.candidates,
+        "temperature": config.temperature, "max_new_tokens": config.max_new_tokens, "seed": config.seed,
+        "score": config.score, "system": P.system_prompt(config.family), "full": config.full,
+    }
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def stored_candidates(db, key: str, turn_ids: Sequence[int]) -> dict[int, list[SweetCandidate]]:
+    """turn id → its scored candidates under ``key``, by index (turns with a missing score are left out)."""
+    found: dict[int, list[SweetCandidate]] = {}
+    ids = list(turn_ids)
+    with db.read() as session:
+        for start in range(0, len(ids), _ROWS):
+            chunk = ids[start : start + _ROWS]
+            rows = session.exec(
+                select(SweetCandidate).where(SweetCandidate.sampling_key == key, col(SweetCandidate.turn_id).in_(chunk)).order_by(SweetCandidate.turn_id, SweetCandidate.index)
+            )
+            for row in rows:
+                found.setdefault(row.turn_id, []).append(row)
+    return {t: rows for t, rows in found.items() if rows and all(r.score is not None for r in rows)}
+
+
+def pick_pairs(scores: Sequence[float], tokens: Sequence[Sequence[int]], k: int, rng: random.Random) -> list[tuple[int, int]]:
+    """Up to k distinct (chosen, rejected) index pairs: top half by score vs bottom half.
+
+    Ties in score keep the sampling order; the middle candidate of an odd count is in
+    neither half; pairs of identical token sequences are skipped.
+    """
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    half = len(order) // 2
+    top, bottom = order[:half], order[len(order) - half :]
+    options = [(c, r) for c in top for r in bottom if list(tokens[c]) != list(tokens[r])]
+    return rng.sample(options, min(k, len(options)))
+
+
+def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic, key: str, on_progress=None) -> dict:
+    """Sample and score candidates for the jobs whose candidates are not stored yet; store them."""
+    import torch
+
+    from colbench.engines.base import SamplingParams
+    from colbench.engines.hf import HFEngine
+
+    cfg = recipe.config
+    have = stored_candidates(db, key, [j.turn_id for j in jobs])
+    todo = [j for j in jobs if j.turn_id not in have]
+    acc = recipe.accelerator
+    mine = todo[acc.process_index :: acc.num_processes]
+    stats = {"turns_reused": len(jobs) - len(todo), "turns_sampled": len(todo), "candidates_sampled": len(todo) * cfg.candidates}
+    if not mine:
+        return stats
+    engine = HFEngine(model=recipe.model, tokenizer=recipe.tokenizer, max_batch_size=cfg.sample_batch_size, model_ref="training")
+    per_call = max(1, cfg.sample_batch_size // cfg.candidates)
+    done = 0
+    with torch.no_grad():
+        for start in range(0, len(mine), per_call):
+            chunk = mine[start : start + per_call]
+            params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, n=cfg.candidates, seed=cfg.seed * 1_000_003 + chunk[0].turn_id)
+            generations = engine.generate([P.conversation(cfg.family, j.history) for j in chunk], params)
+            rows = []
+            for job, generation in zip(chunk, generations):
+                token_lists = [s.token_ids for s in generation.samples]
+                scored = critic.score_candidates(critic.prefix_ids(job.history, job.reference), token_lists, batch_size=cfg.sample_batch_size)
+                for index, (sample, score) in enumerate(zip(generation.samples, scored)):
+                    sampler = sum(sample.token_logprobs) / max(len(sample.token_logprobs), 1)
+                    value = score.critic_logp - sampler if cfg.score == "sampler" else score.advantage
+                    rows.append({
+                        "run_id": run_id, "sampling_key": key, "turn_id": job.turn_id, "index": index,
+                        "content": sample.text, "token_ids": list(sample.token_ids), "finish_reason": sample.finish_reason,
+                        "sampler_logp": sampler, "critic_checkpoint_id": critic.checkpoint_id,
+                        "critic_logp": score.critic_logp, "reference_logp": score.reference_logp,
+                        "advantage": score.advantage, "score": value,
+                    })
+            with db.write() as session:
+                # A crashed run may have left unscored rows for these turns: replace them.
+                from sqlalchemy import delete
+
+                session.connection().execute(
+                    delete(SweetCandidate).where(SweetCandidate.sampling_key == key, col(SweetCandidate.turn_id).in_([j.turn_id for j in chunk]))
+                )
+                session.connection().execute(insert(SweetCandidate.__table__), rows)
+            done += len(chunk)
+            if on_progress and acc.is_main_process:
+                on_progress("sample", done, len(mine), {})
+    return stats
+
+
+def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_ref, base_model: str, parent_id: int | None, on_progress=None):
+    """Candidates (sampled or reused), pairs (stored for this run), and the DPO items to train on."""
+    from colbench.training.scoring import CriticModel
+
+    cfg = recipe.config
+    key = sampling_key(cfg, base_model, parent_id, int(critic_ref))
+    critic = None
+    have = stored_candidates(db, key, [j.turn_id for j in jobs])
+    if len(have) < len(jobs):
+        critic = CriticModel.from_checkpoint(db, critic_ref, device=str(recipe.device), dtype=cfg.dtype, batch_size=cfg.sample_batch_size)
+    stats = sample_and_score(db, recipe, jobs, run_id, critic, key, on_progress) if critic else {"turns_reused": len(jobs), "turns_sampled": 0, "candidates_sampled": 0}
+    del critic
+    recipe.accelerator.wait_for_everyone()
+    have = stored_candidates(db, key, [j.turn_id for j in jobs])
+
+    items: list[P.PairItem] = []
+    pair_rows = []
+    for job in jobs:
+        cands = have.get(job.turn_id)
+        if not cands:
+            continue
+        rng = random.Random(f"{cfg.seed}:{job.turn_id}")
+        chosen_rejected = pick_pairs([c.score for c in cands], [c.token_ids for c in cands], cfg.pairs_per_turn, rng)
+        if not chosen_rejected:
+            continue
+        prompt = P.prompt_ids(recipe.tokenizer, P.conversation(cfg.family, job.history))
+        for c, r in chosen_rejected:
+            chosen, rejected = cands[c], cands[r]
+            source = PairSource(job.trajectory_id, job.turn_id, chosen.id, rejected.id)
+            items.append(P.PairItem(P.encode_turn(prompt, chosen.token_ids, cfg.max_len), P.encode_turn(prompt, rejected.token_ids, cfg.max_len), source=source))
+            pair_rows.append({"run_id": run_id, "turn_id": job.turn_id, "chosen_id": chosen.id, "rejected_id": rejected.id})
+    if pair_rows and recipe.accelerator.is_main_process:
+        with db.write() as session:
+            for start in range(0, len(pair_rows), _ROWS):
+                session.connection().execute(insert(SweetPair.__table__), pair_rows[start : start + _ROWS])
+    gaps = [max(c.score for c in have[j.turn_id]) - min(c.score for c in have[j.turn_id]) for j in jobs if j.turn_id in have]
+    stats |= {
+        "sampling_key": key,
+        "turns_with_pairs": len({it.source.turn_id for it in items}),
+        "score_spread": sum(gaps) / len(gaps) if gaps else None,
+    }
+    return items, stats
