@@ -372,7 +372,10 @@ def example_from_turns(tokenizer, trajectory: Trajectory, turns: list[Turn], ref
 
 
 def collate(examples: Sequence[Example], pad_id: int):
-    """Right-padded ``input_ids``, ``attention_mask`` and ``turn_ids`` tensors (turn -1 on padding)."""
+    """Right-padded ``input_ids``, ``attention_mask`` and ``turn_ids`` tensors (turn -1 on padding).
+
+    Takes anything with ``input_ids`` and ``turn_ids`` (critic examples, policy sequences).
+    """
     import torch
 
     width = max(len(e.input_ids) for e in examples)

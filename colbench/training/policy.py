@@ -257,20 +257,6 @@ def encode_turn(prompt: list[int], completion: list[int], max_len: int | None = 
     return _cut(list(prompt) + list(completion), [-1] * len(prompt) + [0] * len(completion), max_len)
 
 
-def collate(seqs: Sequence[Seq], pad_id: int):
-    """Right-padded ``input_ids``, ``attention_mask`` and ``turn_ids`` (-1 on padding)."""
-    width = max(len(s.input_ids) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    turns = torch.full((len(seqs), width), -1, dtype=torch.long)
-    for row, s in enumerate(seqs):
-        n = len(s.input_ids)
-        ids[row, :n] = torch.tensor(s.input_ids, dtype=torch.long)
-        mask[row, :n] = 1
-        turns[row, :n] = torch.tensor(s.turn_ids, dtype=torch.long)
-    return ids, mask, turns
-
-
 @dataclass
 class PairItem:
     """A DPO pair: chosen and rejected sequences; ``ref`` holds their reference log-probs once computed."""
@@ -422,7 +408,7 @@ class PolicyRecipe:
             for start in range(0, len(mine), self.config.batch_size):
                 chunk = mine[start : start + self.config.batch_size]
                 seqs = [self.items[i].chosen for i in chunk] + [self.items[i].rejected for i in chunk]
-                ids, mask, turns = (t.to(self.device) for t in collate(seqs, self.tokenizer.pad_token_id))
+                ids, mask, turns = (t.to(self.device) for t in D.collate(seqs, self.tokenizer.pad_token_id))
                 logps = sequence_logps(scorer(ids, mask, turns >= 0), turns >= 0).float().cpu().tolist()
                 for k, i in enumerate(chunk):
                     found[i] = (logps[k], logps[len(chunk) + k])
@@ -444,7 +430,7 @@ class PolicyRecipe:
             seqs = [it.chosen for it in items] + [it.rejected for it in items]
         else:
             seqs = [it.seq for it in items]
-        ids, mask, turns = (t.to(self.device) for t in collate(seqs, self.tokenizer.pad_token_id))
+        ids, mask, turns = (t.to(self.device) for t in D.collate(seqs, self.tokenizer.pad_token_id))
         logps = scorer(ids, mask, turns >= 0)
         tokens = sum(len(s.input_ids) for s in seqs)
         if not self.dpo:
