@@ -46,7 +46,7 @@ def tiny(tiny_model_dir):
 
 
 def logps_of(model, tokenizer, seqs):
-    ids, mask, turns = P.collate(seqs, tokenizer.pad_token_id)
+    ids, mask, turns = D.collate(seqs, tokenizer.pad_token_id)
     return TokenLogProbs(model)(ids, mask, turns >= 0), turns
 
 
