@@ -38,7 +38,8 @@ def replay_conversations(db, trajectory_ids) -> list[list[dict]]:
                 history = [{"role": t.role, "content": t.content} for t in trajectory_turns[:position]]
                 system = turn.prompt.split("<|im_start|>system\n", 1)[1].split("<|im_end|>", 1)[0]
                 conversations.append([{"role": "system", "content": system}] + history)
-    return conversations
+    # Turn by turn across trajectories, as the rollout batched them (all first turns, then all second ...).
+    return sorted(conversations, key=len)
 
 
 def main() -> None:
