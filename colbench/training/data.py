@@ -81,16 +81,19 @@ def _render(tokenizer, messages: list[dict], generation_prompt: bool = False) ->
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
 
 
-def dialogue_pieces(tokenizer, messages: Sequence[dict], generation_prompt: bool = False) -> list[tuple[str, int]]:
+def dialogue_pieces(
+    tokenizer, messages: Sequence[dict], generation_prompt: bool = False, keep_system: bool = False
+) -> list[tuple[str, int]]:
     """The rendered dialogue as ``(text, agent_turn)`` pieces; agent_turn is -1 outside agent turns.
 
     Each agent turn gives a piece with its content and one with the end-of-turn token
     (when the template puts the tokenizer's EOS right after the content). With
-    ``generation_prompt`` the last piece ends with the next agent turn's header.
+    ``generation_prompt`` the last piece ends with the next agent turn's header. The
+    critic drops system messages; the policy keeps its system prompt (``keep_system``).
     """
     if not getattr(tokenizer, "chat_template", None):
         raise DataError("the tokenizer has no chat template")
-    messages = _dialogue(messages)
+    messages = [{"role": m["role"], "content": m["content"]} for m in messages] if keep_system else _dialogue(messages)
     eos = tokenizer.eos_token or ""
     pieces: list[tuple[str, int]] = []
     cursor, turn = 0, 0

@@ -183,44 +183,6 @@ def prompt_ids(tokenizer, messages: Sequence[dict]) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-def policy_pieces(tokenizer, messages: Sequence[dict]) -> list[tuple[str, int]]:
-    """A whole conversation (system prompt included) as ``(text, agent_turn)`` pieces.
-
-    As :func:`colbench.training.data.dialogue_pieces`, but the system message stays:
-    an agent turn is the content plus the end-of-turn token; everything else is -1.
-    """
-    if not getattr(tokenizer, "chat_template", None):
-        raise D.DataError("the tokenizer has no chat template")
-    messages = [{"role": m["role"], "content": m["content"]} for m in messages]
-    eos = tokenizer.eos_token or ""
-    pieces: list[tuple[str, int]] = []
-    cursor, turn = 0, 0
-    for i, message in enumerate(messages):
-        if message["role"] != "assistant":
-            continue
-        before = tokenizer.apply_chat_template(messages[:i], tokenize=False, add_generation_prompt=True)
-        after = tokenizer.apply_chat_template(messages[: i + 1], tokenize=False)
-        if not after.startswith(before):
-            raise D.DataError("the chat template does not render a dialogue as a prefix of its continuation")
-        tail = after[len(before) :]
-        content = message["content"]
-        start = tail.find(content) if content else 0
-        if start < 0:
-            content = content.strip()
-            start = tail.find(content)
-        if start < 0:
-            raise D.DataError("cannot find an agent turn's content in the chat template's rendering")
-        pieces.append((before[cursor:] + tail[:start], -1))
-        pieces.append((content, turn))
-        cursor = len(before) + start + len(content)
-        if eos and after.startswith(eos, cursor):
-            pieces.append((eos, turn))
-            cursor += len(eos)
-        turn += 1
-    pieces.append((tokenizer.apply_chat_template(messages, tokenize=False)[cursor:], -1))
-    return [(text, t) for text, t in pieces if text]
-
-
 @dataclass
 class Seq:
     """One tokenised training sequence: ids and, per token, its agent turn (or -1)."""
@@ -246,7 +208,7 @@ def _cut(ids: list[int], turn_ids: list[int], max_len: int | None) -> Seq:
 
 def encode_dialogue(tokenizer, messages: Sequence[dict], max_len: int | None = None) -> Seq:
     """A whole conversation, every agent turn in the mask (rft, mtdpo); cut from the left."""
-    ids, turn_ids = D.encode_pieces(tokenizer, policy_pieces(tokenizer, messages))
+    ids, turn_ids = D.encode_pieces(tokenizer, D.dialogue_pieces(tokenizer, messages, keep_system=True))
     return _cut(ids, turn_ids, max_len)
 
 
