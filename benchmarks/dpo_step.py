@@ -215,7 +215,8 @@ def worker_ours(args) -> dict:
     from colbench.models import ModelSource, load_tokenizer
     from colbench.training.losses import sequence_logps
     from colbench.training.modeling import TokenLogProbs, adapter_disabled, attach_lora, enable_activation_checkpointing, load_base
-    from colbench.training.policy import collate, policy_dpo_loss
+    from colbench.training.data import collate
+    from colbench.training.policy import policy_dpo_loss
 
     cuda = args.device.startswith("cuda")
     torch.manual_seed(0)
