@@ -12,7 +12,7 @@ import sys
 import click
 import typer
 
-from colbench.cli import common, critic, data, db, evaluate, inspect, policy, rollout
+from colbench.cli import common, critic, data, db, evaluate, experiment, inspect, policy, rollout
 
 INTERRUPTED = "interrupted; everything finished before the interrupt is stored, rerun to go on"
 
@@ -38,10 +38,18 @@ app.add_typer(db.app, name="db")
 app.add_typer(critic.app, name="critic")
 app.add_typer(policy.app, name="policy")
 app.add_typer(policy.checkpoint_app, name="checkpoint")
+app.add_typer(experiment.app, name="experiment")
 data.register(app)
 inspect.register(app)
 rollout.register(app)
 evaluate.register(app)
+
+
+# Typer 0.29 ships its own copy of click; older releases use click itself. Either way
+# these are the exceptions a command line raises, with the message click would print.
+_EXITS = tuple({click.exceptions.Exit, typer.Exit})
+_ABORTS = tuple({click.exceptions.Abort, typer.Abort, KeyboardInterrupt})
+_USAGE_ERRORS = tuple({click.ClickException, getattr(typer, "TyperException", click.ClickException)})
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -50,13 +58,18 @@ def main(argv: list[str] | None = None) -> None:
         code = command.main(args=argv, prog_name="colbench", standalone_mode=False)
         if code == 130:  # Typer turns Ctrl-C into an exit code of 130 (no command returns it)
             common.fail(INTERRUPTED, code=130)
-    except click.exceptions.Exit as exc:
+    except _EXITS as exc:
         code = exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
-        code = exc.exit_code
-    except (KeyboardInterrupt, click.exceptions.Abort):
+    except _ABORTS:
         common.fail(INTERRUPTED, code=130)
+    except _USAGE_ERRORS as exc:
+        if not hasattr(exc, "format_message"):
+            raise
+        code = getattr(exc, "exit_code", 2)
+        message = exc.format_message()
+        if message:  # empty after `colbench` alone, whose help is already printed
+            context = getattr(exc, "ctx", None)
+            common.fail(message + (f" (see {context.command_path} --help)" if context is not None else ""), code=code)
     except Exception as exc:  # anything else still gets one line, never a traceback
         if os.environ.get("COLBENCH_DEBUG"):
             raise

@@ -152,3 +152,13 @@ def test_export_round_trip_through_the_cli(stocked, tmp_path):
 def test_unreachable_database_is_one_line(tmp_path):
     result = run("ls", db_url="postgresql+psycopg://nobody@127.0.0.1:9/none")
     assert_one_line_error(result, "127.0.0.1:9")
+
+
+def test_a_bad_flag_value_is_one_line_naming_the_flag_exit_2(tmp_path):
+    result = run("rollout", "--batch-size", "0", cwd=tmp_path)
+    assert result.returncode == 2
+    assert_one_line_error(result, "--batch-size", "colbench rollout --help")
+    result = run("critic", "fit", "--no-such-flag", cwd=tmp_path)
+    assert result.returncode == 2
+    assert_one_line_error(result, "--no-such-flag")
+    assert not (tmp_path / "colbench.db").exists()  # refused before anything opened the store

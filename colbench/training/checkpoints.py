@@ -14,6 +14,13 @@ from colbench.models import ModelNotFound, ModelSource, resolve_model
 from colbench.store.models import Checkpoint, TrainingRun
 
 
+def normalized_model_ref(ref: str) -> str:
+    """Local folders as absolute paths, so a run's base model resolves from anywhere."""
+    name = ref[3:] if ref.startswith("hf:") else ref
+    path = Path(name).expanduser()
+    return str(path.resolve()) if path.is_dir() else ref
+
+
 def checkpoint_folder(db, kind: str, run_id: int, out: str | None = None) -> Path:
     if out:
         return Path(out).expanduser().resolve()

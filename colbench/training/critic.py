@@ -28,8 +28,9 @@ import torch
 
 from colbench.store import queries
 from colbench.store.models import Checkpoint, TrainingRun, utcnow
+from colbench.training import NothingToTrain
 from colbench.training import data as D
-from colbench.training.checkpoints import checkpoint_folder, get_checkpoint, resolve_base, save_model
+from colbench.training.checkpoints import checkpoint_folder, get_checkpoint, normalized_model_ref, resolve_base, save_model
 from colbench.training.losses import NORMALIZATIONS, bradley_terry_loss, critic_scores
 from colbench.training.modeling import (
     TokenLogProbs,
@@ -127,10 +128,6 @@ class CriticResult:
     checkpoint_id: int | None
     path: str | None
     metrics: dict
-
-
-class NothingToTrain(ValueError):
-    """No training pairs in the data a run may consume; the message says why."""
 
 
 # ---------------------------------------------------------------- the recipe
@@ -383,7 +380,7 @@ def fit_critic(
     :class:`NothingToTrain` (no run is written) when there are none.
     """
     config = config or CriticConfig()
-    base_model = _normalized_ref(base_model) if base_model else None
+    base_model = normalized_model_ref(base_model) if base_model else None
     if parent_checkpoint == "latest":
         parent_checkpoint = None if from_scratch else latest_critic(db, base_model, config)
     parent = None
@@ -437,15 +434,6 @@ def fit_critic(
 
 def _on_cpu(config: CriticConfig) -> bool:
     return config.device == "cpu" or (config.device == "auto" and not torch.cuda.is_available())
-
-
-def _normalized_ref(ref: str) -> str:
-    """Local folders as absolute paths, so the run's base model resolves from anywhere."""
-    from pathlib import Path
-
-    name = ref[3:] if ref.startswith("hf:") else ref
-    path = Path(name).expanduser()
-    return str(path.resolve()) if path.is_dir() else ref
 
 
 def _start_run(db, config, base_model, parent, from_scratch, data) -> int:

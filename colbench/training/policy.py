@@ -37,8 +37,9 @@ import torch
 
 from colbench.store import queries
 from colbench.store.models import Checkpoint, Task, TrainingRun, Trajectory, utcnow
+from colbench.training import NothingToTrain
 from colbench.training import data as D
-from colbench.training.checkpoints import checkpoint_folder, get_checkpoint, resolve_base, save_model
+from colbench.training.checkpoints import checkpoint_folder, get_checkpoint, normalized_model_ref, resolve_base, save_model
 from colbench.training.losses import dpo_loss, dpo_rewards, nll_loss, sequence_logps, turn_sums
 from colbench.training.modeling import (
     TokenLogProbs,
@@ -151,10 +152,6 @@ class PolicyResult:
     checkpoint_id: int | None
     path: str | None
     metrics: dict
-
-
-class NothingToTrain(ValueError):
-    """No training data in what a run may consume; the message says why."""
 
 
 # ---------------------------------------------------------------- what the policy reads
@@ -539,7 +536,7 @@ def fit_policy(
         raise ValueError(f"algo must be one of {', '.join(ALGOS)}; got {algo!r}")
     if algo == "sweet" and critic_checkpoint is None:
         raise ValueError("sweet needs a critic: pass --critic ckpt:<id>")
-    base_model = _normalized_ref(base_model) if base_model else None
+    base_model = normalized_model_ref(base_model) if base_model else None
     if parent_checkpoint is None and base_model and base_model.startswith("ckpt:"):
         checkpoint, run = get_checkpoint(db, base_model)
         if checkpoint.adapter:  # an adapter cannot be the base of another: continue it instead
@@ -627,11 +624,9 @@ def _on_cpu(config: PolicyConfig) -> bool:
     return config.device == "cpu" or (config.device == "auto" and not torch.cuda.is_available())
 
 
-def _normalized_ref(ref: str) -> str:
-    """Local folders as absolute paths, so the run's base model resolves from anywhere."""
-    name = ref[3:] if ref.startswith("hf:") else ref
-    path = Path(name).expanduser()
-    return str(path.resolve()) if path.is_dir() else ref
+def run_settings(config: PolicyConfig, algo: str, critic_checkpoint_id: int | None) -> dict:
+    """What a policy run records as its config: the settings that decide what it trains."""
+    return config.to_json() | {"algo": algo, "critic_checkpoint_id": critic_checkpoint_id, "epochs": config.epochs_for(algo)}
 
 
 def _start_run(db, config, algo, base_model, parent, critic, from_scratch) -> int:
@@ -640,7 +635,7 @@ def _start_run(db, config, algo, base_model, parent, critic, from_scratch) -> in
             kind=f"policy:{algo}",
             base_model=base_model,
             parent_checkpoint_id=parent[0].id if parent else None,
-            config=config.to_json() | {"algo": algo, "critic_checkpoint_id": critic, "from_scratch": from_scratch, "epochs": config.epochs_for(algo)},
+            config=run_settings(config, algo, critic) | {"from_scratch": from_scratch},
             status="running",
         )
         session.add(run)

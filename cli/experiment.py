@@ -1,0 +1,166 @@
+"""`colbench experiment backend`: the whole SWEET-RL study on one model, and its table."""
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from colbench.cli.common import console, err_console, print_json, progress_bar, state
+
+app = typer.Typer(help="Whole studies: rollouts, critics, policies and evaluation in one resumable command.", no_args_is_help=True)
+
+
+class _RichReporter:
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+
+    def stage(self, text: str) -> None:
+        if not self.quiet:
+            err_console.print(f"[bold]{text}[/]", highlight=False)
+
+    @contextmanager
+    def progress(self, description: str):
+        with progress_bar(description, None, enabled=not self.quiet) as advance:
+            seen = [0]
+
+            def update(done: int, total: int) -> None:
+                if done < seen[0]:  # a trainer moved to its next stage: restart the bar
+                    advance(-seen[0], total=total)
+                    seen[0] = 0
+                advance(done - seen[0], total=total)
+                seen[0] = done
+
+            yield update
+
+
+@app.command("backend")
+def backend(
+    model: str = typer.Option("smollm2", "--model", help="The base model every policy starts from: smollm2 (embedded), a local folder or a hub id."),
+    folder: Path = typer.Option(None, "--dir", help="Where the study keeps its store (unless --db is given), checkpoints and results.md/json. Default: experiments/backend-<model>."),
+    train_tasks: int = typer.Option(16, "--train-tasks", min=1, help="The first N backend train tasks."),
+    test_tasks: int = typer.Option(10, "--test-tasks", min=1, help="The first N backend test tasks."),
+    samples_per_task: int = typer.Option(4, "--samples-per-task", "-k", min=1, help="Zero-shot trajectories per train task (critic pairs need a fully correct one and a lower one)."),
+    test_samples: int = typer.Option(1, "--test-samples", min=1, help="Trajectories per test task and policy."),
+    temperature: float = typer.Option(1.0, "--temperature", min=0.0, help="Sampling temperature of rollouts and SWEET's candidates (the protocol: 1.0)."),
+    max_new_tokens: int = typer.Option(1024, "--max-new-tokens", min=1, help="Tokens per agent turn and per candidate (the protocol: 1024)."),
+    batch_size: int = typer.Option(16, "--batch-size", min=1, help="Episodes or candidate rows decoded together."),
+    simulator: str = typer.Option("builtin", "--simulator", help="Simulated human: builtin, endpoint:<url>#<model> or local:<model>."),
+    sandbox: str = typer.Option("auto", "--sandbox", help="Grading sandbox: auto, docker, bwrap or none (unsafe)."),
+    critic_epochs: int = typer.Option(4, "--critic-epochs", min=1, help="Critic passes over its pairs (paper: 4)."),
+    candidates: int = typer.Option(16, "--candidates", min=2, help="SWEET: candidates per selected turn (paper: 16)."),
+    fraction: float = typer.Option(0.1, "--fraction", min=0.0, max=1.0, help="SWEET: share of stored agent turns given candidates (paper: 10%)."),
+    lr: float = typer.Option(None, "--lr", help="Peak learning rate of every trainer (default: the trainers' LoRA default, 2e-5)."),
+    lora_rank: int = typer.Option(16, "--lora-rank", min=1, help="LoRA rank of every adapter."),
+    max_len: int = typer.Option(2048, "--max-len", min=16, help="Most tokens per training sequence."),
+    ablation: bool = typer.Option(True, "--ablation/--no-ablation", help="Also the critic without training-time info, and SWEET-RL on it."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the train rollouts (test rollouts: seed + 1) and of the trainers."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+) -> None:
+    """Zero-shot rollouts on train (k per task) → critic (and its ablation) → rft, mtdpo and
+    SWEET-RL policies → every policy on the test tasks → a paper-style table.
+
+    Every stage is stored; rerunning the same command skips what is done and goes on where
+    it stopped. Sizes default to a CPU-sized study; the paper's scale is thousands of tasks.
+    """
+    from colbench.experiment import BackendExperiment, ExperimentConfig
+    from colbench.store.db import Database
+
+    config = ExperimentConfig(
+        model=model, train_tasks=train_tasks, test_tasks=test_tasks, samples_per_task=samples_per_task, test_samples=test_samples,
+        temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size, simulator=simulator, sandbox=sandbox,
+        critic_epochs=critic_epochs, candidates=candidates, fraction=fraction, lr=lr, lora_rank=lora_rank, max_len=max_len,
+        ablation=ablation, seed=seed, device=device,
+    )
+    folder = (folder or Path("experiments") / f"backend-{_slug(model)}").resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    db = state.db() if state.db_url else Database(f"sqlite:///{folder / 'colbench.db'}")
+    result = BackendExperiment(db, config, _RichReporter(quiet=as_json)).run()
+    payload = result.as_dict() | {"store": db.url}
+    (folder / "results.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    (folder / "results.md").write_text(markdown_table(payload) + "\n")
+    if as_json:
+        print_json(payload)
+        return
+    console.print(rich_table(payload))
+    for line in notes(payload):
+        console.print(line, highlight=False)
+    console.print(f"results: {folder / 'results.md'}; store: {db.url} (colbench --db {db.url} inspect <id>)", highlight=False)
+
+
+def _slug(model: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in Path(model).name or model).strip("-") or "model"
+
+
+def _cells(arm: dict) -> tuple[str, str, str]:
+    test = arm["test"]
+    if test is None:
+        return "not trained", "not trained", "0"
+    r, s = test["reward"], test["success"]
+    return (f"{r['mean']:.1%} [{r['low']:.1%}, {r['high']:.1%}]", f"{s['mean']:.1%} [{s['low']:.1%}, {s['high']:.1%}]", str(test["n_trajectories"]))
+
+
+def _trained_on(arm: dict) -> str:
+    training = arm["training"]
+    if "skipped" in training:
+        return "skipped: " + training["skipped"]
+    m = training.get("metrics", {})
+    if arm["arm"] == "zero-shot":
+        return "the base model"
+    if arm["arm"] == "rft":
+        return f"{m.get('trajectories')} successful trajectories, {m.get('steps')} steps ({training['checkpoint']})"
+    what = f"{m.get('pairs')} pairs, {m.get('steps')} steps, train reward accuracy {m.get('train_reward_accuracy', float('nan')):.0%}"
+    return f"{what} ({training['checkpoint']})"
+
+
+def rich_table(payload: dict) -> Table:
+    cfg = payload["config"]
+    table = Table(title=f"backend:test, {cfg['model']}, first {cfg['test_tasks']} tasks × {cfg['test_samples']}", title_justify="left")
+    for name in ("method", "% tests passed (95% CI)", "success (95% CI)", "trajectories", "paper, 8B", "trained on"):
+        table.add_column(name, justify="right" if name in ("trajectories", "paper, 8B") else "left", overflow="fold")
+    for arm in payload["arms"]:
+        paper = arm["paper_8b"]
+        table.add_row(arm["title"], *_cells(arm), f"{paper[0]:.1f} / {paper[1]:.1f}", _trained_on(arm))
+    return table
+
+
+def notes(payload: dict) -> list[str]:
+    train = payload["train"]
+    lines = []
+    if train.get("trajectories"):
+        lines.append(
+            f"zero-shot on train: {train['trajectories']} trajectories over {train['tasks']} tasks, "
+            f"{train['tests_passed']:.1%} tests passed, success {train['success']:.1%}, "
+            f"{train['tasks_with_a_success']:.0%} of tasks with at least one success"
+        )
+    for name, critic in payload["critics"].items():
+        if "skipped" in critic:
+            lines.append(f"critic {name}: skipped: {critic['skipped']}")
+            continue
+        m = critic["metrics"]
+        accuracy = m.get("heldout_accuracy")
+        shown = "n/a" if accuracy is None else f"{accuracy:.0%} of {m.get('heldout_pairs')}"
+        lines.append(f"critic {name} ({critic['checkpoint']}): {m.get('train_pairs')} training pairs, {m.get('steps')} steps, held-out pair accuracy {shown}")
+    lines.append("paper, 8B: Llama-3.1-8B-Instruct's % tests / success in the SWEET-RL paper, for scale; not comparable to a small model.")
+    return lines
+
+
+def markdown_table(payload: dict) -> str:
+    cfg = payload["config"]
+    out = [
+        f"# Backend study: {cfg['model']}",
+        "",
+        f"Train: first {cfg['train_tasks']} tasks × k={cfg['samples_per_task']}; test: first {cfg['test_tasks']} tasks × "
+        f"{cfg['test_samples']}; temperature {cfg['temperature']}, {cfg['max_new_tokens']} tokens per turn, simulator {cfg['simulator']}.",
+        "",
+        "| method | % tests passed (95% CI) | success (95% CI) | trajectories | paper, 8B | trained on |",
+        "|---|---|---|---|---|---|",
+    ]
+    for arm in payload["arms"]:
+        paper = arm["paper_8b"]
+        out.append(f"| {arm['title']} | " + " | ".join(_cells(arm)) + f" | {paper[0]:.1f} / {paper[1]:.1f} | {_trained_on(arm)} |")
+    out += [""] + [f"- {line}" for line in notes(payload)]
+    return "\n".join(out)

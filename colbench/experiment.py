@@ -1,0 +1,278 @@
+"""The paper's backend study on one model, end to end (`colbench experiment backend`).
+
+1. Zero-shot rollouts of the base model on the train tasks, k samples per task.
+2. The critic, with the training-time information c, and the ablation critic without it.
+3. The policies: rejection fine-tuning, multi-turn DPO, SWEET-RL, and SWEET-RL driven
+   by the ablation critic.
+4. Rollouts of every policy, zero-shot included, on the test tasks; the table.
+
+Every stage writes to the store and is skipped when its result is already there (a
+rollout slot that is full, a finished training run with the same settings that has
+consumed every graded train trajectory), so the same command rerun after an interrupt
+goes on where it stopped. A stage with nothing to train on (say, no task with a fully
+correct trajectory, so no critic pairs) is reported as such in the table rather than
+stopping the study: with a small model that is a result, not an error.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Callable, ContextManager
+
+from sqlmodel import col, func, select
+
+from colbench.eval import PolicyEval, as_dict, evaluate
+from colbench.rollout import Rollout, RolloutConfig, RolloutStats
+from colbench.runner import build_engine, build_env, build_simulator, select_tasks
+from colbench.store.db import Database
+from colbench.store.models import Checkpoint, Task, TrainingRun, Trajectory
+from colbench.training import NothingToTrain
+from colbench.training.checkpoints import normalized_model_ref
+from colbench.training.critic import CriticConfig, fit_critic
+from colbench.training.policy import PolicyConfig, fit_policy, run_settings
+
+# The paper's backend results with Llama-3.1-8B-Instruct (% tests passed, success), for
+# the table's reference column; sweet-rl-facts.md has the source.
+PAPER_BACKEND = {
+    "zero-shot": (34.2, 22.4),
+    "rft": (40.9, 28.2),
+    "mtdpo": (48.0, 34.4),
+    "sweet": (56.8, 40.4),
+    "sweet-no-info": (44.0, 31.2),
+}
+ARM_TITLES = {
+    "zero-shot": "zero-shot",
+    "rft": "rejection fine-tuning",
+    "mtdpo": "multi-turn DPO",
+    "sweet": "SWEET-RL",
+    "sweet-no-info": "SWEET-RL, critic without training info",
+}
+
+
+def _help(default: Any, text: str) -> Any:
+    return field(default=default, metadata={"help": text})
+
+
+@dataclass
+class ExperimentConfig:
+    """The study's size and settings. Each field's help is its documentation."""
+
+    model: str = _help("smollm2", "The base model every arm starts from: smollm2 (embedded), a local folder or a hub id.")
+    train_tasks: int | None = _help(16, "The first N backend train tasks (None: all).")
+    test_tasks: int | None = _help(10, "The first N backend test tasks (None: all).")
+    samples_per_task: int = _help(4, "k zero-shot trajectories per train task: the critic's pairs need a fully correct one and a lower one of the same task.")
+    test_samples: int = _help(1, "Trajectories per test task and policy.")
+    temperature: float = _help(1.0, "Sampling temperature of every rollout and of SWEET's candidates (the protocol: 1.0).")
+    max_new_tokens: int = _help(1024, "Tokens per agent turn, and per SWEET candidate (the protocol: 1024).")
+    batch_size: int = _help(16, "Episodes (rollouts) or rows (SWEET sampling) decoded together.")
+    simulator: str = _help("builtin", "The simulated human: builtin, endpoint:<url>#<model> or local:<model>.")
+    sandbox: str = _help("auto", "Grading sandbox: auto, docker, bwrap or none (unsafe).")
+    critic_epochs: int = _help(4, "Critic passes over its pairs (paper: 4).")
+    candidates: int = _help(16, "SWEET: candidates per selected turn (paper: 16).")
+    fraction: float = _help(0.1, "SWEET: share of stored agent turns that get candidates (paper: 10%).")
+    lr: float | None = _help(None, "Peak learning rate of every trainer (default: each trainer's LoRA default).")
+    lora_rank: int = _help(16, "LoRA rank of every adapter.")
+    max_len: int = _help(2048, "Most tokens per training sequence.")
+    ablation: bool = _help(True, "Also train the critic without training-time info and a SWEET policy on it.")
+    seed: int = _help(0, "Seed of the train rollouts (the test rollouts use seed + 1) and of every trainer.")
+    device: str = _help("auto", "auto, cpu or cuda, for generation and training.")
+
+    def __post_init__(self):
+        for name in ("samples_per_task", "test_samples", "max_new_tokens", "batch_size", "critic_epochs", "lora_rank", "max_len"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        for name in ("train_tasks", "test_tasks"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.candidates < 2:
+            raise ValueError("candidates must be at least 2")
+
+    @classmethod
+    def help(cls) -> dict[str, str]:
+        return {f.name: f.metadata.get("help", "") for f in fields(cls)}
+
+    def rollout(self, split: str) -> RolloutConfig:
+        return RolloutConfig(
+            tasks=f"backend:{split}",
+            limit=self.train_tasks if split == "train" else self.test_tasks,
+            samples_per_task=self.samples_per_task if split == "train" else self.test_samples,
+            seed=self.seed if split == "train" else self.seed + 1,
+            temperature=self.temperature,
+            max_new_tokens=self.max_new_tokens,
+            batch_size=self.batch_size,
+        )
+
+    def critic(self, training_info: bool) -> CriticConfig:
+        return CriticConfig(
+            family="backend", training_info=training_info, epochs=self.critic_epochs, lr=self.lr, lora_rank=self.lora_rank,
+            max_len=self.max_len, seed=self.seed, device=self.device,
+        )
+
+    def policy(self) -> PolicyConfig:
+        return PolicyConfig(
+            family="backend", candidates=self.candidates, fraction=self.fraction, temperature=self.temperature,
+            max_new_tokens=self.max_new_tokens, sample_batch_size=self.batch_size, lr=self.lr, lora_rank=self.lora_rank,
+            max_len=self.max_len, seed=self.seed, device=self.device,
+        )
+
+
+@dataclass
+class Arm:
+    """A row of the table: one policy, how it was made, and how it did on the test tasks."""
+
+    key: str  # zero-shot | rft | mtdpo | sweet | sweet-no-info
+    model: str | None = None  # what `--model` takes to roll it out; None when it could not be trained
+    training: dict = field(default_factory=dict)  # the training run's summary, or {"skipped": why}
+    result: PolicyEval | None = None
+
+    @property
+    def title(self) -> str:
+        return ARM_TITLES[self.key]
+
+
+@dataclass
+class ExperimentResult:
+    config: ExperimentConfig
+    train: dict  # the zero-shot train rollouts: trajectories, % tests, success
+    critics: dict[str, dict]  # "with c" / "without c" → run summary or {"skipped": why}
+    arms: list[Arm]
+
+    def as_dict(self) -> dict:
+        return {
+            "config": asdict(self.config),
+            "train": self.train,
+            "critics": self.critics,
+            "arms": [
+                {"arm": a.key, "title": a.title, "model": a.model, "training": a.training,
+                 "test": as_dict(a.result) if a.result else None, "paper_8b": PAPER_BACKEND[a.key]}
+                for a in self.arms
+            ],
+        }
+
+
+class Reporter:
+    """What the study tells its caller as it goes; the CLI draws stages and progress bars."""
+
+    def stage(self, text: str) -> None:
+        pass
+
+    def progress(self, description: str) -> ContextManager[Callable[[int, int], None]]:
+        """A context yielding ``update(done, total)``."""
+        return nullcontext(lambda done, total: None)
+
+
+class BackendExperiment:
+    def __init__(self, db: Database, config: ExperimentConfig, reporter: Reporter | None = None):
+        self.db, self.config, self.report = db, config, reporter or Reporter()
+
+    def run(self) -> ExperimentResult:
+        cfg = self.config
+        self.report.stage(f"1/4 zero-shot rollouts: {cfg.model} on train tasks, k={cfg.samples_per_task}")
+        zero_shot_ref = self.rollout(cfg.model, "train")
+        train = self.train_summary(zero_shot_ref)
+
+        self.report.stage("2/4 critics: Bradley-Terry on pairs of train trajectories")
+        critics = {"with c": self.critic(training_info=True)}
+        if cfg.ablation:
+            critics["without c"] = self.critic(training_info=False)
+
+        self.report.stage("3/4 policies: rejection fine-tuning, multi-turn DPO, SWEET-RL")
+        arms = [Arm("zero-shot", model=cfg.model, training={"base": zero_shot_ref}), self.policy("rft"), self.policy("mtdpo")]
+        arms.append(self.policy("sweet", critics["with c"]))
+        if cfg.ablation:
+            arms.append(self.policy("sweet-no-info", critics["without c"]))
+
+        self.report.stage(f"4/4 evaluation: every policy on {cfg.test_tasks or 'all'} test tasks")
+        refs = {}
+        for arm in arms:
+            if arm.model:
+                refs[self.rollout(arm.model, "test")] = arm
+        results = evaluate(self.db, "backend", "test", policies=list(refs), simulator=None)
+        for result in results:
+            refs[result.policy].result = result
+        return ExperimentResult(cfg, train, critics, arms)
+
+    # ------------------------------------------------------------ stages
+
+    def rollout(self, model: str, split: str) -> str:
+        """Roll ``model`` out on a split (finishing what is missing); returns its policy name."""
+        cfg = self.config
+        config = cfg.rollout(split)
+        tasks = select_tasks(self.db, config.tasks, config.limit)
+        env, close_env = build_env(self.db, "backend", sandbox=cfg.sandbox)
+        try:
+            with build_engine(self.db, "hf", model, device=cfg.device) as engine:
+                human = build_simulator(self.db, cfg.simulator)
+                try:
+                    with self.report.progress(f"{split}: {model}") as update:
+                        def on_progress(stats: RolloutStats) -> None:
+                            update(stats.already_done + stats.finished + stats.failed, stats.total)
+
+                        Rollout(self.db, engine, human, env, config, on_progress=on_progress).run(tasks)
+                finally:
+                    human.close()
+                return engine.model_ref
+        finally:
+            close_env()
+
+    def train_summary(self, policy: str) -> dict:
+        results = evaluate(self.db, "backend", "train", policies=[policy], record=False)
+        if not results:
+            return {"policy": policy, "trajectories": 0}
+        r = results[0]
+        return {"policy": policy, "tasks": r.n_tasks, "trajectories": r.n_trajectories,
+                "tests_passed": r.reward.mean, "success": r.success.mean, "tasks_with_a_success": r.best_of_k[max(r.best_of_k)]}
+
+    def critic(self, training_info: bool) -> dict:
+        config = self.config.critic(training_info)
+        done = self._finished_run("critic", config.to_json())
+        if done:
+            return done
+        try:
+            with self.report.progress("critic" + ("" if training_info else " without c")) as update:
+                result = fit_critic(self.db, config, base_model=self.config.model, parent_checkpoint=None,
+                                    on_progress=lambda step, total, info: update(step, total))
+        except NothingToTrain as why:
+            return {"skipped": str(why)}
+        return {"checkpoint": f"ckpt:{result.checkpoint_id}", "run_id": result.run_id, "metrics": result.metrics}
+
+    def policy(self, key: str, critic: dict | None = None) -> Arm:
+        algo = "sweet" if key.startswith("sweet") else key
+        if critic is not None and "checkpoint" not in critic:
+            return Arm(key, training={"skipped": f"no critic to rank candidates ({critic['skipped']})"})
+        config = self.config.policy()
+        critic_id = int(critic["checkpoint"].removeprefix("ckpt:")) if critic else None
+        done = self._finished_run(f"policy:{algo}", run_settings(config, algo, critic_id))
+        if done:
+            return Arm(key, model=done["checkpoint"], training=done)
+        try:
+            with self.report.progress(f"policy {key}") as update:
+                result = fit_policy(self.db, config, algo=algo, base_model=self.config.model, critic_checkpoint=critic_id,
+                                    on_progress=lambda stage, done, total, info: update(done, total))
+        except NothingToTrain as why:
+            return Arm(key, training={"skipped": str(why)})
+        return Arm(key, model=f"ckpt:{result.checkpoint_id}",
+                   training={"checkpoint": f"ckpt:{result.checkpoint_id}", "run_id": result.run_id, "metrics": result.metrics})
+
+    # ------------------------------------------------------------ resuming
+
+    def _finished_run(self, kind: str, settings: dict) -> dict | None:
+        """The newest finished run of ``kind`` with these settings that has consumed every
+        graded train trajectory, as a summary; None when the stage has to run."""
+        ignored = {"device", "out", "dtype"}
+        base = normalized_model_ref(self.config.model)
+        with self.db.read() as session:
+            newest_data = session.exec(
+                select(func.max(Trajectory.graded_seq)).join(Task, Task.id == Trajectory.task_id)
+                .where(Task.family == "backend", Task.split == "train")
+            ).one()
+            runs = session.exec(
+                select(TrainingRun).where(TrainingRun.kind == kind, TrainingRun.status == "done").order_by(col(TrainingRun.id).desc())
+            ).all()
+            for run in runs:
+                same = run.base_model == base and all(run.config.get(k) == v for k, v in settings.items() if k not in ignored)
+                current = newest_data is None or (run.data_watermark or 0) >= newest_data
+                checkpoint = session.exec(select(Checkpoint).where(Checkpoint.run_id == run.id)).first()
+                if same and current and checkpoint:
+                    return {"checkpoint": f"ckpt:{checkpoint.id}", "run_id": run.id, "metrics": run.metrics, "reused": True}
+        return None

@@ -1,0 +1,109 @@
+"""`colbench experiment backend` on the tiny model: every stage runs, lands in the store,
+the table shows every arm, a rerun redoes nothing, and a study whose rollouts hold no
+success reports the untrainable arms instead of failing."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlmodel import func, select
+
+from colbench.official import import_trajectories
+from colbench.store.db import Database
+from colbench.store.models import Checkpoint, Task, TrainingRun, Trajectory
+from conftest import write_jsonl
+from officialdata import backend_task, trajectory
+
+TINY_STUDY = [
+    "--train-tasks", "1", "-k", "1", "--test-tasks", "2", "--max-new-tokens", "4", "--batch-size", "4",
+    "--critic-epochs", "1", "--candidates", "2", "--fraction", "0.5", "--lr", "1e-3", "--lora-rank", "4",
+    "--max-len", "160", "--sandbox", "bwrap", "--device", "cpu",
+]
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    from colbench.cli import app, common
+
+    monkeypatch.delenv("COLBENCH_DB", raising=False)
+
+    def run(*args):
+        common.state._db = None
+        with pytest.raises(SystemExit) as exit_info:
+            app.main(list(args))
+        out, err = capsys.readouterr()
+        return exit_info.value.code, out, err
+
+    return run
+
+
+def counts(db):
+    with db.read() as session:
+        return (
+            session.exec(select(func.count()).select_from(TrainingRun)).one(),
+            session.exec(select(func.count()).select_from(Checkpoint)).one(),
+            session.exec(select(func.count()).select_from(Trajectory)).one(),
+        )
+
+
+def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_model_dir, tmp_path, cli):
+    folder = tmp_path / "study"
+    folder.mkdir()
+    db = Database(f"sqlite:///{folder / 'colbench.db'}")
+    # Offline data beside the zero-shot rollouts (a random tiny model never succeeds):
+    # per task a correct trajectory, a partial one and a failure, so every trainer has data.
+    records = [t for i in range(2) for t in (trajectory(backend_task(i), 2, 1.0), trajectory(backend_task(i), 1, 0.3), trajectory(backend_task(i), 3, 0.0))]
+    import_trajectories(db, write_jsonl(tmp_path / "offline.jsonl", records))
+
+    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", *TINY_STUDY)
+    assert code == 0, err
+    result = json.loads(out)
+    arms = {a["arm"]: a for a in result["arms"]}
+    assert list(arms) == ["zero-shot", "rft", "mtdpo", "sweet", "sweet-no-info"]
+    for key in ("rft", "mtdpo", "sweet", "sweet-no-info"):
+        assert arms[key]["model"].startswith("ckpt:"), arms[key]["training"]
+    # every arm was rolled out on the two test tasks and evaluated under its own name
+    zero_shot = arms["zero-shot"]["training"]["base"]
+    assert zero_shot == f"hf:{tiny_model_dir}"
+    assert all(a["test"]["n_tasks"] == 2 and a["test"]["policy"] == (a["model"] if a["arm"] != "zero-shot" else zero_shot) for a in arms.values())
+    assert result["critics"]["with c"]["checkpoint"] != result["critics"]["without c"]["checkpoint"]
+
+    with db.read() as session:
+        runs = {r.id: r for r in session.exec(select(TrainingRun)).all()}
+        train_policies = set(session.exec(select(Trajectory.policy).join(Task).where(Task.split == "train")).all())
+    by_critic = {r.config.get("critic_checkpoint_id") for r in runs.values() if r.kind == "policy:sweet"}
+    critic_ids = {int(result["critics"][name]["checkpoint"].removeprefix("ckpt:")) for name in ("with c", "without c")}
+    assert by_critic == critic_ids  # each SWEET policy was ranked by its own critic
+    assert {r.config["training_info"] for r in runs.values() if r.kind == "critic"} == {True, False}
+    assert zero_shot in train_policies  # the zero-shot rollouts on train are in the store
+    assert all(r.status == "done" for r in runs.values())
+
+    table = (folder / "results.md").read_text()
+    for title in ("zero-shot", "rejection fine-tuning", "multi-turn DPO", "SWEET-RL", "SWEET-RL, critic without training info"):
+        assert f"| {title} |" in table
+    assert json.loads((folder / "results.json").read_text())["arms"] == result["arms"]
+
+    before = counts(db)
+    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), *TINY_STUDY)
+    assert code == 0, err
+    assert counts(db) == before  # nothing retrained, nothing rolled out again
+    assert "SWEET-RL" in out and "held-out pair accuracy" in out
+
+
+def test_a_study_without_any_success_reports_what_could_not_be_trained(tiny_model_dir, tmp_path, cli):
+    folder = tmp_path / "study"
+    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-ablation", *TINY_STUDY)
+    assert code == 0, err
+    result = json.loads(out)
+    arms = {a["arm"]: a for a in result["arms"]}
+    assert list(arms) == ["zero-shot", "rft", "mtdpo", "sweet"]
+    assert "fully correct" in result["critics"]["with c"]["skipped"]
+    assert "no successful trajectory" in arms["rft"]["training"]["skipped"]
+    assert "no critic" in arms["sweet"]["training"]["skipped"]
+    assert arms["rft"]["test"] is None and arms["zero-shot"]["test"]["success"]["mean"] == 0.0
+    assert "not trained" in (folder / "results.md").read_text()
+
+
+def test_experiment_flags_are_checked(cli, tmp_path):
+    code, out, err = cli("experiment", "backend", "--dir", str(tmp_path), "--candidates", "1")
+    assert code != 0 and "candidates" in err
