@@ -15,6 +15,7 @@ def fit(
     from_scratch: bool = typer.Option(False, "--from-scratch", help="Use all the data. Without an explicit --from: a new critic rather than continuing the latest."),
     family: str = typer.Option("backend", "--family", help="backend or frontend: which tasks' trajectories, and which pair rule."),
     normalize: str = typer.Option("turn", "--normalize", help="Length normalisation of A: turn (paper, default), trajectory (official code), or none (ablation)."),
+    pairs: str = typer.Option(None, "--pairs", help="correct (backend default, the paper's: a fully correct trajectory against each lower one) or margin (every two ≥ 0.1 apart; frontend default)."),
     no_training_info: bool = typer.Option(False, "--no-training-info", help="Leave out the reference solution c (the paper's ablation)."),
     beta: float = typer.Option(0.1, "--beta", help="β in Σ_t β·A."),
     lora_rank: int = typer.Option(16, "--lora-rank", min=1, help="LoRA rank (α = 2r)."),
@@ -39,7 +40,7 @@ def fit(
     from colbench.training.critic import CriticConfig, fit_critic
 
     config = CriticConfig(
-        family=family, beta=beta, normalize=normalize, training_info=not no_training_info, lr=lr, epochs=epochs,
+        family=family, beta=beta, normalize=normalize, pairs=pairs, training_info=not no_training_info, lr=lr, epochs=epochs,
         batch_size=batch_size, grad_accum=grad_accum, max_len=max_len, lora_rank=lora_rank, full=full,
         gradient_checkpointing=gradient_checkpointing, heldout_fraction=heldout, seed=seed, device=device, out=out,
     )

@@ -11,6 +11,7 @@ def evaluate(
     tasks: str = typer.Option("backend:test", "--tasks", help="FAMILY:SPLIT to evaluate on."),
     policy: list[str] = typer.Option(None, "--policy", help="Only these policies (repeat the flag). Default: every policy with graded trajectories."),
     simulator: str = typer.Option(None, "--simulator", help="Only trajectories with this simulator."),
+    setting: str = typer.Option(None, "--setting", help="Only rollouts made with this setting (as shown in brackets after the policy; '' for the protocol's defaults)."),
     k: int = typer.Option(None, "--k", help="Report best-of-k up to this k (default: as many samples as stored)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -20,7 +21,7 @@ def evaluate(
     from colbench.runner import parse_task_selector
 
     family, split = parse_task_selector(tasks)
-    results = run_eval(state.db(), family, split, policies=policy or None, simulator=simulator, max_k=k)
+    results = run_eval(state.db(), family, split, policies=policy or None, simulator=simulator, setting=setting, max_k=k)
     if as_json:
         print_json([as_dict(r) for r in results])
         return
@@ -35,7 +36,7 @@ def evaluate(
     for name in headers:
         table.add_column(name, justify="left" if name in ("policy", "simulator", "metric", "win rate vs") else "right")
     for r in results:
-        counts = (r.policy, r.simulator, str(r.n_tasks), str(r.n_trajectories))
+        counts = (r.label, r.simulator, str(r.n_tasks), str(r.n_trajectories))
         reward = f"{r.reward.mean:.1%} [{r.reward.low:.1%}, {r.reward.high:.1%}]"
         if family == "backend":
             success = f"{r.success.mean:.1%} [{r.success.low:.1%}, {r.success.high:.1%}]"

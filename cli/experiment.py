@@ -49,6 +49,8 @@ def backend(
     batch_size: int = typer.Option(16, "--batch-size", min=1, help="Episodes or candidate rows decoded together."),
     simulator: str = typer.Option("builtin", "--simulator", help="Simulated human: builtin, endpoint:<url>#<model> or local:<model>."),
     sandbox: str = typer.Option("auto", "--sandbox", help="Grading sandbox: auto, docker, bwrap or none (unsafe)."),
+    pairs: str = typer.Option("correct", "--pairs", help="Critic and multi-turn DPO pairs: correct (the paper's backend rule) or margin (rewards ≥ 0.1 apart, for a model that never solves a task outright)."),
+    rft_threshold: float = typer.Option(None, "--rft-threshold", help="Rejection fine-tuning: per task, its best trajectory when its share of tests passed reaches this. Default: every fully correct trajectory (the paper)."),
     critic_epochs: int = typer.Option(4, "--critic-epochs", min=1, help="Critic passes over its pairs (paper: 4)."),
     candidates: int = typer.Option(16, "--candidates", min=2, help="SWEET: candidates per selected turn (paper: 16)."),
     fraction: float = typer.Option(0.1, "--fraction", min=0.0, max=1.0, help="SWEET: share of stored agent turns given candidates (paper: 10%)."),
@@ -72,7 +74,7 @@ def backend(
     config = ExperimentConfig(
         model=model, train_tasks=train_tasks, test_tasks=test_tasks, samples_per_task=samples_per_task, test_samples=test_samples,
         temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size, simulator=simulator, sandbox=sandbox,
-        critic_epochs=critic_epochs, candidates=candidates, fraction=fraction, lr=lr, lora_rank=lora_rank, max_len=max_len,
+        pairs=pairs, rft_threshold=rft_threshold, critic_epochs=critic_epochs, candidates=candidates, fraction=fraction, lr=lr, lora_rank=lora_rank, max_len=max_len,
         ablation=ablation, seed=seed, device=device,
     )
     folder = (folder or Path("experiments") / f"backend-{_slug(model)}").resolve()

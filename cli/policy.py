@@ -22,7 +22,8 @@ def fit(
     score: str = typer.Option("sampler", "--score", help="sweet: 'sampler' (critic log-prob with c minus the sampler's, the paper) or 'critic' (the critic's own advantage)."),
     max_new_tokens: int = typer.Option(1024, "--max-new-tokens", min=1, help="sweet: most tokens per candidate."),
     sample_batch_size: int = typer.Option(16, "--sample-batch-size", min=1, help="sweet: rows decoded together when sampling."),
-    rft_threshold: float = typer.Option(0.8, "--rft-threshold", help="rft, frontend: a task's best page is kept when its similarity reaches this."),
+    rft_threshold: float = typer.Option(None, "--rft-threshold", help="rft: per task, keep its best trajectory when its reward reaches this. Default: backend, every fully correct trajectory (paper); frontend 0.8."),
+    pairs: str = typer.Option(None, "--pairs", help="mtdpo: correct (backend default, the paper's) or margin (every two trajectories ≥ 0.1 apart; frontend default)."),
     beta: float = typer.Option(0.1, "--beta", help="DPO β."),
     nll: float = typer.Option(0.01, "--nll", help="Weight of the NLL term on chosen (DPO)."),
     lora_rank: int = typer.Option(16, "--lora-rank", min=1, help="LoRA rank (α = 2r)."),
@@ -46,7 +47,7 @@ def fit(
         raise typer.BadParameter("sweet needs --critic ckpt:<id>", param_hint="--critic")
     config = PolicyConfig(
         family=family, beta=beta, nll_weight=nll, fraction=fraction, candidates=candidates, pairs_per_turn=pairs_per_turn,
-        score=score, max_new_tokens=max_new_tokens, sample_batch_size=sample_batch_size, rft_threshold=rft_threshold, lr=lr,
+        score=score, max_new_tokens=max_new_tokens, sample_batch_size=sample_batch_size, rft_threshold=rft_threshold, pairs=pairs, lr=lr,
         epochs=epochs, batch_size=batch_size, grad_accum=grad_accum, max_len=max_len, lora_rank=lora_rank, full=full,
         gradient_checkpointing=gradient_checkpointing, seed=seed, device=device, dtype=dtype, out=out,
     )

@@ -6,6 +6,9 @@ page to the reference, under the metric it was graded with (named in every outpu
 CLIP only when CLIP weights were used), and the win rate against each other policy on
 the tasks both have: per task, the page closer to the reference wins, ties count half.
 
+One row per policy, simulator, rollout setting (e.g. a shorter turn limit, best-of-N)
+and reward metric: rollouts made differently are never pooled.
+
 With several samples per task, each task's samples are averaged first, so every task
 weighs the same; intervals are 95% percentile bootstraps over tasks (fixed seed, so the
 same data gives the same interval). Best-of-k counts a task solved when any of its
@@ -36,6 +39,7 @@ class Interval:
 class PolicyEval:
     policy: str
     simulator: str
+    setting: str  # what else shaped the rollouts (e.g. max=128, best-of-16:ckpt:3); "" for the protocol's defaults
     metric: str  # "tests" (reward = fraction of tests passed) or the page similarity's name
     n_tasks: int
     n_trajectories: int
@@ -44,6 +48,11 @@ class PolicyEval:
     best_of_k: dict[int, float] = field(default_factory=dict)  # backend only
     win_rate: dict[str, float] = field(default_factory=dict)  # frontend: other policy → share of tasks won
     task_rewards: dict[int, float] = field(default_factory=dict, repr=False)
+
+    @property
+    def label(self) -> str:
+        """The policy, with its setting when it has one: rollouts under different settings are different rows."""
+        return f"{self.policy} [{self.setting}]" if self.setting else self.policy
 
 
 def bootstrap(values: list[float], seed: int = 0) -> Interval:
@@ -63,11 +72,12 @@ def evaluate(
     *,
     policies: list[str] | None = None,
     simulator: str | None = None,
+    setting: str | None = None,
     max_k: int | None = None,
     record: bool = True,
 ) -> list[PolicyEval]:
     query = (
-        select(Trajectory.policy, Trajectory.simulator, Trajectory.reward_metric, Trajectory.task_id,
+        select(Trajectory.policy, Trajectory.simulator, Trajectory.setting, Trajectory.reward_metric, Trajectory.task_id,
                Trajectory.sample_index, Trajectory.reward, Trajectory.success)
         .join(Task, Task.id == Trajectory.task_id)
         .where(Task.family == family, Task.split == split, Trajectory.graded_seq.is_not(None))
@@ -76,18 +86,21 @@ def evaluate(
         query = query.where(Trajectory.policy.in_(policies))
     if simulator:
         query = query.where(Trajectory.simulator == simulator)
-    grouped: dict[tuple[str, str, str], dict[int, list[tuple[int, float, bool]]]] = defaultdict(lambda: defaultdict(list))
+    if setting is not None:
+        query = query.where(Trajectory.setting == setting)
+    grouped: dict[tuple[str, str, str, str], dict[int, list[tuple[int, float, bool]]]] = defaultdict(lambda: defaultdict(list))
     with db.read() as session:
-        for policy, sim, metric, task_id, index, reward, success in session.exec(query):
-            grouped[(policy, sim, metric or "unnamed")][task_id].append((index, reward or 0.0, bool(success)))
+        for policy, sim, how, metric, task_id, index, reward, success in session.exec(query):
+            grouped[(policy, sim, how or "", metric or "unnamed")][task_id].append((index, reward or 0.0, bool(success)))
 
     results = []
-    for (policy, sim, metric), tasks in sorted(grouped.items()):
+    for (policy, sim, how, metric), tasks in sorted(grouped.items()):
         samples = {task_id: sorted(rows) for task_id, rows in tasks.items()}
         rewards = {task_id: float(np.mean([r for _, r, _ in rows])) for task_id, rows in samples.items()}
         result = PolicyEval(
             policy=policy,
             simulator=sim,
+            setting=how,
             metric=metric,
             n_tasks=len(samples),
             n_trajectories=sum(len(rows) for rows in samples.values()),
@@ -108,7 +121,7 @@ def evaluate(
                 if other is not result and other.metric == result.metric:
                     rate = win_rate(result.task_rewards, other.task_rewards)
                     if rate is not None:
-                        result.win_rate[other.policy] = rate
+                        result.win_rate[other.label] = rate
     if record and results:
         with db.write() as session:
             for result in results:
@@ -138,6 +151,7 @@ def as_dict(result: PolicyEval) -> dict:
     return {
         "policy": result.policy,
         "simulator": result.simulator,
+        "setting": result.setting,
         "metric": result.metric,
         "n_tasks": result.n_tasks,
         "n_trajectories": result.n_trajectories,

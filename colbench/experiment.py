@@ -67,6 +67,8 @@ class ExperimentConfig:
     batch_size: int = _help(16, "Episodes (rollouts) or rows (SWEET sampling) decoded together.")
     simulator: str = _help("builtin", "The simulated human: builtin, endpoint:<url>#<model> or local:<model>.")
     sandbox: str = _help("auto", "Grading sandbox: auto, docker, bwrap or none (unsafe).")
+    pairs: str = _help("correct", "Critic and multi-turn DPO pairs: correct (the paper's backend rule) or margin (rewards ≥ 0.1 apart, for models that never solve a task outright).")
+    rft_threshold: float | None = _help(None, "Rejection fine-tuning keeps, per task, its best trajectory when its share of tests passed reaches this. Default: every fully correct trajectory (the paper).")
     critic_epochs: int = _help(4, "Critic passes over its pairs (paper: 4).")
     candidates: int = _help(16, "SWEET: candidates per selected turn (paper: 16).")
     fraction: float = _help(0.1, "SWEET: share of stored agent turns that get candidates (paper: 10%).")
@@ -104,13 +106,13 @@ class ExperimentConfig:
 
     def critic(self, training_info: bool) -> CriticConfig:
         return CriticConfig(
-            family="backend", training_info=training_info, epochs=self.critic_epochs, lr=self.lr, lora_rank=self.lora_rank,
+            family="backend", training_info=training_info, pairs=self.pairs, epochs=self.critic_epochs, lr=self.lr, lora_rank=self.lora_rank,
             max_len=self.max_len, seed=self.seed, device=self.device,
         )
 
     def policy(self) -> PolicyConfig:
         return PolicyConfig(
-            family="backend", candidates=self.candidates, fraction=self.fraction, temperature=self.temperature,
+            family="backend", pairs=self.pairs, rft_threshold=self.rft_threshold, candidates=self.candidates, fraction=self.fraction, temperature=self.temperature,
             max_new_tokens=self.max_new_tokens, sample_batch_size=self.batch_size, lr=self.lr, lora_rank=self.lora_rank,
             max_len=self.max_len, seed=self.seed, device=self.device,
         )
@@ -164,6 +166,7 @@ class Reporter:
 class BackendExperiment:
     def __init__(self, db: Database, config: ExperimentConfig, reporter: Reporter | None = None):
         self.db, self.config, self.report = db, config, reporter or Reporter()
+        self.simulator_ref: str | None = None  # set by the first rollout
 
     def run(self) -> ExperimentResult:
         cfg = self.config
@@ -183,13 +186,14 @@ class BackendExperiment:
             arms.append(self.policy("sweet-no-info", critics["without c"]))
 
         self.report.stage(f"4/4 evaluation: every policy on {cfg.test_tasks or 'all'} test tasks")
-        refs = {}
+        by_policy = {}
         for arm in arms:
             if arm.model:
-                refs[self.rollout(arm.model, "test")] = arm
-        results = evaluate(self.db, "backend", "test", policies=list(refs), simulator=None)
+                by_policy[self.rollout(arm.model, "test")] = arm
+        results = evaluate(self.db, "backend", "test", policies=list(by_policy), simulator=self.simulator_ref,
+                           setting=cfg.rollout("test").setting())
         for result in results:
-            refs[result.policy].result = result
+            by_policy[result.policy].result = result
         return ExperimentResult(cfg, train, critics, arms)
 
     # ------------------------------------------------------------ stages
@@ -209,6 +213,7 @@ class BackendExperiment:
                             update(stats.already_done + stats.finished + stats.failed, stats.total)
 
                         Rollout(self.db, engine, human, env, config, on_progress=on_progress).run(tasks)
+                    self.simulator_ref = human.ref
                 finally:
                     human.close()
                 return engine.model_ref
@@ -216,7 +221,8 @@ class BackendExperiment:
             close_env()
 
     def train_summary(self, policy: str) -> dict:
-        results = evaluate(self.db, "backend", "train", policies=[policy], record=False)
+        results = evaluate(self.db, "backend", "train", policies=[policy], simulator=self.simulator_ref,
+                           setting=self.config.rollout("train").setting(), record=False)
         if not results:
             return {"policy": policy, "trajectories": 0}
         r = results[0]

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -273,7 +274,8 @@ def load_model(source: ModelSource | str, device: str = "auto", dtype=None, trai
         from peft import PeftModel
 
         try:
-            model = PeftModel.from_pretrained(model, source.adapter, is_trainable=trainable)
+            with quiet_peft_renames():
+                model = PeftModel.from_pretrained(model, source.adapter, is_trainable=trainable)
         except (OSError, ValueError) as err:
             raise ModelNotFound(f"cannot load adapter {source.adapter} for {source.ref!r}: {err}") from err
         model.to(device)
@@ -283,3 +285,13 @@ def load_model(source: ModelSource | str, device: str = "auto", dtype=None, trai
         model.eval()
         model.requires_grad_(False)
     return model
+
+
+@contextmanager
+def quiet_peft_renames():
+    """peft still calls transformers' pre-5 checkpointing names, which warn on every adapter load."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield

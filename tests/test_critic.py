@@ -12,7 +12,7 @@ from colbench.official import import_trajectories
 from colbench.store.db import Database
 from colbench.store.models import Checkpoint, CriticScore, Lineage, TrainingRun, Trajectory, Turn
 from colbench.training import data as D
-from colbench.training.critic import CriticConfig, NothingToTrain, fit_critic
+from colbench.training.critic import CriticConfig, NothingToTrain, fit_critic, latest_critic
 from colbench.training.losses import bradley_terry_loss, critic_scores
 from colbench.training.modeling import TokenLogProbs, adapter_disabled, attach_lora, load_adapter
 from conftest import write_jsonl
@@ -321,3 +321,16 @@ def test_cli_fit_and_score(tiny_model_dir, sqlite_url, tmp_path, capsys):
     assert code != 0 and "normalize" in err and len(err.strip().splitlines()) == 1
     code, out, err = run("score", "--critic", "ckpt:99")
     assert code != 0 and "ckpt:99 not found" in err
+
+
+def test_margin_pairs_train_a_critic_where_nothing_is_fully_correct(tiny_model_dir, tmp_path, sqlite_url):
+    db = Database(sqlite_url)
+    import_records(db, tmp_path, "partial", [trajectory(backend_task(i), 1 + k, r) for i in range(2) for k, r in enumerate((0.4, 0.0, 0.35))])
+    with pytest.raises(NothingToTrain, match="fully correct"):
+        fit_critic(db, CriticConfig(**SMALL), base_model=str(tiny_model_dir))
+    result = fit_critic(db, CriticConfig(**(SMALL | dict(pairs="margin", heldout_fraction=0.0))), base_model=str(tiny_model_dir))
+    assert result.metrics["pairs"] == 4  # per task: 0.4 vs 0.0 and 0.35 vs 0.0 (0.4 vs 0.35 is too close)
+    with db.read() as session:
+        assert session.get(TrainingRun, result.run_id).config["pairs"] == "margin"
+    assert latest_critic(db, str(tiny_model_dir), CriticConfig(**SMALL)) is None  # another pair rule: not continued
+    assert latest_critic(db, str(tiny_model_dir), CriticConfig(**SMALL, pairs="margin")) == result.checkpoint_id

@@ -53,6 +53,20 @@ def test_metrics_average_samples_per_task_then_tasks(db, tmp_path):
         assert {row.policy for row in session.exec(select(Evaluation))} == {"a", "b"}
 
 
+def test_rollouts_made_with_different_settings_are_separate_rows(db, tmp_path):
+    _import(db, tmp_path, "a", [[1.0], [1.0]])
+    _import(db, tmp_path, "a-short", [[0.0], [0.0]])
+    with db.write() as session:  # the same policy, rolled out a second time with shorter turns
+        for row in session.exec(select(Trajectory).where(Trajectory.policy == "a-short")):
+            row.policy, row.setting = "a", "max=128"
+            session.add(row)
+    rows = {r.label: r for r in evaluate(db, "backend", "test", record=False)}
+    assert set(rows) == {"a", "a [max=128]"}
+    assert rows["a"].success.mean == 1.0 and rows["a [max=128]"].success.mean == 0.0
+    only = evaluate(db, "backend", "test", setting="max=128", record=False)
+    assert [(r.policy, r.setting, r.n_trajectories) for r in only] == [("a", "max=128", 2)]
+
+
 def test_eval_cli_json_side_by_side(sqlite_url, tmp_path):
     from colbench.store.db import Database
 

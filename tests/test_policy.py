@@ -287,6 +287,19 @@ def test_rft_trains_only_on_successful_trajectories_agent_tokens_only(trained, t
     assert result.metrics["trajectories"] == 2 and result.metrics["steps"] == 2 and result.metrics["train_loss"] > 0
 
 
+def test_rft_threshold_keeps_each_tasks_best_trajectory_when_it_reaches_it(trained, tokenizer):
+    db, _, _ = trained  # per task: rewards 1.0, 0.3 and 0.0
+    with db.read() as session:
+        rows = session.exec(select(Trajectory)).all()
+    best = {t.id for t in rows if t.reward == 1.0}
+    assert {t.id for t in P.successful(rows, "backend")} == best
+    assert {t.id for t in P.successful(rows, "backend", threshold=0.2)} == best  # the best per task, not every one above
+    assert P.successful(rows, "backend", threshold=1.01) == []
+    partial = [t for t in rows if t.reward < 1.0]
+    assert {t.reward for t in P.successful(partial, "backend", threshold=0.2)} == {0.3}
+    assert P.successful(partial, "backend") == []
+
+
 def test_mtdpo_uses_the_critics_pairs_without_training_info(trained, tiny_model_dir, tokenizer):
     db, _, _ = trained
     items, _, _ = P.mtdpo_items(db, tokenizer, P.PolicyConfig(**dict(SMALL, max_len=4096)), None)

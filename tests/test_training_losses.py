@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from colbench.training.data import Graded, Pair, build_pairs, split_heldout
+from colbench.training.data import DataError, Graded, Pair, build_pairs, pair_rule, split_heldout
 from colbench.training.losses import (
     bradley_terry_loss,
     critic_scores,
@@ -119,24 +119,32 @@ def test_backend_pairs_best_correct_against_each_lower():
         Graded(7, 2, 0.9), Graded(8, 2, 0.1),  # task 2: nothing fully correct → no pairs
         Graded(9, 3, 1.0),  # task 3: nothing lower
     ]
-    pairs = build_pairs(data, "backend")
+    pairs = build_pairs(data, pair_rule("backend"))
     # The first correct one by id (3) is chosen; the other correct one (5) is not used.
     assert pairs == [Pair(1, 3, 4), Pair(1, 3, 6)]
 
 
 def test_frontend_pairs_at_least_a_tenth_apart():
     data = [Graded(1, 1, 0.80), Graded(2, 1, 0.75), Graded(3, 1, 0.65), Graded(4, 1, 0.55)]
-    pairs = build_pairs(data, "frontend")
+    pairs = build_pairs(data, pair_rule("frontend"))
     # 0.80−0.75 = 0.05 is too close; 0.75−0.65 and 0.65−0.55 are exactly 0.1 apart and count
     # (0.65 − 0.55 is 0.0999… in floating point).
     assert set(pairs) == {Pair(1, 1, 3), Pair(1, 1, 4), Pair(1, 2, 3), Pair(1, 2, 4), Pair(1, 3, 4)}
     assert all(p.chosen < p.rejected for p in pairs)  # the higher reward is chosen
 
 
+def test_margin_pairs_on_backend_use_the_share_of_tests_passed():
+    data = [Graded(1, 1, 0.3), Graded(2, 1, 0.0), Graded(3, 1, 0.25), Graded(4, 2, 0.0), Graded(5, 2, 0.0)]
+    assert build_pairs(data, "correct") == []  # nothing fully correct: the paper's rule has no pairs
+    assert build_pairs(data, pair_rule("backend", "margin")) == [Pair(1, 1, 2), Pair(1, 3, 2)]
+    with pytest.raises(DataError):
+        pair_rule("backend", "best")
+
+
 def test_incremental_pairs_keep_only_those_touching_new_data():
     data = [Graded(1, 1, 1.0), Graded(2, 1, 0.0), Graded(3, 1, 0.2)]
-    assert build_pairs(data, "backend", new_ids={3}) == [Pair(1, 1, 3)]  # the old success pairs with the new failure
-    assert build_pairs(data, "backend", new_ids=set()) == []
+    assert build_pairs(data, "correct", new_ids={3}) == [Pair(1, 1, 3)]  # the old success pairs with the new failure
+    assert build_pairs(data, "correct", new_ids=set()) == []
 
 
 def test_heldout_split_is_by_task():

@@ -18,10 +18,9 @@ and several GPUs under ``accelerate launch``.
 from __future__ import annotations
 
 import json
-import math
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -31,6 +30,7 @@ from colbench.store.models import Checkpoint, TrainingRun, utcnow
 from colbench.training import NothingToTrain
 from colbench.training import data as D
 from colbench.training.checkpoints import checkpoint_folder, get_checkpoint, normalized_model_ref, resolve_base, save_model
+from colbench.training.config import TrainingConfig, option
 from colbench.training.losses import NORMALIZATIONS, bradley_terry_loss, critic_scores
 from colbench.training.modeling import (
     TokenLogProbs,
@@ -43,26 +43,18 @@ from colbench.training.modeling import (
     trainable_parameters,
 )
 
-LORA_LR = 2e-5
-FULL_LR = 2e-7
-
 Progress = Callable[[int, int, dict], None]  # (optimizer steps done, total, latest metrics)
 
 
-def _help(default: Any, text: str, **kwargs) -> Any:
-    if isinstance(default, (list, dict, tuple)):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": text}, **kwargs)
-    return field(default=default, metadata={"help": text}, **kwargs)
-
-
 @dataclass
-class CriticConfig:
-    """How to fit a critic. Each field's help is its documentation (``CriticConfig.help()``)."""
+class CriticConfig(TrainingConfig):
+    """How to fit a critic. Each field's help is its documentation (``CriticConfig.help()``);
+    the optimisation fields are :class:`~colbench.training.config.TrainingConfig`'s."""
 
-    family: str = _help("backend", "Task family whose trajectories make the pairs: backend (best fully correct vs each lower) or frontend (every pair ≥ 0.1 apart).")
-    split: str = _help("train", "Task split to train on. Never the test split: the critic reads the reference solution.")
-    beta: float = _help(0.1, "β in Σ_t β·A(o_t,a_t,c), the score Bradley-Terry compares (paper: 0.1).")
-    normalize: str = _help(
+    family: str = option("backend", "Task family whose trajectories make the pairs: backend (best fully correct vs each lower) or frontend (every pair ≥ 0.1 apart).")
+    split: str = option("train", "Task split to train on. Never the test split: the critic reads the reference solution.")
+    beta: float = option(0.1, "β in Σ_t β·A(o_t,a_t,c), the score Bradley-Terry compares (paper: 0.1).")
+    normalize: str = option(
         "turn",
         "Length normalisation of A: 'turn' (default) divides each turn's summed log-ratio by that turn's "
         "token count, as the paper's formula does; 'trajectory' divides every turn by the trajectory's total "
@@ -71,55 +63,24 @@ class CriticConfig:
         "it, so the critic is trained in the units it is used in, and no turn's advantage depends on the "
         "length of the others. Without normalisation the paper's actor collapses to ever-shorter turns.",
     )
-    training_info: bool = _help(True, "Give the critic the training-time information c (the reference solution) as a text prefix. False is the paper's ablation.")
-    lr: float | None = _help(
-        None,
-        f"Peak learning rate. Default {LORA_LR:g} with LoRA, {FULL_LR:g} with full fine-tuning. The paper's "
-        "2e-7 is for full fine-tuning of an 8B model; a rank-16 LoRA adapter (B starts at zero, scale α/r=2) "
-        "barely moves at that rate. LoRA wants about 10x a full fine-tune's rate, and this toolkit's models "
-        "are far smaller than 8B (which also tolerates larger rates); 2e-5 is 100x.",
-    )
-    epochs: int = _help(4, "Passes over the training pairs (paper: 4 for backend, 8 for frontend).")
-    batch_size: int = _help(8, "Pairs per forward/backward pass and process (paper: 8). Each distinct trajectory of a batch is run once.")
-    grad_accum: int = _help(1, "Passes per optimiser step. Effective batch = batch_size x grad_accum x processes. Lower batch_size and raise this to save memory.")
-    max_len: int = _help(2048, "Most tokens per trajectory. Beyond it c keeps its first max_len/2 tokens at most and the dialogue is cut from the left (the last turns decide the outcome).")
-    lora_rank: int = _help(16, "LoRA rank r (α = 2r, no dropout, every linear layer but the output layer).")
-    full: bool = _help(False, "Full fine-tuning instead of LoRA. The reference log-probs are computed before training, so no second model is kept; the checkpoint holds full weights.")
-    gradient_checkpointing: bool = _help(False, "Activation checkpointing: recompute activations in the backward pass (less memory, ~30% slower).")
-    heldout_fraction: float = _help(0.1, "Share of tasks whose pairs are held out for the pair-accuracy check (whole tasks; at least one task when there are two or more).")
-    seed: int = _help(0, "Seed for the held-out split, the pair order and torch.")
-    warmup_ratio: float = _help(0.03, "Linear warm-up as a share of the optimiser steps, then cosine decay to 0 (paper: 3%).")
-    adam_betas: tuple[float, float] = _help((0.9, 0.95), "AdamW betas (paper: 0.9, 0.95).")
-    weight_decay: float = _help(0.0, "AdamW weight decay.")
-    max_grad_norm: float = _help(1.0, "Gradient clipping by global norm (paper: 1.0); 0 turns it off.")
-    device: str = _help("auto", "auto (cuda when available), cpu or cuda. Under accelerate launch each process takes its own GPU.")
-    dtype: str | None = _help(None, "Model weights' dtype: float32 on CPU, bfloat16 on GPU by default. The log-probs entering the loss are float32 either way.")
-    out: str | None = _help(None, "Checkpoint folder. Default: checkpoints/critic-<run id> beside the database.")
+    pairs: str | None = option(None, D.PAIR_RULE_HELP)
+    training_info: bool = option(True, "Give the critic the training-time information c (the reference solution) as a text prefix. False is the paper's ablation.")
+    epochs: int = option(4, "Passes over the training pairs (paper: 4 for backend, 8 for frontend).")
+    max_len: int = option(2048, "Most tokens per trajectory. Beyond it c keeps its first max_len/2 tokens at most and the dialogue is cut from the left (the last turns decide the outcome).")
+    heldout_fraction: float = option(0.1, "Share of tasks whose pairs are held out for the pair-accuracy check (whole tasks; at least one task when there are two or more).")
 
     def __post_init__(self):
+        super().__post_init__()
         if self.normalize not in NORMALIZATIONS:
             raise ValueError(f"normalize must be one of {', '.join(NORMALIZATIONS)}; got {self.normalize!r}")
         if self.family not in ("backend", "frontend"):
             raise ValueError(f"family must be backend or frontend; got {self.family!r}")
-        for name in ("epochs", "batch_size", "grad_accum", "max_len"):
+        for name in ("epochs", "max_len"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
-        if not self.full and self.lora_rank < 1:
-            raise ValueError("lora_rank must be at least 1 (or use full fine-tuning)")
         if not 0 <= self.heldout_fraction < 1:
             raise ValueError("heldout_fraction must be in [0, 1)")
-        self.adam_betas = tuple(self.adam_betas)
-
-    @property
-    def learning_rate(self) -> float:
-        return self.lr if self.lr is not None else (FULL_LR if self.full else LORA_LR)
-
-    def to_json(self) -> dict:
-        return asdict(self) | {"learning_rate": self.learning_rate, "adam_betas": list(self.adam_betas)}
-
-    @classmethod
-    def help(cls) -> dict[str, str]:
-        return {f.name: f.metadata.get("help", "") for f in fields(cls)}
+        self.pairs = D.pair_rule(self.family, self.pairs)
 
 
 @dataclass
@@ -150,7 +111,7 @@ class CriticRecipe:
 
         cfg = self.config
         torch.manual_seed(cfg.seed)
-        self.accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=_on_cpu(cfg))
+        self.accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=cfg.on_cpu)
         device = str(self.accelerator.device)
         self.source = resolve_base(self.db, self.base_model)
         from colbench.models import load_tokenizer
@@ -170,12 +131,8 @@ class CriticRecipe:
         params = trainable_parameters(self.model)
         if not params:
             raise RuntimeError("the model has no trainable parameters")
-        self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, betas=cfg.adam_betas, weight_decay=cfg.weight_decay)
-        batches = math.ceil(len(self.train_pairs) / cfg.batch_size)
-        self.total_steps = cfg.epochs * math.ceil(batches / cfg.grad_accum)
-        from transformers import get_cosine_schedule_with_warmup
-
-        scheduler = get_cosine_schedule_with_warmup(self.optimizer, math.ceil(cfg.warmup_ratio * self.total_steps), self.total_steps)
+        self.total_steps = cfg.optimizer_steps(len(self.train_pairs), cfg.epochs, self.accelerator.num_processes)
+        self.optimizer, scheduler = cfg.optimizer(params, self.total_steps)
         generator = torch.Generator().manual_seed(cfg.seed)
         loader = torch.utils.data.DataLoader(
             list(range(len(self.train_pairs))), batch_size=cfg.batch_size, shuffle=True, generator=generator, collate_fn=list
@@ -332,7 +289,7 @@ class CriticRecipe:
 
 def latest_critic(db, base_model: str | None, config: CriticConfig) -> int | None:
     """The newest finished critic checkpoint with the same family and settings (training
-    info, normalisation, LoRA or full), and the same base model when one is named."""
+    info, normalisation, pair rule, LoRA or full), and the same base model when one is named."""
     from sqlmodel import select
 
     with db.read() as session:
@@ -350,6 +307,7 @@ def latest_critic(db, base_model: str | None, config: CriticConfig) -> int | Non
             and c.get("split") == config.split
             and c.get("training_info") == config.training_info
             and c.get("normalize") == config.normalize
+            and c.get("pairs", D.pair_rule(config.family)) == config.pairs
             and bool(c.get("full")) == config.full
         )
         if same:
@@ -396,7 +354,7 @@ def fit_critic(
         watermark = None if from_scratch else run.data_watermark
     base_model = base_model or "smollm2"
 
-    data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark)
+    data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark, rule=config.pairs)
     if not data.pairs:
         since = "" if watermark is None else f" graded after watermark {watermark}"
         raise NothingToTrain(
@@ -406,7 +364,7 @@ def fit_critic(
 
     from accelerate import PartialState
 
-    main_process = PartialState(cpu=_on_cpu(config)).is_main_process  # under accelerate launch, one writer
+    main_process = PartialState(cpu=config.on_cpu).is_main_process  # under accelerate launch, one writer
     recipe = CriticRecipe(db, config, base_model, parent, data, on_progress)
     run_id = _start_run(db, config, base_model, parent, from_scratch, data) if main_process else None
     try:
@@ -430,10 +388,6 @@ def fit_critic(
         if main_process:
             _fail_run(db, run_id, exc)
         raise
-
-
-def _on_cpu(config: CriticConfig) -> bool:
-    return config.device == "cpu" or (config.device == "auto" and not torch.cuda.is_available())
 
 
 def _start_run(db, config, base_model, parent, from_scratch, data) -> int:

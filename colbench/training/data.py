@@ -37,7 +37,10 @@ first token of a sequence is never a target (nothing predicts it).
 
 Pairs
 -----
-Built from graded trajectories of the same task (see :func:`build_pairs`).
+Built from graded trajectories of the same task by one of two rules (see
+:func:`build_pairs`): the paper's backend rule, ``correct``, and its frontend rule,
+``margin``. Each family defaults to its paper rule; ``margin`` on backend (rewards are
+the share of tests passed) gives pairs to a model that never solves a task outright.
 """
 from __future__ import annotations
 
@@ -52,7 +55,15 @@ from colbench.store.models import Task, Trajectory, Turn
 
 TRAINING_INFO_HEADER = "Reference solution (training-time information, hidden from the agent):"
 SUCCESS_REWARD = 1.0
-FRONTEND_MIN_GAP = 0.1
+MIN_REWARD_GAP = 0.1
+PAIR_RULES = ("correct", "margin")
+PAIR_RULE_BY_FAMILY = {"backend": "correct", "frontend": "margin"}  # the paper's
+PAIR_RULE_HELP = (
+    "How trajectories of the same task make preference pairs. 'correct' (backend default, the paper's): only tasks "
+    "with a fully correct trajectory; the first one is chosen against every lower one. 'margin' (frontend default, "
+    f"the paper's): every two trajectories whose rewards differ by at least {MIN_REWARD_GAP}; on backend the reward is "
+    "the share of tests passed, which gives pairs to a model that never solves a task outright. Default: the family's."
+)
 _EPS = 1e-9
 _ROWS = 500
 
@@ -215,39 +226,47 @@ class Graded:
     reward: float
 
 
-def build_pairs(trajectories: Iterable[Graded], family: str, new_ids: set[int] | None = None) -> list[Pair]:
+def pair_rule(family: str, rule: str | None = None) -> str:
+    """The rule to use: ``rule`` when given, else the family's paper rule."""
+    rule = rule or PAIR_RULE_BY_FAMILY.get(family)
+    if rule not in PAIR_RULES:
+        raise DataError(f"pair rule must be one of {', '.join(PAIR_RULES)}; got {rule!r}")
+    return rule
+
+
+def build_pairs(trajectories: Iterable[Graded], rule: str, new_ids: set[int] | None = None) -> list[Pair]:
     """Preference pairs among graded trajectories of the same task.
 
-    - backend: only tasks with a fully correct trajectory (reward 1.0). The first of
+    - ``correct``: only tasks with a fully correct trajectory (reward 1.0). The first of
       them by id is chosen; every trajectory with a lower reward is rejected against it.
       Other fully correct ones are not used.
-    - frontend: every two trajectories whose rewards differ by at least 0.1; the
+    - ``margin``: every two trajectories whose rewards differ by at least 0.1; the
       higher is chosen.
 
     With ``new_ids``, only pairs with at least one trajectory in it are kept (pairs of
     two old trajectories were trained on before).
     """
+    if rule not in PAIR_RULES:
+        raise DataError(f"pair rule must be one of {', '.join(PAIR_RULES)}; got {rule!r}")
     by_task: dict[int, list[Graded]] = {}
     for t in trajectories:
         by_task.setdefault(t.task_id, []).append(t)
     pairs: list[Pair] = []
     for task_id in sorted(by_task):
         group = sorted(by_task[task_id], key=lambda t: t.id)
-        if family == "backend":
+        if rule == "correct":
             correct = [t for t in group if t.reward >= SUCCESS_REWARD - _EPS]
             if not correct:
                 continue
             best = correct[0]
             found = [Pair(task_id, best.id, t.id) for t in group if t.reward < best.reward - _EPS]
-        elif family == "frontend":
+        else:
             found = []
             for i, a in enumerate(group):
                 for b in group[i + 1 :]:
-                    if abs(a.reward - b.reward) >= FRONTEND_MIN_GAP - _EPS:
+                    if abs(a.reward - b.reward) >= MIN_REWARD_GAP - _EPS:
                         hi, lo = (a, b) if a.reward > b.reward else (b, a)
                         found.append(Pair(task_id, hi.id, lo.id))
-        else:
-            raise DataError(f"unknown task family {family!r}")
         if new_ids is not None:
             found = [p for p in found if p.chosen in new_ids or p.rejected in new_ids]
         pairs.extend(found)
@@ -289,16 +308,17 @@ class CriticData:
 
 
 def read_pairs(
-    db, *, family: str = "backend", split: str = "train", watermark: int | None = None
+    db, *, family: str = "backend", split: str = "train", watermark: int | None = None, rule: str | None = None
 ) -> CriticData:
     """Pairs for a run that continues from ``watermark`` (None: all the data).
 
     New data: graded trajectories with graded_seq above the watermark, of tasks of
     ``family`` and ``split``. Pool: every graded trajectory of the tasks new data
     touches, up to the new watermark (a new failure needs its task's old success as
-    the chosen side). Pairs are built on the pool, and only those with a new
-    trajectory on at least one side are kept.
+    the chosen side). Pairs are built on the pool by ``rule`` (default: the family's
+    paper rule), and only those with a new trajectory on at least one side are kept.
     """
+    rule = pair_rule(family, rule)
     with db.read() as session:
         fresh = [
             t
@@ -327,7 +347,7 @@ def read_pairs(
             )
             pool.extend(Graded(i, task, float(reward)) for i, task, reward in rows)
     new_ids = {t.id for t in fresh}
-    pairs = build_pairs(pool, family, None if watermark is None else new_ids)
+    pairs = build_pairs(pool, rule, None if watermark is None else new_ids)
     return CriticData(pairs=pairs, new_ids=sorted(new_ids), pool_size=len(pool), watermark=top)
 
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from colbench.models import ModelSource, load_model
+from colbench.models import ModelSource, load_model, quiet_peft_renames
 from colbench.training.losses import token_logps_from_logits
 
 
@@ -111,25 +111,15 @@ def attach_lora(model, rank: int, alpha: int, dropout: float = 0.0, target_modul
     from peft import LoraConfig, get_peft_model
 
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules, bias="none")
-    with _quiet_renames():
+    with quiet_peft_renames():
         return get_peft_model(model, config)
 
 
 def load_adapter(model, path: str, *, trainable: bool):
     from peft import PeftModel
 
-    with _quiet_renames():
+    with quiet_peft_renames():
         return PeftModel.from_pretrained(model, path, is_trainable=trainable)
-
-
-@contextmanager
-def _quiet_renames():
-    """peft still calls transformers' pre-5 checkpointing names, which warn on every load."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
-        yield
 
 
 def enable_activation_checkpointing(model) -> None:

@@ -26,10 +26,9 @@ under ``accelerate launch``.
 from __future__ import annotations
 
 import json
-import math
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -40,6 +39,7 @@ from colbench.store.models import Checkpoint, Task, TrainingRun, Trajectory, utc
 from colbench.training import NothingToTrain
 from colbench.training import data as D
 from colbench.training.checkpoints import checkpoint_folder, get_checkpoint, normalized_model_ref, resolve_base, save_model
+from colbench.training.config import TrainingConfig, option
 from colbench.training.losses import dpo_loss, dpo_rewards, nll_loss, sequence_logps, turn_sums
 from colbench.training.modeling import (
     TokenLogProbs,
@@ -53,67 +53,50 @@ from colbench.training.modeling import (
 )
 
 ALGOS = ("sweet", "rft", "mtdpo")
-LORA_LR = 2e-5
-FULL_LR = 2e-7
 DEFAULT_EPOCHS = {"sweet": 1, "mtdpo": 1, "rft": 4}
 SCORES = ("sampler", "critic")
+FRONTEND_RFT_THRESHOLD = 0.8
 _EPS = 1e-9
 
 Progress = Callable[[str, int, int, dict], None]  # (stage, done, total, latest metrics)
 
 
-def _help(default: Any, text: str) -> Any:
-    if isinstance(default, (list, dict, tuple)):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": text})
-    return field(default=default, metadata={"help": text})
-
-
 @dataclass
-class PolicyConfig:
-    """How to train a policy. Each field's help is its documentation (``PolicyConfig.help()``)."""
+class PolicyConfig(TrainingConfig):
+    """How to train a policy. Each field's help is its documentation (``PolicyConfig.help()``);
+    the optimisation fields are :class:`~colbench.training.config.TrainingConfig`'s."""
 
-    family: str = _help("backend", "Task family whose stored trajectories are the training data (backend or frontend).")
-    split: str = _help("train", "Task split to read. Never the test split.")
-    beta: float = _help(0.1, "DPO β (sweet, mtdpo; paper: 0.1).")
-    nll_weight: float = _help(0.01, "Weight of the NLL term on the chosen side, added to the DPO loss (sweet, mtdpo; paper: 0.01). The NLL is the mean over the chosen sequences' agent tokens.")
+    family: str = option("backend", "Task family whose stored trajectories are the training data (backend or frontend).")
+    split: str = option("train", "Task split to read. Never the test split.")
+    beta: float = option(0.1, "DPO β (sweet, mtdpo; paper: 0.1).")
+    nll_weight: float = option(0.01, "Weight of the NLL term on the chosen side, added to the DPO loss (sweet, mtdpo; paper: 0.01). The NLL is the mean over the chosen sequences' agent tokens.")
     # sweet
-    fraction: float = _help(0.1, "sweet: share of stored agent turns to sample candidates for (paper: 10%; more steps overfit). Chosen by a seeded hash of the turn's id, so a rerun picks the same turns.")
-    candidates: int = _help(16, "sweet: candidates sampled per turn from the current policy (paper: 16).")
-    pairs_per_turn: int = _help(4, "sweet: pairs per turn, each a random top-half candidate (chosen) against a random bottom-half one (rejected), without repeats (paper: 4).")
-    temperature: float = _help(1.0, "sweet: sampling temperature of the candidates (paper: 1.0).")
-    max_new_tokens: int = _help(1024, "sweet: most tokens per candidate (paper: 1024).")
-    score: str = _help(
+    fraction: float = option(0.1, "sweet: share of stored agent turns to sample candidates for (paper: 10%; more steps overfit). Chosen by a seeded hash of the turn's id, so a rerun picks the same turns.")
+    candidates: int = option(16, "sweet: candidates sampled per turn from the current policy (paper: 16).")
+    pairs_per_turn: int = option(4, "sweet: pairs per turn, each a random top-half candidate (chosen) against a random bottom-half one (rejected), without repeats (paper: 4).")
+    temperature: float = option(1.0, "sweet: sampling temperature of the candidates (paper: 1.0).")
+    max_new_tokens: int = option(1024, "sweet: most tokens per candidate (paper: 1024).")
+    score: str = option(
         "sampler",
         "sweet: what ranks the candidates. 'sampler' (default, the paper): the critic's mean log-prob given the "
         "training-time information c minus the sampler's own mean log-prob of the candidate (the sampler plays the "
         "reference of A). 'critic': the critic's own advantage, its mean log-prob minus its frozen reference's, both given c.",
     )
-    sample_batch_size: int = _help(16, "sweet: rows (turn × candidate) decoded together when sampling; candidates of a few turns are stored after each generate call.")
+    sample_batch_size: int = option(16, "sweet: rows (turn × candidate) decoded together when sampling; candidates of a few turns are stored after each generate call.")
+    # mtdpo
+    pairs: str | None = option(None, "mtdpo: " + D.PAIR_RULE_HELP)
     # rft
-    rft_threshold: float = _help(
-        0.8,
-        "rft, frontend only: a task's best trajectory is trained on when its similarity reaches this. Backend "
-        "trajectories count as successful when every test passes (success), the paper's definition.",
+    rft_threshold: float | None = option(
+        None,
+        "rft: what counts as successful. Unset: backend trajectories whose every test passes (the paper's "
+        "definition), and per frontend task its best page when its similarity reaches 0.8. Set: per task, its best "
+        "trajectory when its reward (share of tests passed, or similarity) reaches this.",
     )
-    # optimisation
-    lr: float | None = _help(None, f"Peak learning rate. Default {LORA_LR:g} with LoRA, {FULL_LR:g} with full fine-tuning (the paper's rate, for a full 8B fine-tune; LoRA on small models wants far more).")
-    epochs: int | None = _help(None, "Passes over the training data. Default: 1 for sweet (paper) and mtdpo, 4 for rft (paper).")
-    batch_size: int = _help(8, "Pairs (DPO) or trajectories (rft) per forward/backward pass and process.")
-    grad_accum: int = _help(1, "Passes per optimiser step. Effective batch = batch_size × grad_accum × processes.")
-    max_len: int = _help(2048, "Most tokens per sequence. Longer ones lose their start (the history before a turn, or a trajectory's first turns): the agent tokens near the end are what is trained.")
-    lora_rank: int = _help(16, "LoRA rank r (α = 2r, no dropout, every linear layer but the output layer).")
-    full: bool = _help(False, "Full fine-tuning instead of LoRA. The DPO reference is then the model before its first step (reference log-probs are computed before training, so no second copy is kept).")
-    gradient_checkpointing: bool = _help(False, "Activation checkpointing: recompute activations in the backward pass (less memory, ~30% slower).")
-    seed: int = _help(0, "Seed for turn selection, sampling, pair picks, data order and torch.")
-    warmup_ratio: float = _help(0.03, "Linear warm-up as a share of the optimiser steps, then cosine decay to 0.")
-    adam_betas: tuple[float, float] = _help((0.9, 0.95), "AdamW betas.")
-    weight_decay: float = _help(0.0, "AdamW weight decay.")
-    max_grad_norm: float = _help(1.0, "Gradient clipping by global norm; 0 turns it off.")
-    device: str = _help("auto", "auto (cuda when available), cpu or cuda. Under accelerate launch each process takes its own GPU.")
-    dtype: str | None = _help(None, "Model weights' dtype: float32 on CPU, bfloat16 on GPU by default. Log-probs entering a loss are float32 either way.")
-    out: str | None = _help(None, "Checkpoint folder. Default: checkpoints/policy-<run id> beside the database.")
+    epochs: int | None = option(None, "Passes over the training data. Default: 1 for sweet (paper) and mtdpo, 4 for rft (paper).")
+    max_len: int = option(2048, "Most tokens per sequence. Longer ones lose their start (the history before a turn, or a trajectory's first turns): the agent tokens near the end are what is trained.")
 
     def __post_init__(self):
+        super().__post_init__()
         if self.family not in ("backend", "frontend"):
             raise ValueError(f"family must be backend or frontend; got {self.family!r}")
         if self.score not in SCORES:
@@ -122,28 +105,15 @@ class PolicyConfig:
             raise ValueError("fraction must be in (0, 1]")
         if self.candidates < 2:
             raise ValueError("candidates must be at least 2 (pairs need a top and a bottom half)")
-        for name in ("pairs_per_turn", "batch_size", "grad_accum", "max_len", "max_new_tokens", "sample_batch_size"):
+        for name in ("pairs_per_turn", "max_len", "max_new_tokens", "sample_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         if self.epochs is not None and self.epochs < 1:
             raise ValueError("epochs must be at least 1")
-        if not self.full and self.lora_rank < 1:
-            raise ValueError("lora_rank must be at least 1 (or use full fine-tuning)")
-        self.adam_betas = tuple(self.adam_betas)
-
-    @property
-    def learning_rate(self) -> float:
-        return self.lr if self.lr is not None else (FULL_LR if self.full else LORA_LR)
+        self.pairs = D.pair_rule(self.family, self.pairs)
 
     def epochs_for(self, algo: str) -> int:
         return self.epochs if self.epochs is not None else DEFAULT_EPOCHS[algo]
-
-    def to_json(self) -> dict:
-        return asdict(self) | {"learning_rate": self.learning_rate, "adam_betas": list(self.adam_betas)}
-
-    @classmethod
-    def help(cls) -> dict[str, str]:
-        return {f.name: f.metadata.get("help", "") for f in fields(cls)}
 
 
 @dataclass
@@ -305,7 +275,7 @@ class PolicyRecipe:
 
         cfg = self.config
         torch.manual_seed(cfg.seed)
-        self.accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=_on_cpu(cfg))
+        self.accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=cfg.on_cpu)
         self.device = self.accelerator.device
         self.tokenizer = load_tokenizer(self.source)
         self.model = self._load_model(str(self.device))
@@ -338,13 +308,9 @@ class PolicyRecipe:
         params = trainable_parameters(self.model)
         if not params:
             raise RuntimeError("the model has no trainable parameters")
-        self.optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, betas=cfg.adam_betas, weight_decay=cfg.weight_decay)
         self.epochs = cfg.epochs_for(self.algo)
-        batches = math.ceil(len(items) / cfg.batch_size / self.accelerator.num_processes)
-        self.total_steps = max(1, self.epochs * math.ceil(batches / cfg.grad_accum))
-        from transformers import get_cosine_schedule_with_warmup
-
-        scheduler = get_cosine_schedule_with_warmup(self.optimizer, int(cfg.warmup_ratio * self.total_steps), self.total_steps)
+        self.total_steps = cfg.optimizer_steps(len(items), self.epochs, self.accelerator.num_processes)
+        self.optimizer, scheduler = cfg.optimizer(params, self.total_steps)
         generator = torch.Generator().manual_seed(cfg.seed)
         loader = torch.utils.data.DataLoader(list(range(len(items))), batch_size=cfg.batch_size, shuffle=True, generator=generator, collate_fn=list)
         self.scorer, self.optimizer, self.loader, self.scheduler = self.accelerator.prepare(self.scorer, self.optimizer, loader, scheduler)
@@ -462,16 +428,17 @@ def _fresh(db, family: str, split: str, watermark: int | None) -> tuple[list[Tra
     return fresh, top
 
 
-def successful(trajectories: Sequence[Trajectory], family: str, threshold: float) -> list[Trajectory]:
+def successful(trajectories: Sequence[Trajectory], family: str, threshold: float | None = None) -> list[Trajectory]:
     """What rejection fine-tuning trains on.
 
-    - backend: every trajectory whose tests all passed (``success``; reward 1.0 when
-      success was not recorded);
-    - frontend: per task, the best trajectory (lowest id among ties) when its
-      similarity reaches ``threshold``.
+    - ``threshold`` unset, backend: every trajectory whose tests all passed (``success``;
+      reward 1.0 when success was not recorded), the paper's definition;
+    - otherwise, per task, the best trajectory (lowest id among ties) when its reward
+      reaches ``threshold`` (frontend default: 0.8).
     """
-    if family == "backend":
+    if family == "backend" and threshold is None:
         return [t for t in trajectories if (t.success if t.success is not None else t.reward >= 1.0 - _EPS)]
+    threshold = FRONTEND_RFT_THRESHOLD if threshold is None else threshold
     best: dict[int, Trajectory] = {}
     for t in sorted(trajectories, key=lambda t: t.id):
         if t.task_id not in best or t.reward > best[t.task_id].reward + _EPS:
@@ -500,7 +467,7 @@ def rft_items(db, tokenizer, config: PolicyConfig, watermark: int | None):
 
 
 def mtdpo_items(db, tokenizer, config: PolicyConfig, watermark: int | None):
-    data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark)
+    data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark, rule=config.pairs)
     wanted = {i for p in data.pairs for i in (p.chosen, p.rejected)}
     seqs = dialogue_seqs(db, tokenizer, config.family, sorted(wanted), config.max_len)
     items = [PairItem(seqs[p.chosen], seqs[p.rejected], source=p) for p in data.pairs if seqs[p.chosen].agent_tokens and seqs[p.rejected].agent_tokens]
@@ -562,7 +529,7 @@ def fit_policy(
 
     from colbench.models import load_tokenizer
 
-    state = PartialState(cpu=_on_cpu(config))
+    state = PartialState(cpu=config.on_cpu)
     tokenizer = load_tokenizer(source)
     info: dict[str, Any] = {}
     if algo == "sweet":
@@ -618,10 +585,6 @@ def fit_policy(
 def _nothing(config: PolicyConfig, watermark, why: str) -> str:
     since = "" if watermark is None else f" graded after watermark {watermark}"
     return f"nothing to train on in {config.family}/{config.split}{since}: {why}"
-
-
-def _on_cpu(config: PolicyConfig) -> bool:
-    return config.device == "cpu" or (config.device == "auto" and not torch.cuda.is_available())
 
 
 def run_settings(config: PolicyConfig, algo: str, critic_checkpoint_id: int | None) -> dict:
