@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -57,6 +58,7 @@ def backend(
     lr: float = typer.Option(None, "--lr", help="Peak learning rate of every trainer (default: the trainers' LoRA default, 2e-5)."),
     lora_rank: int = typer.Option(16, "--lora-rank", min=1, help="LoRA rank of every adapter."),
     max_len: int = typer.Option(2048, "--max-len", min=16, help="Most tokens per training sequence."),
+    gradient_checkpointing: bool = typer.Option(True, "--gradient-checkpointing/--no-gradient-checkpointing", help="Recompute activations in the backward pass (without it, SWEET's pairs of long dialogues can need tens of GB)."),
     ablation: bool = typer.Option(True, "--ablation/--no-ablation", help="Also the critic without training-time info, and SWEET-RL on it."),
     seed: int = typer.Option(0, "--seed", help="Seed of the train rollouts (test rollouts: seed + 1) and of the trainers."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
@@ -74,14 +76,15 @@ def backend(
     config = ExperimentConfig(
         model=model, train_tasks=train_tasks, test_tasks=test_tasks, samples_per_task=samples_per_task, test_samples=test_samples,
         temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size, simulator=simulator, sandbox=sandbox,
-        pairs=pairs, rft_threshold=rft_threshold, critic_epochs=critic_epochs, candidates=candidates, fraction=fraction, lr=lr, lora_rank=lora_rank, max_len=max_len,
+        pairs=pairs, rft_threshold=rft_threshold, critic_epochs=critic_epochs, candidates=candidates, fraction=fraction, lr=lr, lora_rank=lora_rank, max_len=max_len, gradient_checkpointing=gradient_checkpointing,
         ablation=ablation, seed=seed, device=device,
     )
     folder = (folder or Path("experiments") / f"backend-{_slug(model)}").resolve()
     folder.mkdir(parents=True, exist_ok=True)
     db = state.db() if state.db_url else Database(f"sqlite:///{folder / 'colbench.db'}")
+    started = time.perf_counter()
     result = BackendExperiment(db, config, _RichReporter(quiet=as_json)).run()
-    payload = result.as_dict() | {"store": db.url}
+    payload = result.as_dict() | {"store": db.url, "elapsed_s": round(time.perf_counter() - started, 1)}
     (folder / "results.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
     (folder / "results.md").write_text(markdown_table(payload) + "\n")
     if as_json:
@@ -100,15 +103,15 @@ def _slug(model: str) -> str:
 def _cells(arm: dict) -> tuple[str, str, str]:
     test = arm["test"]
     if test is None:
-        return "not trained", "not trained", "0"
+        return "–", "–", "0"
     r, s = test["reward"], test["success"]
     return (f"{r['mean']:.1%} [{r['low']:.1%}, {r['high']:.1%}]", f"{s['mean']:.1%} [{s['low']:.1%}, {s['high']:.1%}]", str(test["n_trajectories"]))
 
 
 def _trained_on(arm: dict) -> str:
     training = arm["training"]
-    if "skipped" in training:
-        return "skipped: " + training["skipped"]
+    if "skipped" in training:  # the reason's last clause; notes() and results.json have it whole
+        return "not trained: " + training["skipped"].rsplit(": ", 1)[-1]
     m = training.get("metrics", {})
     if arm["arm"] == "zero-shot":
         return "the base model"
@@ -146,6 +149,10 @@ def notes(payload: dict) -> list[str]:
         accuracy = m.get("heldout_accuracy")
         shown = "n/a" if accuracy is None else f"{accuracy:.0%} of {m.get('heldout_pairs')}"
         lines.append(f"critic {name} ({critic['checkpoint']}): {m.get('train_pairs')} training pairs, {m.get('steps')} steps, held-out pair accuracy {shown}")
+    for arm in payload["arms"]:
+        if "skipped" in arm["training"]:
+            lines.append(f"{arm['title']}: not trained: {arm['training']['skipped']}")
+    lines.append(f"this run took {payload['elapsed_s'] / 60:.1f} min (stages already in the store are skipped, not timed)")
     lines.append("paper, 8B: Llama-3.1-8B-Instruct's % tests / success in the SWEET-RL paper, for scale; not comparable to a small model.")
     return lines
 

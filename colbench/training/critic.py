@@ -359,7 +359,8 @@ def fit_critic(
         since = "" if watermark is None else f" graded after watermark {watermark}"
         raise NothingToTrain(
             f"no training pairs among {len(data.new_ids)} {config.family}/{config.split} trajectories{since}"
-            + (" (backend pairs need a task with a fully correct trajectory and a lower one)" if config.family == "backend" else " (frontend pairs need rewards 0.1 apart)")
+            + (" (the 'correct' pair rule needs a task with a fully correct trajectory and a lower one)" if config.pairs == "correct"
+               else f" (the 'margin' pair rule needs two trajectories of a task whose rewards are {D.MIN_REWARD_GAP} apart)")
         )
 
     from accelerate import PartialState

@@ -668,10 +668,7 @@ def export_checkpoint(db, ref, out, *, merge: bool = True, device: str = "cpu", 
         shutil.copytree(checkpoint.path, out, dirs_exist_ok=True)
         tokenizer.save_pretrained(out)
         return out
-    from colbench.training.modeling import _quiet_renames
-
-    with _quiet_renames():
-        model = load_model(ModelSource(base=base.base, adapter=checkpoint.path, ref=f"ckpt:{checkpoint.id}"), device=device, dtype=dtype)
+    model = load_model(ModelSource(base=base.base, adapter=checkpoint.path, ref=f"ckpt:{checkpoint.id}"), device=device, dtype=dtype)
     merged = model.merge_and_unload()
     merged.save_pretrained(out)
     tokenizer.save_pretrained(out)
