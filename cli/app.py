@@ -2,12 +2,15 @@
 
 Errors a user can cause (bad input, a missing model, an unreachable endpoint, a
 database from the future) print one line on stderr and exit non-zero; set
-COLBENCH_DEBUG=1 to see the traceback instead.
+COLBENCH_DEBUG=1 to see the traceback instead. Ctrl-C and SIGTERM stop a command the
+same way: claims are handed back, a training run is marked failed, exit code 130.
 """
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 
 import click
 import typer
@@ -52,7 +55,13 @@ _ABORTS = tuple({click.exceptions.Abort, typer.Abort, KeyboardInterrupt})
 _USAGE_ERRORS = tuple({click.ClickException, getattr(typer, "TyperException", click.ClickException)})
 
 
+def _stop_on_sigterm(signum, frame) -> None:
+    raise KeyboardInterrupt  # a scheduler's or a container's stop: clean up as after Ctrl-C
+
+
 def main(argv: list[str] | None = None) -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _stop_on_sigterm)
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="colbench", standalone_mode=False)

@@ -171,7 +171,8 @@ def test_two_processes_share_one_rollout_without_overlap(sqlite_url, tmp_path, t
     assert len({(t.trajectory_id, t.index) for t in turns}) == len(turns) == 6 * 2 * MAX_AGENT_TURNS
 
 
-def test_ctrl_c_releases_claims_keeps_turns_and_says_one_line(sqlite_url, tmp_path, tiny_model_dir):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_releases_claims_keeps_turns_and_says_one_line(stop, sqlite_url, tmp_path, tiny_model_dir):
     db = Database(sqlite_url)
     stored_tasks(db, tmp_path, n=3)
     process = _rollout_cli(sqlite_url, tiny_model_dir)
@@ -181,7 +182,7 @@ def test_ctrl_c_releases_claims_keeps_turns_and_says_one_line(sqlite_url, tmp_pa
             if len(session.exec(select(Turn).where(Turn.role == "assistant")).all()) >= 4:
                 break
         time.sleep(0.2)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130
     lines = [line for line in err.splitlines() if line.strip() and not line.startswith(("Loading", "Writing"))]
