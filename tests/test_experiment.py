@@ -75,6 +75,8 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
     critic_ids = {int(result["critics"][name]["checkpoint"].removeprefix("ckpt:")) for name in ("with c", "without c")}
     assert by_critic == critic_ids  # each SWEET policy was ranked by its own critic
     assert {r.config["training_info"] for r in runs.values() if r.kind == "critic"} == {True, False}
+    rft = next(r for r in runs.values() if r.kind == "policy:rft")
+    assert "candidates" not in rft.config and "rft_threshold" in rft.config  # a run records only its own settings
     assert zero_shot in train_policies  # the zero-shot rollouts on train are in the store
     assert all(r.status == "done" for r in runs.values())
 
@@ -88,6 +90,12 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
     assert code == 0, err
     assert counts(db) == before  # nothing retrained, nothing rolled out again
     assert "SWEET-RL" in out and "held-out pair accuracy" in out
+    # A SWEET-only setting changes: only the SWEET policies are trained again (and rolled out).
+    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", *TINY_STUDY, "--candidates", "3")
+    assert code == 0, err
+    with db.read() as session:
+        new_runs = session.exec(select(TrainingRun).where(TrainingRun.id > max(runs))).all()
+    assert sorted(r.kind for r in new_runs) == ["policy:sweet", "policy:sweet"]
 
 
 def test_a_study_without_any_success_reports_what_could_not_be_trained(tiny_model_dir, tmp_path, cli):

@@ -587,9 +587,19 @@ def _nothing(config: PolicyConfig, watermark, why: str) -> str:
     return f"nothing to train on in {config.family}/{config.split}{since}: {why}"
 
 
+# Settings that only one algorithm reads; a run records its own and not the others'.
+ALGO_ONLY_FIELDS = {
+    "sweet": ("fraction", "candidates", "pairs_per_turn", "temperature", "max_new_tokens", "score", "sample_batch_size"),
+    "mtdpo": ("pairs",),
+    "rft": ("rft_threshold",),
+}
+
+
 def run_settings(config: PolicyConfig, algo: str, critic_checkpoint_id: int | None) -> dict:
     """What a policy run records as its config: the settings that decide what it trains."""
-    return config.to_json() | {"algo": algo, "critic_checkpoint_id": critic_checkpoint_id, "epochs": config.epochs_for(algo)}
+    others = {name for other, names in ALGO_ONLY_FIELDS.items() if other != algo for name in names}
+    settings = {k: v for k, v in config.to_json().items() if k not in others}
+    return settings | {"algo": algo, "critic_checkpoint_id": critic_checkpoint_id, "epochs": config.epochs_for(algo)}
 
 
 def _start_run(db, config, algo, base_model, parent, critic, from_scratch) -> int:
