@@ -121,9 +121,17 @@ def _trained_on(arm: dict) -> str:
     return f"{what} ({training['checkpoint']})"
 
 
+def _recipe(cfg: dict) -> str:
+    """The pair rule and rft threshold, flagged when they leave the paper's backend recipe."""
+    pairs = cfg.get("pairs", "correct")
+    text = "pairs: fully correct vs lower (the paper's)" if pairs == "correct" else "pairs: rewards ≥ 0.1 apart (not the paper's backend rule)"
+    threshold = cfg.get("rft_threshold")
+    return text + ("; rft: fully correct trajectories" if threshold is None else f"; rft: each task's best trajectory with ≥ {threshold:.0%} tests passed (not the paper's)")
+
+
 def rich_table(payload: dict) -> Table:
     cfg = payload["config"]
-    table = Table(title=f"backend:test, {cfg['model']}, first {cfg['test_tasks']} tasks × {cfg['test_samples']}", title_justify="left")
+    table = Table(title=f"backend:test, {cfg['model']}, first {cfg['test_tasks']} tasks × {cfg['test_samples']}; {_recipe(cfg)}", title_justify="left")
     for name in ("method", "% tests passed (95% CI)", "success (95% CI)", "trajectories", "paper, 8B", "trained on"):
         table.add_column(name, justify="right" if name in ("trajectories", "paper, 8B") else "left", overflow="fold")
     for arm in payload["arms"]:
@@ -163,7 +171,8 @@ def markdown_table(payload: dict) -> str:
         f"# Backend study: {cfg['model']}",
         "",
         f"Train: first {cfg['train_tasks']} tasks × k={cfg['samples_per_task']}; test: first {cfg['test_tasks']} tasks × "
-        f"{cfg['test_samples']}; temperature {cfg['temperature']}, {cfg['max_new_tokens']} tokens per turn, simulator {cfg['simulator']}.",
+        f"{cfg['test_samples']}; temperature {cfg['temperature']}, {cfg['max_new_tokens']} tokens per turn, simulator {cfg['simulator']}; "
+        f"{_recipe(cfg)}.",
         "",
         "| method | % tests passed (95% CI) | success (95% CI) | trajectories | paper, 8B | trained on |",
         "|---|---|---|---|---|---|",
