@@ -11,7 +11,7 @@ import hashlib
 from pathlib import Path
 
 from colbench.models import ModelNotFound, ModelSource, resolve_model
-from colbench.store.models import Checkpoint, TrainingRun
+from colbench.store.models import Checkpoint, TrainingRun, utcnow
 
 
 def normalized_model_ref(ref: str) -> str:
@@ -79,3 +79,19 @@ def resolve_base(db, ref: str) -> ModelSource:
     from colbench.runner import checkpoint_lookup
 
     return resolve_model(ref, checkpoint_lookup(db))
+
+
+def fail_run(db, run_id: int | None, exc: BaseException) -> None:
+    """Mark a training run failed with the first line of what stopped it."""
+    if run_id is None:  # a non-main process under accelerate writes nothing
+        return
+    lines = str(exc).strip().splitlines()
+    reason = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    try:
+        with db.write() as session:
+            run = session.get(TrainingRun, run_id)
+            if run is not None:
+                run.status, run.error, run.finished_at = "failed", reason, utcnow()
+                session.add(run)
+    except Exception:  # the store is gone too; the original error matters more
+        pass

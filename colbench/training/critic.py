@@ -29,7 +29,7 @@ from colbench.store import queries
 from colbench.store.models import Checkpoint, TrainingRun, utcnow
 from colbench.training import NothingToTrain
 from colbench.training import data as D
-from colbench.training.checkpoints import checkpoint_folder, get_checkpoint, normalized_model_ref, resolve_base, save_model
+from colbench.training.checkpoints import checkpoint_folder, fail_run, get_checkpoint, normalized_model_ref, resolve_base, save_model
 from colbench.training.config import TrainingConfig, option
 from colbench.training.losses import NORMALIZATIONS, bradley_terry_loss, critic_scores
 from colbench.training.modeling import (
@@ -387,7 +387,7 @@ def fit_critic(
         return CriticResult(run_id, checkpoint_id, str(folder), metrics)
     except BaseException as exc:
         if main_process:
-            _fail_run(db, run_id, exc)
+            fail_run(db, run_id, exc)
         raise
 
 
@@ -421,16 +421,3 @@ def _finish_run(db, run_id, base_model, folder, adapter, digest, metrics, data, 
         queries.record_lineage(session, run_id, ((i, None) for i in consumed))
         session.flush()
         return checkpoint.id
-
-
-def _fail_run(db, run_id: int, exc: BaseException) -> None:
-    lines = str(exc).strip().splitlines()
-    reason = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-    try:
-        with db.write() as session:
-            run = session.get(TrainingRun, run_id)
-            if run is not None:
-                run.status, run.error, run.finished_at = "failed", reason, utcnow()
-                session.add(run)
-    except Exception:  # the store is gone too; the original error matters more
-        pass

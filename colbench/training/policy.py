@@ -38,7 +38,7 @@ from colbench.store import queries
 from colbench.store.models import Checkpoint, Task, TrainingRun, Trajectory, utcnow
 from colbench.training import NothingToTrain
 from colbench.training import data as D
-from colbench.training.checkpoints import checkpoint_folder, get_checkpoint, normalized_model_ref, resolve_base, save_model
+from colbench.training.checkpoints import checkpoint_folder, fail_run, get_checkpoint, normalized_model_ref, resolve_base, save_model
 from colbench.training.config import TrainingConfig, option
 from colbench.training.losses import dpo_loss, dpo_rewards, nll_loss, sequence_logps, turn_sums
 from colbench.training.modeling import (
@@ -578,7 +578,7 @@ def fit_policy(
         return PolicyResult(run_id, checkpoint_id, str(folder), metrics)
     except BaseException as exc:
         if state.is_main_process:
-            _fail_run(db, run_id, exc)
+            fail_run(db, run_id, exc)
         raise
 
 
@@ -632,20 +632,6 @@ def _finish_run(db, run_id, base_model, folder, adapter, digest, metrics, waterm
         session.flush()
         return checkpoint.id
 
-
-def _fail_run(db, run_id: int | None, exc: BaseException) -> None:
-    if run_id is None:
-        return
-    lines = str(exc).strip().splitlines()
-    reason = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-    try:
-        with db.write() as session:
-            run = session.get(TrainingRun, run_id)
-            if run is not None:
-                run.status, run.error, run.finished_at = "failed", reason, utcnow()
-                session.add(run)
-    except Exception:
-        pass
 
 
 # ---------------------------------------------------------------- checkpoints out of the store
