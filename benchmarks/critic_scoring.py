@@ -18,30 +18,19 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
 
 import torch
 
 
 def build_model(name: str, device: str):
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
 
-    from colbench.models import embedded_tokenizer_dir, load_tokenizer, resolve_model
+    from colbench.models import load_tokenizer, resolve_model
+    from tiny_model import tiny_model_folder
 
     if name == "tiny":
-        tokenizer = AutoTokenizer.from_pretrained(embedded_tokenizer_dir())
-        config = LlamaConfig(
-            vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=True,
-            initializer_range=0.5,
-        )
-        torch.manual_seed(0)
-        folder = tempfile.mkdtemp()
-        LlamaForCausalLM(config).save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        name = folder
+        name = tiny_model_folder("critic-bench-tiny-")
     source = resolve_model(name)
     tokenizer = load_tokenizer(source)
     model = AutoModelForCausalLM.from_pretrained(source.base, dtype=torch.float32).to(device)

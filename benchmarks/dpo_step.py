@@ -49,24 +49,12 @@ NLL = 0.01
 
 
 def model_folder(name: str) -> str:
-    from colbench.models import embedded_tokenizer_dir, resolve_model
+    from colbench.models import resolve_model
+    from tiny_model import tiny_model_folder
 
     if name != "tiny":
         return resolve_model(name).base
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    tokenizer = AutoTokenizer.from_pretrained(embedded_tokenizer_dir())
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=True,
-        initializer_range=0.5,
-    )
-    torch.manual_seed(0)
-    folder = tempfile.mkdtemp(prefix="dpo-bench-tiny-")
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return tiny_model_folder("dpo-bench-tiny-")
 
 
 def make_pairs(folder: str, count: int, prompt_tokens: int, completion_tokens: int) -> list[dict]:
