@@ -5,6 +5,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from colbench.cli.common import console, err_console, print_json, progress_bar, state
+from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP
 
 
 def _sandbox_warning(grader) -> None:
@@ -29,6 +30,7 @@ def rollout(
     batch_size: int = typer.Option(16, "--batch-size", min=1, help="Episodes stepped together in one generate call."),
     sandbox: str = typer.Option("auto", "--sandbox", help="Grading sandbox: auto (docker, else bwrap), docker, bwrap, or none (unsafe)."),
     grade_workers: int = typer.Option(2, "--grade-workers", min=1, help="Sandboxed grading workers."),
+    grading: str = typer.Option(DEFAULT_GRADING, "--grading", help="Backend grading semantics. " + GRADING_HELP),
     rerank_critic: str = typer.Option(None, "--rerank-critic", help="Best-of-N: a critic checkpoint (ckpt:<id>) that picks the best of --candidates samples at every agent turn."),
     candidates: int = typer.Option(16, "--candidates", min=2, help="Samples per agent turn for --rerank-critic."),
     clip: str = typer.Option(None, "--clip", help="Frontend reward: CLIP ViT-B/32 weights (folder or hub id). Default: the weight-free ssim-edges similarity."),
@@ -56,7 +58,7 @@ def rollout(
         raise ValueError("--engine openai needs --base-url (or $OPENAI_BASE_URL)")
     db = state.db()
     chosen = select_tasks(db, tasks, limit)
-    env, close_env = build_env(db, family, sandbox=sandbox, workers=grade_workers, clip=clip)
+    env, close_env = build_env(db, family, sandbox=sandbox, workers=grade_workers, clip=clip, grading=grading)
     try:
         if family == "backend":
             _sandbox_warning(env.grader)
@@ -112,19 +114,20 @@ def grade(
     ungraded_only: bool = typer.Option(False, "--ungraded", help="Only trajectories with no grade yet."),
     sandbox: str = typer.Option("auto", "--sandbox", help="auto, docker, bwrap, or none (unsafe)."),
     workers: int = typer.Option(2, "--workers", min=1),
+    grading: str = typer.Option(DEFAULT_GRADING, "--grading", help="Grading semantics. " + GRADING_HELP),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Re-grade stored backend answers in the sandbox (e.g. after importing official trajectories)."""
+    """Re-grade stored backend answers in the sandbox (e.g. after importing official trajectories, or under another --grading)."""
     from colbench.grading.grader import Grader
     from colbench.grade import regrade
 
-    with Grader(sandbox=sandbox, workers=workers) as grader, progress_bar("grading", None, enabled=not as_json) as advance:
+    with Grader(sandbox=sandbox, workers=workers, grading=grading) as grader, progress_bar("grading", None, enabled=not as_json) as advance:
         _sandbox_warning(grader)
         summary = regrade(state.db(), grader, policy=policy, ungraded_only=ungraded_only, on_progress=advance)
     if as_json:
         print_json(summary)
         return
-    console.print(f"graded {summary['graded']} trajectories: mean tests passed {summary['mean_reward']:.3f}, success {summary['success_rate']:.1%}")
+    console.print(f"graded {summary['graded']} trajectories ({grading} grading): mean tests passed {summary['mean_reward']:.3f}, success {summary['success_rate']:.1%}")
 
 
 def register(app: typer.Typer) -> None:

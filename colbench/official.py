@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from colbench.grading.semantics import DEFAULT_GRADING, GRADINGS
 from colbench.store.db import Database
 from colbench.store.models import Task, Trajectory, utcnow
 from colbench.store import queries
@@ -249,6 +250,9 @@ def import_trajectories(
         answer = record.get("answer")
         if answer is not None and not isinstance(answer, str):
             raise FormatError(f"{where}: field 'answer' must be a string")
+        grading = record.get("grading", DEFAULT_GRADING)
+        if grading not in GRADINGS:
+            raise FormatError(f"{where}: field 'grading' must be one of {', '.join(GRADINGS)}")
         parsed.append((spec, _extra_fields(task), record, _turn_rows(history, where)))
         if progress:
             progress(1)
@@ -282,6 +286,8 @@ def import_trajectories(
                     "reward": float(reward) if graded else None,
                     "reward_metric": ("tests" if spec.family == "backend" else "official") if graded else None,
                     "success": (float(reward) >= 1.0) if graded and spec.family == "backend" else None,
+                    # A reward in an official file was made by the official grader, unless the record says otherwise.
+                    "grading": record.get("grading", DEFAULT_GRADING) if graded and spec.family == "backend" else None,
                     "graded_seq": seq if graded else None,
                     "content_hash": digest,
                     "created_at": now,
@@ -307,6 +313,8 @@ def trajectory_record(task: Task, trajectory: Trajectory, turns: list) -> dict[s
     record: dict[str, Any] = {"task": task_record(task), "dialogue_history": history, "answer": trajectory.answer}
     if trajectory.reward is not None:
         record["reward"] = trajectory.reward
+        if trajectory.grading:
+            record["grading"] = trajectory.grading  # not an official field: which semantics made the reward
     return record
 
 

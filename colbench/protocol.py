@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 ANSWER_MARKER = "I WANT TO ANSWER:"
+THINKING_MARKER = "OUTPUT:"
 MAX_AGENT_TURNS = 10
 REPLY_LIMIT = {"backend": 400, "frontend": 1000}
 
@@ -20,18 +21,33 @@ _FENCE = re.compile(r"(?:^|(?<=\s))```[A-Za-z0-9_+.-]*[ \t]*\n(.*?)(?:\n[ \t]*``
 
 
 def wants_to_answer(agent_text: str) -> bool:
-    return ANSWER_MARKER in agent_text
+    return ANSWER_MARKER in visible_text(agent_text)
+
+
+def visible_text(agent_text: str) -> str:
+    """What an agent turn says to the human: the text after `OUTPUT:` when the turn has one.
+
+    As in the official environments (both families): the thinking before the first
+    `OUTPUT:` is dropped, and so is anything after a second one. The dialogue, and so
+    the simulated human and the agent's own later prompts, keep only this part; the
+    store keeps the raw generation beside it.
+    """
+    if THINKING_MARKER in agent_text:
+        return agent_text.split(THINKING_MARKER)[1]
+    return agent_text
 
 
 def extract_answer(agent_text: str, *, last_turn: bool) -> str | None:
-    """The final answer in an agent turn, or None if the dialogue goes on.
+    """The final answer in an agent turn's visible text, or None if the dialogue goes on.
 
-    The text after the marker is the answer; on the last allowed turn the whole
-    reply is taken as the answer, marker or not.
+    As officially: the text between the first marker and the next one (or the end) is
+    the answer; on the last allowed turn the whole text is taken, marker or not. It is
+    kept exactly, white space included: under the official grader an answer that starts
+    with a space on the marker's line is an indentation error.
     """
     if ANSWER_MARKER in agent_text:
-        return agent_text.split(ANSWER_MARKER, 1)[1].strip()
-    return agent_text.strip() if last_turn else None
+        return agent_text.split(ANSWER_MARKER)[1]
+    return agent_text if last_turn else None
 
 
 def strip_code_fences(answer: str) -> str:
@@ -46,7 +62,6 @@ def truncate_reply(text: str, family: str) -> str:
     return text[: REPLY_LIMIT[family]]
 
 
-THINKING_MARKER = "OUTPUT:"
 _HTML = re.compile(r"<html\b.*?</html\s*>", re.DOTALL | re.IGNORECASE)
 _BODY = re.compile(r"<body\b.*?</body\s*>", re.DOTALL | re.IGNORECASE)
 
@@ -56,6 +71,6 @@ def extract_html(agent_text: str) -> str | None:
 
     Text before `OUTPUT:` is the agent's thinking and never holds the page.
     """
-    text = agent_text.split(THINKING_MARKER, 1)[1] if THINKING_MARKER in agent_text else agent_text
+    text = visible_text(agent_text)
     match = _HTML.search(text) or _BODY.search(text)
     return match.group(0) if match else None

@@ -218,13 +218,16 @@ class Rollout:
         for episode, generation in zip(movers, generations):
             sample = self._best(episode, generation.samples)
             shared, tail = queries.compact_prompt(episode.last_prompt, generation.prompt_text)
+            index = len(episode.dialogue)
+            shown = episode.agent_says(sample.text)
             rows.append(
                 Turn(
                     trajectory_id=episode.trajectory_id,
-                    index=len(episode.dialogue),
+                    index=index,
                     role="assistant",
-                    content=sample.text,
+                    content=shown,
                     raw=sample.text,
+                    token_ids=list(sample.token_ids) or None,
                     prompt=tail,
                     prompt_shared=shared,
                     prompt_tokens=generation.prompt_tokens,
@@ -235,7 +238,6 @@ class Rollout:
                 )
             )
             episode.last_prompt = generation.prompt_text
-            episode.agent_says(sample.text)
             self.stats.agent_turns += 1
             self.stats.generated_tokens += sample.num_tokens
         extras = self.env.after_agent_step(movers)  # e.g. the screenshot of the page a turn showed
@@ -345,6 +347,7 @@ def save_grades(db: Database, session, grades: dict[int, Grade]) -> None:
             )
         trajectory = session.get(Trajectory, trajectory_id)
         trajectory.reward, trajectory.success, trajectory.reward_metric = grade.reward, grade.success, grade.metric
+        trajectory.grading = grade.grading
         trajectory.screenshot = grade.screenshot
         if grade.error and not trajectory.failure:
             trajectory.failure = f"grading: {grade.error}"

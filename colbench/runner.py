@@ -54,8 +54,11 @@ def build_simulator(db: Database, spec: str, engine_kind: str = "hf"):
     return make_simulator(spec, engine_factory=lambda ref: build_engine(db, engine_kind, ref))
 
 
-def build_env(db: Database, family: str, *, sandbox: str = "auto", workers: int = 2, clip: str | None = None, render_pool: int = 2):
-    """The family's environment: the sandboxed grader (backend) or browser and similarity (frontend).
+def build_env(
+    db: Database, family: str, *, sandbox: str = "auto", workers: int = 2, clip: str | None = None, render_pool: int = 2,
+    grading: str = "official",
+):
+    """The family's environment: the sandboxed grader (backend, under ``grading``) or browser and similarity (frontend).
 
     Returns (env, close): call close() when done.
     """
@@ -63,7 +66,7 @@ def build_env(db: Database, family: str, *, sandbox: str = "auto", workers: int 
         from colbench.envs.backend import BackendEnv
         from colbench.grading.grader import Grader
 
-        grader = Grader(sandbox=sandbox, workers=workers)
+        grader = Grader(sandbox=sandbox, workers=workers, grading=grading)
         return BackendEnv(grader), grader.close
     from colbench.envs.frontend import FrontendEnv
     from colbench.render.browser import Renderer

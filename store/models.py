@@ -90,6 +90,7 @@ class Trajectory(SQLModel, table=True):
     answer: Optional[str] = _text()
     reward: Optional[float] = None  # backend: fraction of tests passed; frontend: similarity
     reward_metric: Optional[str] = None  # "tests", or the page similarity's name ("ssim-edges", "clip:...")
+    grading: Optional[str] = None  # backend: the semantics the grade was made under ("official" | "strict")
     success: Optional[bool] = None
     screenshot: Optional[str] = Field(default=None, foreign_key="screenshot.sha256")  # frontend: the final page
     # Assigned in increasing order whenever a trajectory gets (re)graded; trainers read
@@ -122,6 +123,7 @@ class Turn(SQLModel, table=True):
     role: str  # "user" (the human) | "assistant" (the agent)
     content: str = _text(nullable=False)
     raw: Optional[str] = _text()  # agent: raw generation; human: untruncated reply
+    token_ids: Optional[list] = _json()  # agent: the sampled token ids, end-of-turn token included when it stopped
     prompt: Optional[str] = _text()  # agent: the chat-templated prompt (its tail, when prompt_shared is set)
     prompt_shared: Optional[int] = None  # leading characters taken from the previous agent turn's prompt
     prompt_tokens: Optional[int] = None

@@ -41,20 +41,25 @@ WORDS = backend_task(
     ["word_counts('a b a')", "word_counts('')", "word_counts('x y z x')"],
     "words",
 )
-WORDS_ANSWER = "from collections import Counter\ndef word_counts(text):\n    return dict(Counter(text.split()))"
+# The import sits inside the function: under the official grading a top-level import is
+# invisible from inside the answer's functions.
+WORDS_ANSWER = "def word_counts(text):\n    from collections import Counter\n    return dict(Counter(text.split()))"
 BENIGN = [(ADD, ADD_ANSWER), (WORDS, WORDS_ANSWER)]
 
 
+# Strict grading: the attacks below must really run in the sandbox, and the official
+# grading's text blacklist would refuse most of them before they ran (its outcomes have
+# their own tests, test_grading_differential.py).
 @pytest.fixture(scope="module")
 def grader():
-    with Grader(sandbox="bwrap", workers=2, test_timeout_s=1.0) as grader:
+    with Grader(sandbox="bwrap", workers=2, test_timeout_s=1.0, grading="strict") as grader:
         yield grader
 
 
 @pytest.fixture(scope="module")
 def serial_grader():
     """One worker: consecutive tasks are sure to share one sandbox."""
-    with Grader(sandbox="bwrap", workers=1, test_timeout_s=1.0) as grader:
+    with Grader(sandbox="bwrap", workers=1, test_timeout_s=1.0, grading="strict") as grader:
         yield grader
 
 
@@ -98,11 +103,13 @@ def test_incorrect_and_partially_correct_answers(grader):
     assert rows(partial)[7] == ("test8", "32", "-16", False, None)
 
 
-def test_fences_are_stripped_and_task_order_is_natural(grader):
+def test_fences_are_stripped_and_task_order_is_natural():
     shuffled = TaskSpec("backend", "d", ADD.ground_truth, {"test10": "add(1, 1)", "test2": "add(2, 2)", "test1": "add(0, 0)"})
-    (report,) = grader.grade([(shuffled, "Here it is:\n```py\ndef add(a, b):\n    return a + b\n```\nDone.")])
+    answer = "Here it is:\n```py\ndef add(a, b):\n    return a + b\n```\nDone."
+    with Grader(sandbox="bwrap", workers=1, grading="strict") as strict:
+        (report,) = strict.grade([(shuffled, answer)])
     assert [t.name for t in report.tests] == ["test1", "test2", "test10"]
-    assert report.success
+    assert report.success and report.grading == "strict"
 
 
 def test_syntax_error_is_a_task_error(grader):

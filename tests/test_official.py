@@ -52,10 +52,20 @@ def test_trajectories_round_trip_with_inputs_outputs_answer_reward(db, tmp_path)
     assert agent[0].prompt == records[0]["dialogue_history"][1]["input"]
     assert agent[-1].raw == records[0]["dialogue_history"][-1]["output"]
     assert traj.answer == records[0]["answer"] and traj.reward == 1.0 and traj.success is True
+    assert traj.grading == "official"  # an official file's reward was made by the official grader
 
     out = tmp_path / "out"
     export_official(db, out)
-    assert _read(out / "trajectories.jsonl") == records
+    # The export names the grading of every reward; otherwise the records come back as they went in.
+    exported = _read(out / "trajectories.jsonl")
+    assert [r.get("grading") for r in exported] == ["official" if r.get("reward") is not None else None for r in records]
+    assert [{k: v for k, v in r.items() if k != "grading"} for r in exported] == records
+    strict = [dict(r, grading="strict") for r in exported if "grading" in r]
+    reimported = tmp_path / "strict.jsonl"
+    write_jsonl(reimported, strict)
+    import_trajectories(db, reimported, policy="again")
+    with db.read() as session:
+        assert {t.grading for t in session.exec(select(Trajectory).where(Trajectory.policy == "again"))} == {"strict"}
 
 
 def test_trajectory_reimport_is_idempotent(db, tmp_path):

@@ -38,7 +38,10 @@ class BackendEnv(Env):
                 graded.set_exception(exc)
                 return
             graded.set_result(
-                Grade(reward=report.fraction_passed, metric="tests", success=report.success, error=report.error, tests=report.tests)
+                Grade(
+                    reward=report.fraction_passed, metric="tests", success=report.success, error=report.error,
+                    tests=report.tests, grading=report.grading,
+                )
             )
 
         self.grader.submit(task, answer).add_done_callback(convert)

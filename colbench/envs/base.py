@@ -26,6 +26,7 @@ class Grade:
     error: str | None = None
     tests: list = field(default_factory=list)  # backend: grading.grader.TestResult rows
     screenshot: str | None = None  # frontend: sha256 of the final page's render
+    grading: str | None = None  # backend: the grading semantics (grading/semantics.py)
 
 
 @dataclass
@@ -57,10 +58,13 @@ class Episode:
         system = self.system_prompt.format(turns=protocol.MAX_AGENT_TURNS)
         return [{"role": "system", "content": system}] + self.dialogue
 
-    def agent_says(self, text: str) -> None:
-        self.dialogue.append({"role": "assistant", "content": text})
+    def agent_says(self, text: str) -> str:
+        """Take the agent's raw generation; returns what the dialogue keeps of it (its visible text)."""
+        shown = protocol.visible_text(text)
+        self.dialogue.append({"role": "assistant", "content": shown})
         self.agent_turns += 1
-        self.answer = protocol.extract_answer(text, last_turn=self.agent_turns >= protocol.MAX_AGENT_TURNS)
+        self.answer = protocol.extract_answer(shown, last_turn=self.agent_turns >= protocol.MAX_AGENT_TURNS)
+        return shown
 
     def human_says(self, raw: str) -> str:
         shown = protocol.truncate_reply(raw, self.task.family)

@@ -1,8 +1,9 @@
 """Grade backend answers: run the reference and the answer on each test call, compare.
 
-Semantics follow the official grader: for every test call, run the reference code then
-the call, and the answer code then the call; the test passes iff both outputs are equal
-and the reference output is not None; 1 s per test. Unlike it:
+For every test call, run the reference code then the call, and the answer code then the
+call; the test passes iff both outputs are equal and the reference output is not None;
+1 s per test. What code an answer's text gives, and how it is scoped, is the grading's
+(semantics.py: ``official``, the default, or ``strict``). Unlike the official grader:
 
 - model-written code runs only inside a sandbox (see sandboxes/), never here;
 - outputs are compared here as canonical text (canonical.py), never with `==` on
@@ -24,11 +25,11 @@ import warnings
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from colbench.protocol import strip_code_fences
 from colbench.tasks.spec import TaskSpec
 
 from .canonical import same
-from .pool import Job, Pool, Run
+from .pool import Job, Outcome, Pool, Run
+from .semantics import DEFAULT_GRADING, SCOPE, banned_text, check_grading, code_of
 from .sandboxes import SandboxUnavailable, resolve
 from .sandboxes.plain import WARNING
 
@@ -54,6 +55,7 @@ class GradeReport:
     fraction_passed: float = 0.0  # the reward
     success: bool = False  # every test passed, and there was at least one
     error: str | None = None  # task-level: "syntax error: ...", "sandbox crashed", ...
+    grading: str = DEFAULT_GRADING  # the semantics it was graded under (semantics.py)
 
 
 def test_order(name: str):
@@ -62,7 +64,11 @@ def test_order(name: str):
 
 
 class Grader:
-    def __init__(self, sandbox: str = "auto", workers: int = 2, test_timeout_s: float = 1.0, memory_mb: int = 1024):
+    def __init__(
+        self, sandbox: str = "auto", workers: int = 2, test_timeout_s: float = 1.0, memory_mb: int = 1024,
+        grading: str = DEFAULT_GRADING,
+    ):
+        self.grading = check_grading(grading)
         if sandbox == "none":
             sys.stderr.write(WARNING)
             warnings.warn("grading without a sandbox (--sandbox none)", RuntimeWarning, stacklevel=2)
@@ -105,7 +111,13 @@ class Grader:
             return report
 
         reference = self._reference_run(task, calls)
-        answer = self._answers.submit(self._job(strip_code_fences(answer_text), calls))
+        banned = banned_text(answer_text) if self.grading == "official" else None
+        if banned:
+            # The official grader scores such an answer 0 without running it.
+            answer: Future = Future()
+            answer.set_result(Run(error=f"blacklisted: the answer contains {banned!r}"))
+        else:
+            answer = self._answers.submit(self._job(code_of(answer_text, self.grading), calls))
         pending = [2]
 
         def one_done(_: Future) -> None:
@@ -114,7 +126,7 @@ class Grader:
                 if pending[0]:
                     return
             try:
-                report.set_result(_report(names, calls, reference.result(), answer.result()))
+                report.set_result(_report(names, calls, reference.result(), answer.result(), self.grading))
             except BaseException as error:
                 report.set_exception(error)
 
@@ -123,10 +135,10 @@ class Grader:
         return report
 
     def _job(self, code: str, calls: list[str]) -> Job:
-        return Job(code, calls, self.test_timeout_s, self.memory_mb)
+        return Job(code, calls, self.test_timeout_s, self.memory_mb, SCOPE[self.grading])
 
     def _reference_run(self, task: TaskSpec, calls: list[str]) -> Future:
-        key = task.content_hash
+        key = task.content_hash  # one grader, one grading: the scoping is the same for every run
         with self._lock:
             cached = self._reference_runs.get(key)
             if cached is not None:
@@ -145,14 +157,15 @@ class Grader:
         return future
 
 
-def _report(names: list[str], calls: list[str], reference: Run, answer: Run) -> GradeReport:
+def _report(names: list[str], calls: list[str], reference: Run, answer: Run, grading: str) -> GradeReport:
     task_error = None
     if answer.error:
         task_error = _task_error(answer.error)
     elif reference.error:
         task_error = f"reference failed: {reference.error}"
     tests = []
-    for name, call, ref, got in zip(names, calls, reference.outcomes, answer.outcomes):
+    outcomes = answer.outcomes or [Outcome(error=task_error) for _ in names]  # a blacklisted answer never ran
+    for name, call, ref, got in zip(names, calls, reference.outcomes, outcomes):
         passed = (
             ref.error is None
             and got.error is None
@@ -173,6 +186,7 @@ def _report(names: list[str], calls: list[str], reference: Run, answer: Run) -> 
         fraction_passed=passed_count / len(tests),
         success=passed_count == len(tests),
         error=task_error,
+        grading=grading,
     )
 
 

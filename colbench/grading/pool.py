@@ -24,10 +24,11 @@ class Job:
     calls: list[str]
     timeout_s: float = 1.0
     memory_mb: int = 1024
+    scope: str = "module"  # "module" | "function": how the code and calls are executed (semantics.SCOPE)
 
     def encode(self, job_id: str) -> bytes:
         fields = [self.code.encode("utf-8", "replace")] + [c.encode("utf-8", "replace") for c in self.calls]
-        header = f"J {job_id} {int(self.timeout_s * 1000)} {self.memory_mb} {len(fields)}\n".encode()
+        header = f"J {job_id} {int(self.timeout_s * 1000)} {self.memory_mb} {self.scope} {len(fields)}\n".encode()
         return header + b"".join(b"%d\n%s" % (len(f), f) for f in fields)
 
     def watchdog_s(self) -> float:

@@ -16,8 +16,12 @@ and forks a fresh child for the remaining tests. After each child it kills every
 process it can see and wipes the work dir, so nothing carries over to the next task.
 
 Job, from the host on stdin:
-    J <job_id> <timeout_ms> <memory_mb> <n_fields>\n  then n_fields of  <length>\n<bytes>
-    field 0 is the code, fields 1.. are the test calls.
+    J <job_id> <timeout_ms> <memory_mb> <scope> <n_fields>\n  then n_fields of  <length>\n<bytes>
+    field 0 is the code, fields 1.. are the test calls; scope is "module" (the code runs
+    as a module and calls are evaluated in it) or "function" (the official grader's
+    scoping: the code runs with locals apart from its globals, as the body of a function
+    does, and calls are evaluated with both, so top-level names are invisible inside
+    the answer's own functions).
 Reply, on stdout, in batches at most FLUSH_AFTER_S old (lines tagged with the job id):
     <job_id> R <k> <microseconds> <=|~> <canonical text>   test k returned a value
     <job_id> E <k> <microseconds> <error>                  test k failed
@@ -108,7 +112,7 @@ def _read_job(stdin):
     header = stdin.readline()
     if not header:
         return None
-    tag, job_id, timeout_ms, memory_mb, count = header.split()
+    tag, job_id, timeout_ms, memory_mb, scope, count = header.split()
     fields = []
     for _ in range(int(count)):
         length = int(stdin.readline())
@@ -117,6 +121,7 @@ def _read_job(stdin):
         "id": job_id.decode("ascii"),
         "timeout": int(timeout_ms) / 1000.0,
         "memory": int(memory_mb) << 20,
+        "function_scope": scope == b"function",
         "code": fields[0],
         "calls": fields[1:],
     }
@@ -389,11 +394,11 @@ def _child(job, start, workdir, out):
         resource.setrlimit(which, (value, value))
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)  # big ints are valid answers; time is bounded anyway
-    _run_tests(job["code"], job["calls"], start, out)
+    _run_tests(job["code"], job["calls"], start, out, job["function_scope"])
     os._exit(0)
 
 
-def _run_tests(source, calls, start, out):
+def _run_tests(source, calls, start, out, function_scope):
     try:
         code = compile(source, "<answer>", "exec")
     except _AnyError as error:
@@ -404,8 +409,9 @@ def _run_tests(source, calls, start, out):
         try:
             call = compile(calls[number - 1], "<test%d>" % number, "eval")
             namespace = {"__name__": "__graded__", "__builtins__": builtins}
-            exec(code, namespace)
-            value = eval(call, namespace)
+            local = {} if function_scope else namespace
+            exec(code, namespace, local)
+            value = eval(call, namespace, local)
             _restore_builtins()
             text, comparable = encode(value)
         except _AnyError as error:
