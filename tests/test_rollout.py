@@ -68,7 +68,7 @@ def test_tiny_model_rollout_writes_every_turn_and_grades(sqlite_url, tmp_path, t
             assert trajectory.status == "done" and len(agent) == MAX_AGENT_TURNS
             assert len(human) == MAX_AGENT_TURNS  # the opening plus 9 replies
             assert [t.index for t in turns] == list(range(2 * MAX_AGENT_TURNS))
-            assert trajectory.answer == agent[-1].content.strip()
+            assert trajectory.answer == agent[-1].content  # the last reply, exactly as the dialogue keeps it
             for turn in agent:
                 assert turn.prompt.startswith("<|im_start|>system") and turn.prompt.endswith("<|im_start|>assistant\n")
                 assert turn.completion_tokens >= 1 and turn.logprob_sum < 0

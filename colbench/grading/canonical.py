@@ -13,16 +13,35 @@ keep Python's `==` for builtin values:
   override it. Its own methods are never asked, so an `__eq__` that always says True
   buys nothing: only the content counts.
 
+Objects that exist once per interpreter compare by identity under `==`, and the official
+grader runs the reference and the answer in one interpreter, so they are equal there:
+- builtins such as the type `int`, the function `len`, `Ellipsis` read "<builtin name>";
+- the one `math.nan` object inside a container reads "math.nan" (containers compare
+  items by identity first, so `[math.nan] == [math.nan]`; at the top level it is a NaN).
+
 Two things never compare equal, matching fresh objects under `==`:
-- NaN (nan != nan), anywhere inside the value;
+- any other NaN (nan != nan), anywhere inside the value;
 - any other object: it is shown as `<opaque module.Name>`, tagged by its exact type.
 `encode` reports these by returning comparable=False.
 
 This file runs inside the sandbox too (sent as source, ahead of runner.py), so it must
-import nothing: `import json` alone costs half of a worker's start-up. It also must
+import nothing heavy: `import json` alone costs half of a worker's start-up (builtins and
+math are built into the interpreter). What it captures of them at import time was taken
+before any graded code ran, so graded code cannot replace it. It also must
 not look at values through their own methods, so types are tested with `type(x) is int`
 and content is read with the builtin base's unbound methods.
 """
+
+import builtins as _builtins_module
+from math import nan as _MATH_NAN
+
+# name -> object of every public builtin but the constants handled by value.
+_BUILTINS = {
+    name: value
+    for name, value in _builtins_module.__dict__.items()
+    if not name.startswith("_") and value is not None and type(value) is not bool
+}
+_BUILTIN_NAME = {id(value): name for name, value in _BUILTINS.items()}
 
 _SCALARS = (int, float, complex, str, bytes, bytearray)
 _CONTAINERS = (tuple, list, dict, set, frozenset)
@@ -65,6 +84,11 @@ def _builtin_base(kind):
 def _encode(value, never_equal, path):
     if value is None:
         return "None"
+    if value is _MATH_NAN and path:
+        return "math.nan"
+    name = _BUILTIN_NAME.get(id(value))
+    if name is not None and _BUILTINS[name] is value:
+        return "<builtin " + name + ">"
     kind = type(value)
     base = _builtin_base(kind)
     if base is None:

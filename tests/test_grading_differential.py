@@ -1,0 +1,372 @@
+"""Differential grading cases: one answer, two gradings, rewards derived by hand.
+
+Every case is an answer text graded against a small reference task, with the reward
+(fraction of tests passed) it must get under each grading:
+
+- ``official``: derived by hand from the official ColBench grader's semantics
+  (``check_correctness`` in facebookresearch/sweet_rl ``sweet_rl/utils/code_utils.py``):
+  the text blacklist, its fence rule (first ```` ```python ```` block, else first
+  ```` ``` ```` block, else the raw text), ``exec`` with locals apart from globals (names
+  defined at the answer's top level are invisible inside its functions; the reference
+  runs the same way), ``==`` on outputs, a reference output of None failing the test,
+  an exception or a 1 s timeout giving None.
+- ``strict``: fences stripped wherever they open a line (every block joined), no
+  blacklist, the code run as a module.
+
+The ``official`` values were cross-checked offline against the official grader itself
+(its ``check_correctness`` run in-process on every case); that check and the official
+code (CC-BY-NC) are not part of this repository. Where the official grader's outcome
+differs from ours, the official outcome is kept as the expected value and the case is
+marked ``xfail(strict=True)`` with the reason, so the discrepancy stays visible. One case
+differs on purpose and expects 0 in both modes: an answer-made object whose ``__eq__``
+always says True (the official grader asks it; we never do).
+
+All cases of a grading are graded in one batch by one Grader.
+"""
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+import pytest
+
+from colbench.grading.grader import Grader
+from colbench.grading.sandboxes.bwrap import BwrapBackend
+from colbench.tasks.spec import TaskSpec
+
+pytestmark = pytest.mark.skipif(BwrapBackend.check() is not None, reason=f"bwrap unusable: {BwrapBackend.check()}")
+
+MODES = ("official", "strict")
+
+
+def backend_task(name: str, reference: str, calls: list[str]) -> TaskSpec:
+    tests = {f"test{i}": call for i, call in enumerate(calls, 1)}
+    return TaskSpec("backend", name, textwrap.dedent(reference).strip() + "\n", tests)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    task: TaskSpec
+    answer: str
+    official: float
+    strict: float
+    xfail_official: str | None = None  # our implementation disagrees with the official grader here
+
+    def expected(self, mode: str) -> float:
+        return self.official if mode == "official" else self.strict
+
+
+# ------------------------------------------------------------------ tasks
+
+# double(1), double(2), double(5), double(-3): 4 tests, so rewards move in quarters.
+DOUBLE = backend_task("double", "def double(x):\n    return x * 2", ["double(1)", "double(2)", "double(5)", "double(-3)"])
+OK = "def double(x):\n    return x * 2"  # the correct answer, bare
+
+# Iterative, so the reference itself works under the official scoping.
+FACT = backend_task(
+    "fact",
+    """
+    def fact(n):
+        result = 1
+        for i in range(2, n + 1):
+            result *= i
+        return result
+    """,
+    ["fact(0)", "fact(1)", "fact(4)", "fact(6)"],
+)
+
+CASES: list[Case] = []
+
+
+def case(name, task, answer, official, strict, xfail_official=None):
+    CASES.append(Case(name, task, answer, official, strict, xfail_official))
+
+
+# ------------------------------------------------------------------ scoping
+
+# fact(0) and fact(1) return before the recursive call; fact(4), fact(6) hit the
+# NameError of the function's own name, invisible inside itself officially.
+case("recursion", FACT, "def fact(n):\n    return 1 if n <= 1 else n * fact(n - 1)", 0.5, 1.0)
+case("top_level_helper", DOUBLE, "def _times(a, b):\n    return a * b\n\ndef double(x):\n    return _times(x, 2)", 0.0, 1.0)
+case("top_level_import_used_inside", FACT, "import math\n\ndef fact(n):\n    return math.factorial(n)", 0.0, 1.0)
+case("import_inside_body", FACT, "def fact(n):\n    import math\n    return math.factorial(n)", 1.0, 1.0)
+case("top_level_constant", DOUBLE, "FACTOR = 2\n\ndef double(x):\n    return x * FACTOR", 0.0, 1.0)
+# The test call is evaluated with the answer's locals, so a top-level lambda is callable.
+case("lambda_is_the_function", DOUBLE, "double = lambda x: x + x", 1.0, 1.0)
+case("top_level_lambda_used_inside", DOUBLE, "twice = lambda v: 2 * v\n\ndef double(x):\n    return twice(x)", 0.0, 1.0)
+case(
+    "top_level_class_used_inside",
+    DOUBLE,
+    "class Doubler:\n    def run(self, x):\n        return 2 * x\n\ndef double(x):\n    return Doubler().run(x)",
+    0.0,
+    1.0,
+)
+# Defaults are evaluated at def time, in the answer's own namespace: that works officially.
+case("default_arg_from_top_level", DOUBLE, "FACTOR = 2\n\ndef double(x, factor=FACTOR):\n    return x * factor", 1.0, 1.0)
+case("nested_helper", DOUBLE, "def double(x):\n    def helper(v):\n        return v + v\n    return helper(x)", 1.0, 1.0)
+# A nested function recursing on itself is a closure over the outer function's local.
+case(
+    "nested_recursion",
+    FACT,
+    "def fact(n):\n    def go(k):\n        return 1 if k <= 1 else k * go(k - 1)\n    return go(n)",
+    1.0,
+    1.0,
+)
+# A generator expression is its own scope: BASE inside it is looked up as a global, so
+# officially the answer's code itself raises NameError before any test call.
+case(
+    "top_level_genexp_uses_top_level_name",
+    DOUBLE,
+    "BASE = 2\nPOWERS = tuple(BASE ** k for k in range(4))\n\ndef double(x):\n    return x * 2",
+    0.0,
+    1.0,
+)
+# The reference runs under the same scoping: a reference with a top-level helper fails
+# every test officially, whatever the answer.
+SQUARE = backend_task(
+    "square", "def _sq(v):\n    return v * v\n\ndef square(x):\n    return _sq(x)", ["square(3)", "square(-2)"]
+)
+case("reference_with_top_level_helper", SQUARE, "def square(x):\n    return x * x", 0.0, 1.0)
+
+# ------------------------------------------------------------------ fences
+
+case("python_fence_with_prose", DOUBLE, f"Here is the function:\n```python\n{OK}\n```\nIt doubles x.", 1.0, 1.0)
+case("bare_fence", DOUBLE, f"Sure.\n```\n{OK}\n```", 1.0, 1.0)
+# Officially "```py" is no "```python": the bare-fence rule keeps "py" as the first line
+# of code, a NameError when the code runs.
+case("py_fence", DOUBLE, f"```py\n{OK}\n```", 0.0, 1.0)
+# Officially any "```python" counts; strictly a fence must open a line (or follow white
+# space), so the whole text is code: a SyntaxError.
+case("glued_fence", DOUBLE, f"Here:```python\n{OK}\n```", 1.0, 0.0)
+case("function_block_then_example_block", DOUBLE, f"```python\n{OK}\n```\nFor example:\n```python\nprint(double(3))  # 6\n```", 1.0, 1.0)
+# Officially only the example is graded; strictly the example runs before the definition.
+case("example_block_then_function_block", DOUBLE, f"```python\nprint(double(3))\n```\nwith\n```python\n{OK}\n```", 0.0, 0.0)
+# Officially only the first block (the helper) is code; strictly both are joined.
+case(
+    "two_python_blocks",
+    DOUBLE,
+    "```python\ndef _twice(v):\n    return v + v\n```\nand then\n```python\ndef double(x):\n    return _twice(x)\n```",
+    0.0,
+    1.0,
+)
+case("unclosed_fence", DOUBLE, f"```python\n{OK}", 1.0, 1.0)
+case("no_fence", DOUBLE, OK, 1.0, 1.0)
+case("leading_space_no_fence", DOUBLE, " " + OK, 0.0, 1.0)
+# Officially the block's text is kept as is ("\n def ..."): unexpected indent. Strictly stripped.
+case("leading_space_inside_fence", DOUBLE, "```python\n def double(x):\n    return x * 2\n```", 0.0, 1.0)
+case("leading_newline", DOUBLE, "\n" + OK, 1.0, 1.0)
+# Officially the block ends at the first "```", inside the string: unterminated string.
+# Strictly a closing fence must start a line.
+case("backticks_inside_code", DOUBLE, "```python\ndef double(x):\n    fence = '```'\n    return x * 2\n```", 0.0, 1.0)
+case("prose_only", DOUBLE, "You should double the number.", 0.0, 0.0)
+case("syntax_error", DOUBLE, "def double(x)\n    return x * 2", 0.0, 0.0)
+
+# ------------------------------------------------------------------ blacklist
+
+case("bl_import_os_unused", DOUBLE, f"import os\n\n{OK}", 0.0, 1.0)
+case("bl_from_os_in_comment", DOUBLE, f"# adapted from oscar's notes\n{OK}", 0.0, 1.0)
+case("bl_import_sys_in_body", DOUBLE, "def double(x):\n    import sys\n    return x * 2", 0.0, 1.0)
+case("bl_from_sys", DOUBLE, f"from sys import maxsize\n\n{OK}", 0.0, 1.0)
+case("bl_sudo_in_prose_outside_fence", DOUBLE, f"No sudo needed:\n```python\n{OK}\n```", 0.0, 1.0)
+case("bl_transformers_in_docstring", DOUBLE, 'def double(x):\n    """Doubles x; no transformers involved."""\n    return x * 2', 0.0, 1.0)
+# "sys.exit(" is caught by "exit(" (and "__import__('sys')" contains no "import sys").
+case(
+    "bl_sys_exit_unreachable",
+    DOUBLE,
+    "def double(x):\n    if x is None:\n        sys = __import__('sys')\n        sys.exit(1)\n    return x * 2",
+    0.0,
+    1.0,
+)
+case(
+    "bl_exit_in_identifier",
+    DOUBLE,
+    "def double(x):\n    def should_exit(v):\n        return v is None\n    return 0 if should_exit(x) else x * 2",
+    0.0,
+    1.0,
+)
+case("bl_quit_in_identifier", DOUBLE, "def double(x):\n    def acquit(v):\n        return v * 2\n    return acquit(x)", 0.0, 1.0)
+case("bl_argparse_in_comment", DOUBLE, "def double(x):\n    # argparse is overkill here\n    return x * 2", 0.0, 1.0)
+case("bl_import_system_substring", DOUBLE, 'def double(x):\n    """Does not import system modules."""\n    return x * 2', 0.0, 1.0)
+case("bl_and_wrong", DOUBLE, "import os\n\ndef double(x):\n    return x + 2", 0.0, 0.25)
+# The blacklist is case-sensitive, and "print(" / "write" (blocked only by a helper the
+# official grader never calls) are not in it.
+case("not_bl_capitalised_import_os", DOUBLE, f"# Import OS modules? No need.\n{OK}", 1.0, 1.0)
+case("not_bl_print_and_write", DOUBLE, "def double(x):\n    rewrite = x * 2\n    print(rewrite)\n    return rewrite", 1.0, 1.0)
+
+# ------------------------------------------------------------------ equality
+
+HALF = backend_task("half", "def half(n):\n    return n / 2", ["half(4)", "half(3)"])
+case("int_vs_float", HALF, "def half(n):\n    return n // 2", 0.5, 0.5)  # 2 == 2.0; 1 != 1.5
+
+COUNT = backend_task(
+    "count_true",
+    "def count_true(xs):\n    return sum(1 for x in xs if x)",
+    ["count_true([1, 0])", "count_true([0, 0])", "count_true([1, 1])", "count_true([])"],
+)
+case("bool_vs_int", COUNT, "def count_true(xs):\n    return any(xs)", 0.75, 0.75)  # True == 1, False == 0, True != 2
+
+NEG = backend_task("neg", "def neg(x):\n    return -x", ["neg(0.0)", "neg(2.5)"])
+case("negative_zero", NEG, "def neg(x):\n    return 0.0 - x", 1.0, 1.0)  # 0.0 == -0.0
+
+RATIO = backend_task("ratio", "def ratio(a, b):\n    return a / b if b else float('nan')", ["ratio(1, 2)", "ratio(1, 0)"])
+case("nan_never_equal", RATIO, "def ratio(a, b):\n    return a / b if b else float('nan')", 0.5, 0.5)
+
+NANS = backend_task("nans", "def nans(n):\n    return [float('nan')] * n", ["nans(1)", "nans(0)"])
+# Two fresh NaNs inside lists: list == list compares them with ==, False.
+case("nan_in_list", NANS, "def nans(n):\n    return [float('nan')] * n", 0.5, 0.5)
+
+MATH_NANS = backend_task("math_nans", "def nans(n):\n    import math\n    return [math.nan] * n", ["nans(1)", "nans(0)"])
+# Officially the reference and the answer run in one process, so both lists hold the
+# same math.nan object, and list == list takes identity as equality: [nan] == [nan] is
+# True. Our grader compares canonical texts, NaN never equal anywhere.
+case(
+    "math_nan_in_list",
+    MATH_NANS,
+    "def nans(n):\n    import math\n    return [math.nan] * n",
+    1.0,  # both lists hold the one math.nan object, and list == compares items by identity first
+    1.0,
+)
+
+TOTAL = backend_task("total", "def total(a, b):\n    return a + b", ["total(0.1, 0.2)", "total(1, 2)"])
+case("float_rounding", TOTAL, "def total(a, b):\n    return round(a + b, 2)", 0.5, 0.5)  # 0.3 != 0.30000000000000004
+
+COUNTS = backend_task(
+    "counts",
+    """
+    def counts(s):
+        d = {}
+        for c in s:
+            d[c] = d.get(c, 0) + 1
+        return d
+    """,
+    ["counts('abca')", "counts('')"],
+)
+case("dict_order_ignored", COUNTS, "def counts(s):\n    return {c: s.count(c) for c in sorted(set(s), reverse=True)}", 1.0, 1.0)
+
+PAIR = backend_task("pair", "def pair(x):\n    return (x, x + 1)", ["pair(1)", "pair(5)"])
+case("tuple_vs_list", PAIR, "def pair(x):\n    return [x, x + 1]", 0.0, 0.0)
+
+UNIQ = backend_task("uniq", "def uniq(xs):\n    return set(xs)", ["uniq([1, 2, 2])", "uniq([])"])
+case("set_vs_frozenset", UNIQ, "def uniq(xs):\n    return frozenset(xs)", 1.0, 1.0)
+
+GROUP = backend_task(
+    "group",
+    """
+    def group(xs):
+        out = {}
+        for x in xs:
+            out.setdefault(x % 2, []).append((x, float(x)))
+        return out
+    """,
+    ["group([1, 2, 3])", "group([])"],
+)
+# Keys in another order, ints for the floats: equal.
+case(
+    "nested_equal",
+    GROUP,
+    "def group(xs):\n    return {p: [(x, x) for x in xs if x % 2 == p] for p in (1, 0) if any(x % 2 == p for x in xs)}",
+    1.0,
+    1.0,
+)
+# Lists where tuples are expected, deep inside: only the empty case passes.
+case(
+    "nested_tuple_vs_list",
+    GROUP,
+    "def group(xs):\n    return {p: [[x, x] for x in xs if x % 2 == p] for p in (1, 0) if any(x % 2 == p for x in xs)}",
+    0.5,
+    0.5,
+)
+
+KIND = backend_task("kind", "def kind(x):\n    return type(x)", ["kind(1)", "kind('a')"])
+# Officially int == int and str == str: both pass. Our canonical text makes every
+# non-builtin-value object (a type included) opaque, never equal.
+case(
+    "builtin_type_returned",
+    KIND,
+    "def kind(x):\n    return x.__class__",
+    1.0,  # a builtin type exists once per interpreter: int == int
+    1.0,
+)
+
+# Deliberate difference: the official grader calls the answer's __eq__ (ref == obj falls
+# back to obj.__eq__, True) and scores 1.0; we never ask answer-made objects, so 0 in both.
+case(
+    "answer_class_eq_always_true",
+    DOUBLE,
+    "def double(x):\n    class Anything:\n        def __eq__(self, other):\n            return True\n    return Anything()",
+    0.0,
+    0.0,
+)
+
+# ------------------------------------------------------------------ None, partial credit, errors, timeout
+
+FIND = backend_task(
+    "find",
+    """
+    def find(xs, t):
+        for i, x in enumerate(xs):
+            if x == t:
+                return i
+        return None
+    """,
+    ["find([5, 6], 6)", "find([5, 6], 7)", "find([], 1)", "find([7], 7)"],
+)
+case("reference_none_answer_none", FIND, textwrap.dedent(FIND.ground_truth), 0.5, 0.5)
+case("reference_none_answer_minus_one", FIND, "def find(xs, t):\n    return xs.index(t) if t in xs else -1", 0.5, 0.5)
+
+LOG = backend_task("log", "def log(x):\n    pass", ["log(1)", "log(2)"])
+case("reference_always_none", LOG, "def log(x):\n    return None", 0.0, 0.0)
+
+case("partial_credit", DOUBLE, "def double(x):\n    return x * 2 if x > 0 else x", 0.75, 0.75)
+case("exceptions_on_odd", DOUBLE, "def double(x):\n    if x % 2:\n        raise ValueError(x)\n    return x * 2", 0.25, 0.25)
+
+INV = backend_task("inv", "def inv(x):\n    return 1 / x", ["inv(0)", "inv(2)"])
+case("reference_raises", INV, "def inv(x):\n    return 1 / x if x else 0", 0.5, 0.5)
+
+case("timeout_on_one_test", DOUBLE, "def double(x):\n    while x == 5:\n        pass\n    return x * 2", 0.75, 0.75)
+
+
+# ------------------------------------------------------------------ tests
+
+@pytest.fixture(scope="module")
+def reports():
+    """{mode: {case name: GradeReport}}: every case of a mode in one batch."""
+    graded = {}
+    for mode in MODES:
+        with Grader(sandbox="auto", workers=2, grading=mode) as grader:
+            results = grader.grade([(c.task, c.answer) for c in CASES])
+        graded[mode] = {c.name: report for c, report in zip(CASES, results)}
+    return graded
+
+
+def _params():
+    for c in CASES:
+        for mode in MODES:
+            marks = []
+            if mode == "official" and c.xfail_official:
+                marks.append(pytest.mark.xfail(strict=True, reason=c.xfail_official))
+            yield pytest.param(c, mode, id=f"{mode}-{c.name}", marks=marks)
+
+
+def test_case_set_is_well_formed():
+    names = [c.name for c in CASES]
+    assert len(names) == len(set(names)), "duplicate case names"
+    assert len(CASES) >= 36
+    for c in CASES:
+        n = len(c.task.test_cases)
+        for value in (c.official, c.strict):
+            assert round(value * n) == pytest.approx(value * n), f"{c.name}: {value} is not k/{n}"
+
+
+@pytest.mark.parametrize("case, mode", list(_params()))
+def test_reward(reports, case: Case, mode: str):
+    report = reports[mode][case.name]
+    expected = case.expected(mode)
+    rows = [(t.name, t.call, t.expected, t.actual, t.passed, t.error) for t in report.tests]
+    assert report.grading == mode
+    assert report.fraction_passed == pytest.approx(expected), (
+        f"case {case.name!r} under {mode}: expected {expected}, got {report.fraction_passed}\n"
+        f"answer: {case.answer!r}\ntask error: {report.error}\nrows: {rows}"
+    )
+    assert report.success == (expected == 1.0), f"case {case.name!r} under {mode}: success={report.success}"
