@@ -50,11 +50,12 @@ def backend(
     batch_size: int = typer.Option(16, "--batch-size", min=1, help="Episodes or candidate rows decoded together."),
     simulator: str = typer.Option("builtin", "--simulator", help="Simulated human: builtin, endpoint:<url>#<model> or local:<model>."),
     sandbox: str = typer.Option("auto", "--sandbox", help="Grading sandbox: auto, docker, bwrap or none (unsafe)."),
+    grading: str = typer.Option("official", "--grading", help="Backend grading: official (the official ColBench grader's outcomes, the default) or strict."),
     pairs: str = typer.Option("correct", "--pairs", help="Critic and multi-turn DPO pairs: correct (the paper's backend rule) or margin (rewards ≥ 0.1 apart, for a model that never solves a task outright)."),
     rft_threshold: float = typer.Option(None, "--rft-threshold", help="Rejection fine-tuning: per task, its best trajectory when its share of tests passed reaches this. Default: every fully correct trajectory (the paper)."),
     critic_epochs: int = typer.Option(4, "--critic-epochs", min=1, help="Critic passes over its pairs (paper: 4)."),
     candidates: int = typer.Option(16, "--candidates", min=2, help="SWEET: candidates per selected turn (paper: 16)."),
-    fraction: float = typer.Option(0.1, "--fraction", min=0.0, max=1.0, help="SWEET: share of stored agent turns given candidates (paper: 10%)."),
+    fraction: float = typer.Option(0.1, "--fraction", min=0.0, max=1.0, help="SWEET: share of the train trajectories (the first by id) whose turns get candidates (the official actor: 10%)."),
     lr: float = typer.Option(None, "--lr", help="Peak learning rate of every trainer (default: the trainers' LoRA default, 2e-5)."),
     lora_rank: int = typer.Option(16, "--lora-rank", min=1, help="LoRA rank of every adapter."),
     max_len: int = typer.Option(2048, "--max-len", min=16, help="Most tokens per training sequence."),
@@ -75,7 +76,7 @@ def backend(
 
     config = ExperimentConfig(
         model=model, train_tasks=train_tasks, test_tasks=test_tasks, samples_per_task=samples_per_task, test_samples=test_samples,
-        temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size, simulator=simulator, sandbox=sandbox,
+        temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size, simulator=simulator, sandbox=sandbox, grading=grading,
         pairs=pairs, rft_threshold=rft_threshold, critic_epochs=critic_epochs, candidates=candidates, fraction=fraction, lr=lr, lora_rank=lora_rank, max_len=max_len, gradient_checkpointing=gradient_checkpointing,
         ablation=ablation, seed=seed, device=device,
     )
@@ -122,9 +123,11 @@ def _trained_on(arm: dict) -> str:
 
 
 def _recipe(cfg: dict) -> str:
-    """The pair rule and rft threshold, flagged when they leave the paper's backend recipe."""
+    """The grading, pair rule and rft threshold, flagged when they leave the paper's backend recipe."""
+    grading = cfg.get("grading", "strict")  # results written before the grading was recorded were strict
+    text = "grading: official" if grading == "official" else f"grading: {grading} (not the official grader's semantics)"
     pairs = cfg.get("pairs", "correct")
-    text = "pairs: fully correct vs lower (the paper's)" if pairs == "correct" else "pairs: rewards ≥ 0.1 apart (not the paper's backend rule)"
+    text += "; pairs: fully correct vs lower (the paper's)" if pairs == "correct" else "; pairs: rewards ≥ 0.1 apart (not the paper's backend rule)"
     threshold = cfg.get("rft_threshold")
     return text + ("; rft: fully correct trajectories" if threshold is None else f"; rft: each task's best trajectory with ≥ {threshold:.0%} tests passed (not the paper's)")
 

@@ -16,7 +16,8 @@ def fit(
     parent: str = typer.Option(None, "--from", help="Policy checkpoint to continue, ckpt:<id>: its adapter, on the data graded since its run."),
     from_scratch: bool = typer.Option(False, "--from-scratch", help="With --from: read all the data, not only what its run has not consumed."),
     family: str = typer.Option("backend", "--family", help="backend or frontend."),
-    fraction: float = typer.Option(0.1, "--fraction", min=0.0, max=1.0, help="sweet: share of stored agent turns to sample candidates for."),
+    fraction: float = typer.Option(0.1, "--fraction", min=0.0, max=1.0, help="sweet: share of the stored data to sample candidates for (see --selection)."),
+    selection: str = typer.Option("trajectories", "--selection", help="sweet: trajectories (the official first --fraction of trajectories, every turn) or turns (a hashed --fraction of agent turns)."),
     candidates: int = typer.Option(16, "--candidates", min=2, help="sweet: candidates per turn."),
     pairs_per_turn: int = typer.Option(4, "--pairs-per-turn", min=1, help="sweet: top-half vs bottom-half pairs per turn."),
     score: str = typer.Option("sampler", "--score", help="sweet: 'sampler' (critic log-prob with c minus the sampler's, the paper) or 'critic' (the critic's own advantage)."),
@@ -30,7 +31,7 @@ def fit(
     full: bool = typer.Option(False, "--full", help="Full fine-tuning instead of LoRA."),
     lr: float = typer.Option(None, "--lr", help="Peak learning rate. Default 2e-5 with LoRA, 2e-7 with --full."),
     epochs: int = typer.Option(None, "--epochs", min=1, help="Passes over the data (default: 1 for sweet and mtdpo, 4 for rft)."),
-    batch_size: int = typer.Option(8, "--batch-size", min=1, help="Pairs or trajectories per forward/backward pass and process."),
+    batch_size: int = typer.Option(None, "--batch-size", min=1, help="Pairs or trajectory rows per forward/backward pass and process (default: 32 for rft, 8 for sweet and mtdpo)."),
     grad_accum: int = typer.Option(1, "--grad-accum", min=1, help="Passes per optimiser step."),
     max_len: int = typer.Option(2048, "--max-len", min=16, help="Most tokens per sequence (cut from the left)."),
     gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute activations in the backward pass (less memory)."),
@@ -46,7 +47,7 @@ def fit(
     if algo == "sweet" and not critic:
         raise typer.BadParameter("sweet needs --critic ckpt:<id>", param_hint="--critic")
     config = PolicyConfig(
-        family=family, beta=beta, nll_weight=nll, fraction=fraction, candidates=candidates, pairs_per_turn=pairs_per_turn,
+        family=family, beta=beta, nll_weight=nll, fraction=fraction, selection=selection, candidates=candidates, pairs_per_turn=pairs_per_turn,
         score=score, max_new_tokens=max_new_tokens, sample_batch_size=sample_batch_size, rft_threshold=rft_threshold, pairs=pairs, lr=lr,
         epochs=epochs, batch_size=batch_size, grad_accum=grad_accum, max_len=max_len, lora_rank=lora_rank, full=full,
         gradient_checkpointing=gradient_checkpointing, seed=seed, device=device, dtype=dtype, out=out,

@@ -6,6 +6,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from colbench.cli.common import console, err_console, print_json, progress_bar, state
 from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP
+from colbench.protocol import NO_RESPONSE
 
 
 def _sandbox_warning(grader) -> None:
@@ -82,7 +83,8 @@ def rollout(
         return
     rate = "n/a" if stats.success_rate is None else f"{stats.success_rate:.1%}"
     console.print(
-        f"{stats.finished} trajectories finished ({stats.failed} failed), {stats.already_done} were already done; "
+        f"{stats.finished} trajectories finished, {stats.already_done} were already done"
+        + (f" ({stats.no_replies} simulator replies failed and became {NO_RESPONSE!r})" if stats.no_replies else "") + "; "
         f"{stats.agent_turns} agent turns at {stats.turns_per_s:.2f}/s; success {rate} of {stats.graded} graded"
     )
 
@@ -103,7 +105,7 @@ def _run_with_progress(rollout_class, db, policy, human, env, config, chosen, *,
 
         def update(stats):
             success = "–" if stats.success_rate is None else f"{stats.success_rate:.0%} of {stats.graded}"
-            progress.update(bar, total=stats.total, completed=stats.already_done + stats.finished + stats.failed, turns=stats.turns_per_s, success=success)
+            progress.update(bar, total=stats.total, completed=stats.already_done + stats.finished, turns=stats.turns_per_s, success=success)
 
         job = rollout_class(db, policy, human, env, config, critic=critic, on_progress=update)
         return job.run(chosen)

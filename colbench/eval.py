@@ -6,13 +6,18 @@ page to the reference, under the metric it was graded with (named in every outpu
 CLIP only when CLIP weights were used), and the win rate against each other policy on
 the tasks both have: per task, the page closer to the reference wins, ties count half.
 
-One row per policy, simulator, rollout setting (e.g. a shorter turn limit, best-of-N)
-and reward metric: rollouts made differently are never pooled.
+One row per policy, simulator, rollout setting (e.g. a shorter turn limit, best-of-N),
+reward metric and, for backend, grading (official or strict, see grading/semantics.py):
+rollouts made or graded differently are never pooled.
 
 With several samples per task, each task's samples are averaged first, so every task
 weighs the same; intervals are 95% percentile bootstraps over tasks (fixed seed, so the
 same data gives the same interval). Best-of-k counts a task solved when any of its
 first k samples is.
+
+Every graded trajectory counts, including those where the simulated human failed to
+reply on some turn (as officially, the dialogue went on with "No response."); each row
+says how many of its trajectories had such a turn.
 """
 from __future__ import annotations
 
@@ -20,10 +25,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
+from sqlalchemy import exists
 from sqlmodel import select
 
 from colbench.store.db import Database
-from colbench.store.models import Evaluation, Task, Trajectory
+from colbench.store.models import Evaluation, Task, Trajectory, Turn
 
 BOOTSTRAP_SAMPLES = 2000
 
@@ -41,12 +47,14 @@ class PolicyEval:
     simulator: str
     setting: str  # what else shaped the rollouts (e.g. max=128, best-of-16:ckpt:3); "" for the protocol's defaults
     metric: str  # "tests" (reward = fraction of tests passed) or the page similarity's name
+    grading: str | None  # backend: the grading semantics ("official" | "strict"); None for frontend
     n_tasks: int
     n_trajectories: int
     reward: Interval  # % tests passed (backend) or mean similarity (frontend)
     success: Interval | None = None  # backend only
     best_of_k: dict[int, float] = field(default_factory=dict)  # backend only
     win_rate: dict[str, float] = field(default_factory=dict)  # frontend: other policy → share of tasks won
+    simulator_failures: int = 0  # trajectories with a human turn the simulator failed to write ("No response.")
     task_rewards: dict[int, float] = field(default_factory=dict, repr=False)
 
     @property
@@ -74,11 +82,13 @@ def evaluate(
     simulator: str | None = None,
     setting: str | None = None,
     max_k: int | None = None,
+    grading: str | None = None,
     record: bool = True,
 ) -> list[PolicyEval]:
+    no_reply = exists().where(Turn.trajectory_id == Trajectory.id, Turn.role == "user", Turn.error.is_not(None))
     query = (
         select(Trajectory.policy, Trajectory.simulator, Trajectory.setting, Trajectory.reward_metric, Trajectory.task_id,
-               Trajectory.sample_index, Trajectory.reward, Trajectory.success)
+               Trajectory.sample_index, Trajectory.reward, Trajectory.success, no_reply, Trajectory.grading)
         .join(Task, Task.id == Trajectory.task_id)
         .where(Task.family == family, Task.split == split, Trajectory.graded_seq.is_not(None))
     )
@@ -88,13 +98,19 @@ def evaluate(
         query = query.where(Trajectory.simulator == simulator)
     if setting is not None:
         query = query.where(Trajectory.setting == setting)
-    grouped: dict[tuple[str, str, str, str], dict[int, list[tuple[int, float, bool]]]] = defaultdict(lambda: defaultdict(list))
+    if grading is not None:
+        query = query.where(Trajectory.grading == grading)
+    grouped: dict[tuple, dict[int, list[tuple[int, float, bool]]]] = defaultdict(lambda: defaultdict(list))
+    no_replies: dict[tuple, int] = defaultdict(int)
     with db.read() as session:
-        for policy, sim, how, metric, task_id, index, reward, success in session.exec(query):
-            grouped[(policy, sim, how or "", metric or "unnamed")][task_id].append((index, reward or 0.0, bool(success)))
+        for policy, sim, how, metric, task_id, index, reward, success, failed, graded_by in session.exec(query):
+            key = (policy, sim, how or "", metric or "unnamed", graded_by or "")
+            grouped[key][task_id].append((index, reward or 0.0, bool(success)))
+            no_replies[key] += bool(failed)
 
     results = []
-    for (policy, sim, how, metric), tasks in sorted(grouped.items()):
+    for key, tasks in sorted(grouped.items()):
+        policy, sim, how, metric, graded_by = key
         samples = {task_id: sorted(rows) for task_id, rows in tasks.items()}
         rewards = {task_id: float(np.mean([r for _, r, _ in rows])) for task_id, rows in samples.items()}
         result = PolicyEval(
@@ -102,9 +118,11 @@ def evaluate(
             simulator=sim,
             setting=how,
             metric=metric,
+            grading=graded_by or None,
             n_tasks=len(samples),
             n_trajectories=sum(len(rows) for rows in samples.values()),
             reward=bootstrap(list(rewards.values())),
+            simulator_failures=no_replies[key],
             task_rewards=rewards,
         )
         if family == "backend":
@@ -153,10 +171,12 @@ def as_dict(result: PolicyEval) -> dict:
         "simulator": result.simulator,
         "setting": result.setting,
         "metric": result.metric,
+        "grading": result.grading,
         "n_tasks": result.n_tasks,
         "n_trajectories": result.n_trajectories,
         "reward": vars(result.reward),
         "success": vars(result.success) if result.success else None,
         "best_of_k": {str(k): v for k, v in result.best_of_k.items()},
         "win_rate": result.win_rate,
+        "simulator_failures": result.simulator_failures,
     }

@@ -23,6 +23,7 @@ from sqlmodel import col, func, select
 
 from colbench.eval import PolicyEval, as_dict, evaluate
 from colbench.rollout import Rollout, RolloutConfig, RolloutStats
+from colbench.grading.semantics import check_grading
 from colbench.runner import build_engine, build_env, build_simulator, select_tasks
 from colbench.store.db import Database
 from colbench.store.models import Checkpoint, Task, TrainingRun, Trajectory
@@ -67,11 +68,12 @@ class ExperimentConfig:
     batch_size: int = _help(16, "Episodes (rollouts) or rows (SWEET sampling) decoded together.")
     simulator: str = _help("builtin", "The simulated human: builtin, endpoint:<url>#<model> or local:<model>.")
     sandbox: str = _help("auto", "Grading sandbox: auto, docker, bwrap or none (unsafe).")
+    grading: str = _help("official", "Backend grading semantics of every rollout: official (the official ColBench grader's outcomes) or strict. A grade is made when its rollout runs; `colbench grade --grading` re-grades stored ones.")
     pairs: str = _help("correct", "Critic and multi-turn DPO pairs: correct (the paper's backend rule) or margin (rewards ≥ 0.1 apart, for models that never solve a task outright).")
     rft_threshold: float | None = _help(None, "Rejection fine-tuning keeps, per task, its best trajectory when its share of tests passed reaches this. Default: every fully correct trajectory (the paper).")
     critic_epochs: int = _help(4, "Critic passes over its pairs (paper: 4).")
     candidates: int = _help(16, "SWEET: candidates per selected turn (paper: 16).")
-    fraction: float = _help(0.1, "SWEET: share of stored agent turns that get candidates (paper: 10%).")
+    fraction: float = _help(0.1, "SWEET: share of the train trajectories whose agent turns get candidates, the first ones by id (the official actor: 10%).")
     lr: float | None = _help(None, "Peak learning rate of every trainer (default: each trainer's LoRA default).")
     lora_rank: int = _help(16, "LoRA rank of every adapter.")
     max_len: int = _help(2048, "Most tokens per training sequence.")
@@ -93,6 +95,7 @@ class ExperimentConfig:
                 raise ValueError(f"{name} must be at least 1")
         if self.candidates < 2:
             raise ValueError("candidates must be at least 2")
+        check_grading(self.grading)
 
     @classmethod
     def help(cls) -> dict[str, str]:
@@ -196,7 +199,7 @@ class BackendExperiment:
             if arm.model:
                 by_policy[self.rollout(arm.model, "test")] = arm
         results = evaluate(self.db, "backend", "test", policies=list(by_policy), simulator=self.simulator_ref,
-                           setting=cfg.rollout("test").setting())
+                           setting=cfg.rollout("test").setting(), grading=cfg.grading)
         for result in results:
             by_policy[result.policy].result = result
         return ExperimentResult(cfg, train, critics, arms)
@@ -208,14 +211,14 @@ class BackendExperiment:
         cfg = self.config
         config = cfg.rollout(split)
         tasks = select_tasks(self.db, config.tasks, config.limit)
-        env, close_env = build_env(self.db, "backend", sandbox=cfg.sandbox)
+        env, close_env = build_env(self.db, "backend", sandbox=cfg.sandbox, grading=cfg.grading)
         try:
             with build_engine(self.db, "hf", model, device=cfg.device) as engine:
                 human = build_simulator(self.db, cfg.simulator)
                 try:
                     with self.report.progress(f"{split}: {model}") as update:
                         def on_progress(stats: RolloutStats) -> None:
-                            update(stats.already_done + stats.finished + stats.failed, stats.total)
+                            update(stats.already_done + stats.finished, stats.total)
 
                         Rollout(self.db, engine, human, env, config, on_progress=on_progress).run(tasks)
                     self.simulator_ref = human.ref
@@ -227,7 +230,7 @@ class BackendExperiment:
 
     def train_summary(self, policy: str) -> dict:
         results = evaluate(self.db, "backend", "train", policies=[policy], simulator=self.simulator_ref,
-                           setting=self.config.rollout("train").setting(), record=False)
+                           setting=self.config.rollout("train").setting(), grading=self.config.grading, record=False)
         if not results:
             return {"policy": policy, "trajectories": 0}
         r = results[0]

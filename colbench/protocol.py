@@ -13,6 +13,9 @@ ANSWER_MARKER = "I WANT TO ANSWER:"
 THINKING_MARKER = "OUTPUT:"
 MAX_AGENT_TURNS = 10
 REPLY_LIMIT = {"backend": 400, "frontend": 1000}
+# The human's reply when the simulator could not give one: as officially, the dialogue
+# goes on with it and the trajectory is graded like any other.
+NO_RESPONSE = "No response."
 
 # A Markdown fence opens at the start of a line (or after white space) with an optional
 # language tag and a line break, and closes at the start of a line. Backticks inside

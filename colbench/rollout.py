@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Callable
 
+from colbench import protocol
 from colbench.engines.base import Engine, SamplingParams
 from colbench.envs.base import Env, Episode, Grade
 from colbench.official import spec_of
@@ -60,7 +61,7 @@ class RolloutStats:
     total: int = 0  # trajectories the command asks for
     already_done: int = 0
     finished: int = 0  # finished by this process
-    failed: int = 0
+    no_replies: int = 0  # human turns the simulator failed to write, answered "No response." (as officially)
     graded: int = 0
     successes: int = 0
     agent_turns: int = 0
@@ -162,8 +163,8 @@ class Rollout:
 
     def run(self, tasks: list[Task]) -> RolloutStats:
         slot = self.prepare(tasks)
-        for trajectory in self.ungraded:
-            self._submit_grade(trajectory.id, trajectory.task_id, trajectory.answer or "")
+        for episode in self._stored_episodes(self.ungraded):
+            self._submit_grade(episode)
         active: list[Episode] = []
         step = 0
         try:
@@ -216,7 +217,7 @@ class Rollout:
         generations = self.engine.generate([e.conversation() for e in movers], params)
         rows = []
         for episode, generation in zip(movers, generations):
-            sample = self._best(episode, generation.samples)
+            sample = self._best(episode, generation)
             shared, tail = queries.compact_prompt(episode.last_prompt, generation.prompt_text)
             index = len(episode.dialogue)
             shown = episode.agent_says(sample.text)
@@ -251,37 +252,32 @@ class Rollout:
         self._finish([e for e in movers if e.finished])
         self.on_progress(self.stats)
 
-    def _best(self, episode: Episode, samples: list):
-        """The sample to keep: the only one, or the critic's favourite (highest advantage)."""
+    def _best(self, episode: Episode, generation):
+        """The sample to keep: the only one, or the critic's favourite (highest advantage),
+        each read after c and exactly the prompt the policy was given."""
+        samples = generation.samples
         if self.critic is None or len(samples) == 1:
             return samples[0]
-        prefix = self.critic.prefix_ids(episode.dialogue, episode.task.hidden)
-        scores = self.critic.score_candidates(prefix, [s.token_ids or s.text for s in samples])
+        context = self.critic.context(generation.prompt_text, episode.task.hidden)
+        scores = self.critic.score_candidates(context.ids, [s.token_ids or s.text for s in samples])
         return samples[max(range(len(samples)), key=lambda i: scores[i].advantage)]
 
     def _human_step(self, waiting: list[Episode]) -> None:
         if not waiting:
             return
         replies = self.simulator.reply(self.env.sim_requests(waiting))
-        rows, failed = [], []
+        rows = []
         for episode, reply in zip(waiting, replies):
             index = len(episode.dialogue)
-            if reply.error:
-                episode.failure = f"simulator: {reply.error}"
-                rows.append(Turn(trajectory_id=episode.trajectory_id, index=index, role="user", content="", raw=None, error=reply.error, latency_s=reply.latency_s))
-                failed.append(episode)
-                continue
-            shown = episode.human_says(reply.text)
-            rows.append(Turn(trajectory_id=episode.trajectory_id, index=index, role="user", content=shown, raw=reply.text, latency_s=reply.latency_s))
+            # As officially, a simulator that gives no reply (after its retries) does not end the
+            # trajectory: the human says "No response." and the agent goes on; the turn keeps why.
+            shown = episode.human_says(protocol.NO_RESPONSE if reply.error else reply.text)
+            raw = None if reply.error else reply.text
+            rows.append(Turn(trajectory_id=episode.trajectory_id, index=index, role="user", content=shown, raw=raw, error=reply.error, latency_s=reply.latency_s))
+            self.stats.no_replies += bool(reply.error)
         with self.db.write() as session:
             session.add_all(rows)
             self._beat(session, [e.trajectory_id for e in waiting])
-            for episode in failed:
-                trajectory = session.get(Trajectory, episode.trajectory_id)
-                trajectory.status, trajectory.failure, trajectory.finished_at = "failed", episode.failure, utcnow()
-        self.stats.failed += len(failed)
-        if failed:
-            self.on_progress(self.stats)
 
     def _beat(self, session, trajectory_ids: list[int]) -> None:
         now = utcnow()
@@ -297,13 +293,24 @@ class Rollout:
                 trajectory.status, trajectory.answer, trajectory.finished_at = "done", episode.answer, utcnow()
         for episode in episodes:
             self.stats.finished += 1
-            self._submit_grade(episode.trajectory_id, None, episode.answer or "", task=episode.task)
+            self._submit_grade(episode)
 
     # ------------------------------------------------------------ grading
 
-    def _submit_grade(self, trajectory_id: int, task_id: int | None, answer: str, task=None) -> None:
-        task = task or self.tasks[task_id]
-        self.pending_grades[trajectory_id] = self.env.grade(task, answer)
+    def _stored_episodes(self, trajectories: list[Trajectory]) -> list[Episode]:
+        """Finished trajectories rebuilt from their stored turns, so they grade as a live episode would
+        (frontend: the last page shown in any turn), with the answer stored when they finished."""
+        with self.db.read() as session:
+            turns = queries.turns_for(session, [t.id for t in trajectories])
+        episodes = []
+        for trajectory in trajectories:
+            episode = self.env.episode_class.resume(trajectory.id, self.tasks[trajectory.task_id], turns[trajectory.id])
+            episode.answer = trajectory.answer or ""
+            episodes.append(episode)
+        return episodes
+
+    def _submit_grade(self, episode: Episode) -> None:
+        self.pending_grades[episode.trajectory_id] = self.env.grade_episode(episode)
 
     def _collect_grades(self, block: bool) -> None:
         ready = {

@@ -146,6 +146,8 @@ def test_export_round_trip_through_the_cli(stocked, tmp_path):
     assert result.returncode == 0, result.stderr
     exported = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
     original = [json.loads(line) for line in (tmp_path / "offline.jsonl").read_text().splitlines()]
+    # Every graded record names its grading (an official file's rewards are the official grader's).
+    assert [r.pop("grading", None) for r in exported] == ["official" if "reward" in r else None for r in original]
     assert exported == original
 
 

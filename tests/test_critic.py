@@ -12,6 +12,7 @@ from colbench.official import import_trajectories
 from colbench.store.db import Database
 from colbench.store.models import Checkpoint, CriticScore, Lineage, TrainingRun, Trajectory, Turn
 from colbench.training import data as D
+from colbench.training import sequences as S
 from colbench.training.critic import CriticConfig, NothingToTrain, fit_critic, latest_critic
 from colbench.training.losses import bradley_terry_loss, critic_scores
 from colbench.training.modeling import TokenLogProbs, adapter_disabled, attach_lora, load_adapter
@@ -45,68 +46,32 @@ def agent_texts(tokenizer, ids, turn_ids):
     return [tokenizer.decode([i for i, t in zip(ids, turn_ids) if t == k]) for k in turns]
 
 
-# ---------------------------------------------------------------- masks
+# ---------------------------------------------------------------- rows (see also test_sequences.py)
 
 
-def test_masks_cover_exactly_the_agent_turns(tokenizer):
-    ids, turn_ids, prefix_len, truncated = D.encode_trajectory(tokenizer, DIALOGUE, REFERENCE)
-    assert not truncated and len(ids) == len(turn_ids)
-    # The ids spell c followed by the chat template's rendering, nothing more or less.
-    expected = D.training_info_text(REFERENCE) + tokenizer.apply_chat_template(DIALOGUE, tokenize=False)
-    assert tokenizer.decode(ids) == expected
-    # Masked tokens decode to each agent turn's content plus its end-of-turn token.
-    assert agent_texts(tokenizer, ids, turn_ids) == [m["content"] + "<|im_end|>" for m in DIALOGUE if m["role"] == "assistant"]
-    # Nothing of c, the human turns or the template's headers is in the mask.
-    assert prefix_len > 0 and all(t == -1 for t in turn_ids[:prefix_len])
-    outside = tokenizer.decode([i for i, t in zip(ids, turn_ids) if t < 0])
-    assert REFERENCE.strip() in outside and "adds two numbers" in outside and "floats too" in outside
-    assert outside.count("<|im_start|>assistant\n") == 2
-    masked = tokenizer.decode([i for i, t in zip(ids, turn_ids) if t >= 0])
-    assert "<|im_start|>" not in masked and "floats too" not in masked and "Reference" not in masked
-
-
-def test_no_training_info_drops_the_prefix(tokenizer):
-    ids, turn_ids, prefix_len, _ = D.encode_trajectory(tokenizer, DIALOGUE, None)
-    assert prefix_len == 0
-    assert tokenizer.decode(ids) == tokenizer.apply_chat_template(DIALOGUE, tokenize=False)
-    assert len(agent_texts(tokenizer, ids, turn_ids)) == 2
-
-
-def test_truncation_keeps_c_and_cuts_the_dialogue_from_the_left(tokenizer):
-    full, _, prefix_len, _ = D.encode_trajectory(tokenizer, DIALOGUE, REFERENCE)
-    n = 64
-    assert len(full) > n
-    ids, turn_ids, kept_prefix, truncated = D.encode_trajectory(tokenizer, DIALOGUE, REFERENCE, max_len=n)
-    assert truncated and len(ids) == n and len(turn_ids) == n
-    assert kept_prefix == min(prefix_len, n // 2) and ids[:kept_prefix] == full[:kept_prefix]
-    assert ids[kept_prefix:] == full[len(full) - (n - kept_prefix) :]
-    assert all(t == -1 for t in turn_ids[:kept_prefix])
-    texts = agent_texts(tokenizer, ids, turn_ids)
-    # The last turn is whole; the first is gone, or only its end is left.
-    assert texts[-1] == DIALOGUE[-1]["content"] + "<|im_end|>"
-    assert len(texts) == 1 or (DIALOGUE[1]["content"] + "<|im_end|>").endswith(texts[0])
-
-
-def test_candidate_prefix_matches_training_ids(tokenizer):
-    prefix = D.critic_prefix_ids(tokenizer, DIALOGUE[:3], REFERENCE)
-    candidate = tokenizer(DIALOGUE[3]["content"], add_special_tokens=False)["input_ids"] + D.end_of_turn_ids(tokenizer)
-    ids, turn_ids, _, _ = D.encode_trajectory(tokenizer, DIALOGUE, REFERENCE)
-    last = [i for i, t in zip(ids, turn_ids) if t == 1]
-    assert ids[: len(prefix) + len(candidate)] == prefix + candidate
-    assert last == candidate
-
-
-# ---------------------------------------------------------------- the model
+def prompt_before(tokenizer, history):
+    return tokenizer.apply_chat_template(S.conversation("backend", history), tokenize=False, add_generation_prompt=True)
 
 
 def toy_batch(tokenizer, reward_turns):
-    examples = []
-    for k, text in enumerate(reward_turns):
-        dialogue = DIALOGUE[:3] + [{"role": "assistant", "content": text}]
-        ids, turn_ids, _, _ = D.encode_trajectory(tokenizer, dialogue, REFERENCE)
-        examples.append(D.Example(k, 1, 0.0, ids, turn_ids))
-    ids, mask, turns = D.collate(examples, tokenizer.pad_token_id)
-    return ids, mask, turns
+    """One row per candidate last turn: c, the exact prompt, the turn's ids and <|im_end|>."""
+    prefix = D.training_info_ids(tokenizer, REFERENCE)
+    prompt = S.encode_text(tokenizer, prompt_before(tokenizer, DIALOGUE[:3]))
+    rows = [S.turn_row(prefix, prompt, S.encode_text(tokenizer, text) + S.end_of_turn_ids(tokenizer), None) for text in reward_turns]
+    return D.collate(rows, tokenizer.pad_token_id)
+
+
+def test_training_info_precedes_exactly_the_prompt_the_policy_saw(tokenizer):
+    from test_sequences import stored_turns
+
+    turns = stored_turns(tokenizer, DIALOGUE)
+    example = D.Example(1, 1, 1.0, S.pack(S.agent_turns(tokenizer, "backend", turns), D.training_info_ids(tokenizer, REFERENCE)))
+    (row,) = example.rows
+    text = tokenizer.decode(row.input_ids)
+    assert text.startswith(D.training_info_text(REFERENCE) + turns[1].prompt)
+    outside = tokenizer.decode([i for i, t in zip(row.input_ids, row.turn_ids) if t < 0])
+    assert "Reference solution" in outside and "floats too" in outside and "<|im_start|>system" in outside
+    assert agent_texts(tokenizer, row.input_ids, row.turn_ids) == [m["content"] + "<|im_end|>" for m in DIALOGUE if m["role"] == "assistant"]
 
 
 def test_gradients_reach_only_the_adapter_and_the_reference_stays_frozen(tiny_model_dir, tokenizer):
@@ -271,7 +236,7 @@ def test_shared_prefix_scoring_equals_naive_full_forwards(tiny_model_dir, tokeni
             if "lora_B" in name:
                 parameter.normal_(std=0.05)
     critic = CriticModel(model, tokenizer)
-    prefix = critic.prefix_ids(DIALOGUE[:3], REFERENCE)
+    prefix = critic.context(prompt_before(tokenizer, DIALOGUE[:3]), REFERENCE).ids
     candidates = ["Sure.", "def add(a, b):\n    return a + b", "I WANT TO ANSWER: return a+b and more text here", [1, 2, 3]]
     shared = critic.score_candidates(prefix, candidates, batch_size=3)
     naive = critic.score_candidates_naive(prefix, candidates, batch_size=3)
@@ -281,11 +246,35 @@ def test_shared_prefix_scoring_equals_naive_full_forwards(tiny_model_dir, tokeni
         assert a.reference_logp == pytest.approx(b.reference_logp, abs=1e-4)
         assert a.advantage == pytest.approx(b.advantage, abs=1e-4)
     assert any(abs(s.advantage) > 1e-4 for s in shared)  # the adapter makes a difference
-    # The candidate's advantage is the advantage of that turn in the whole trajectory.
-    dialogue = DIALOGUE[:3] + [{"role": "assistant", "content": candidates[1]}]
-    ids, turn_ids, _, _ = D.encode_trajectory(tokenizer, dialogue, REFERENCE)
-    whole = critic.turn_advantages([D.Example(1, 1, 0.0, ids, turn_ids, turn_rows=[None, None])])[0]
-    assert whole[1] == pytest.approx(shared[1].advantage, abs=1e-4)
+    # Sampled ids are scored exactly: a candidate cut by the token limit (no <|im_end|>) gets none added.
+    assert shared[3].tokens == 3
+
+
+@pytest.mark.parametrize("cut", [False, True])
+def test_a_candidate_scores_as_its_turn_does_in_training_cut_or_not(tiny_model_dir, tokenizer, cut):
+    """Training rows and candidate scoring read a turn with the same tokens, also when
+    max_len cuts its context: the advantage of a stored turn equals its score as a candidate."""
+    from test_sequences import stored_turns
+
+    from colbench.training.scoring import CriticModel
+
+    torch.manual_seed(3)
+    model = attach_lora(tiny(tiny_model_dir), rank=4, alpha=8)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.05)
+    agent = S.agent_turns(tokenizer, "backend", stored_turns(tokenizer, DIALOGUE))
+    prefix = D.training_info_ids(tokenizer, REFERENCE)
+    max_len = len(prefix) + len(agent[0].prompt_ids) + 4 if cut else 4096
+    critic = CriticModel(model, tokenizer, max_len=max_len)
+    example = D.Example(1, 1, 0.0, S.pack(agent, prefix, max_len), turn_rows=[None, None])
+    whole = critic.turn_advantages([example])[0]
+    for k, turn in enumerate(agent):
+        context = critic.context(turn.prompt_ids, REFERENCE)
+        assert context.truncated == (cut and k == 1)
+        (score,) = critic.score_candidates(context.ids, [turn.completion_ids])
+        assert whole[k] == pytest.approx(score.advantage, abs=1e-4)
 
 
 # ---------------------------------------------------------------- the command

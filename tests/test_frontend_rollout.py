@@ -12,7 +12,7 @@ from sqlmodel import select
 
 from colbench.engines.openai import OpenAIEngine
 from colbench.envs.frontend import FrontendEnv
-from colbench.official import import_tasks
+from colbench.official import import_tasks, spec_of
 from colbench.protocol import ANSWER_MARKER
 from colbench.render.browser import Renderer
 from colbench.render.storage import ScreenshotStore
@@ -64,7 +64,7 @@ def test_frontend_rollout_renders_each_turn_and_scores_the_final_page(sqlite_url
     openai_server.set_responder(served_designer)
     env = FrontendEnv(renderer, make_similarity(None), ScreenshotStore(tmp_path / "screenshots"))
     stats = Rollout(db, OpenAIEngine("designer", openai_server.base_url), FrontendBuiltinSimulator(), env, RolloutConfig()).run(tasks)
-    assert stats.graded == 2 and stats.failed == 0
+    assert stats.graded == 2 and stats.no_replies == 0
 
     with db.read() as session:
         for trajectory in session.exec(select(Trajectory)):
@@ -158,3 +158,107 @@ def test_policy_trains_on_frontend_trajectories(sqlite_url, tmp_path, tiny_model
         rewards = {session.get(Trajectory, t).reward for t in used}
     # rft: the best page per task at or above the threshold (0.8); mtdpo: pairs 0.1 apart use both.
     assert rewards == ({0.9} if algo == "rft" else {0.9, 0.3})
+
+
+def page_then_plain_answer(request: dict) -> str:
+    """Shows the page asked for in turn 1 (the bakery) or never shows one (the clinic); then
+    checks in, and answers without HTML."""
+    messages = request["messages"]
+    bakery = "bakery" in messages[1]["content"]
+    turn = sum(m["role"] == "assistant" for m in messages)
+    if turn == 0:
+        return f"Here is my first version. OUTPUT: {PAGES['bakery']}" if bakery else "What colours do you like?"
+    if turn == 1:
+        return "Is this what you had in mind?"
+    return f"{ANSWER_MARKER} looks good"
+
+
+def _stop(db, where: str) -> None:
+    """Put the store back as a process killed at `where` would have left it."""
+    from sqlmodel import delete
+
+    from colbench.store.models import Turn
+
+    with db.write() as session:
+        for trajectory in session.exec(select(Trajectory)):
+            trajectory.graded_seq = trajectory.reward = trajectory.screenshot = trajectory.failure = None
+            if where == "before the second turn":  # turns from the second agent turn on are lost
+                session.exec(delete(Turn).where(Turn.trajectory_id == trajectory.id, Turn.index >= 3))
+                trajectory.status, trajectory.answer, trajectory.worker, trajectory.heartbeat_at = "running", None, None, None
+            session.add(trajectory)
+
+
+@pytest.mark.parametrize("stopped", [None, "before grading", "before the second turn"])
+def test_reward_is_the_last_page_shown_in_any_turn(sqlite_url, tmp_path, openai_server, renderer, stopped):
+    """As officially: an answer with no HTML keeps the page of an earlier turn; no page at all is black.
+    Also when the episode is rebuilt from its stored turns (a process stopped before grading, or mid-dialogue)."""
+    from colbench.simulators.frontend_builtin import ALL_GOOD
+
+    db = Database(sqlite_url)
+    records = [
+        {"problem_description": "A page for a small family bakery.", "ground_truth": PAGES["bakery"]},
+        {"problem_description": "A page for a dental clinic.", "ground_truth": PAGES["clinic"]},
+    ]
+    import_tasks(db, write_jsonl(tmp_path / "front.jsonl", records), family="frontend", split="test")
+    with db.read() as session:
+        tasks = list(session.exec(select(Task).order_by(Task.id)))
+    openai_server.set_responder(page_then_plain_answer)
+    engine = OpenAIEngine("designer", openai_server.base_url)
+
+    def new_env():  # a fresh process: nothing rendered in memory
+        return FrontendEnv(renderer, make_similarity(None), ScreenshotStore(tmp_path / "screenshots"))
+
+    stats = Rollout(db, engine, FrontendBuiltinSimulator(), new_env(), RolloutConfig()).run(tasks)
+    assert stats.graded == 2
+    if stopped:
+        _stop(db, stopped)
+        again = Rollout(db, engine, FrontendBuiltinSimulator(), new_env(), RolloutConfig()).run(tasks)
+        assert again.graded == 2
+
+    env = new_env()
+    black = env.similarity.score(renderer.black(), env.reference(spec_of(tasks[1])).png_bytes)
+    with db.read() as session:
+        bakery, clinic = (session.exec(select(Trajectory).where(Trajectory.task_id == t.id)).one() for t in tasks)
+        turns = queries.turns_of(session, bakery.id)
+        assert [t.role for t in turns] == ["user", "assistant", "user", "assistant", "user", "assistant"]
+        assert turns[1].screenshot and not turns[3].screenshot and not turns[5].screenshot
+        # The human still sees the page of turn 1 after a turn without HTML (re-rendered after a resume).
+        assert turns[4].content == ALL_GOOD
+        assert bakery.answer.strip() == "looks good" and bakery.reward == pytest.approx(1.0)
+        assert bakery.screenshot == turns[1].screenshot and bakery.failure is None
+        assert clinic.reward == pytest.approx(black) and clinic.failure == "grading: no page in any turn"
+        assert session.get(Screenshot, clinic.screenshot) is not None
+
+
+def thinks_then_shows(request: dict) -> str:
+    """The agent's thinking before OUTPUT: holds a secret the human must never see."""
+    if request["model"] == "vision-human":
+        return "Make the header dark blue, please."
+    if sum(m["role"] == "assistant" for m in request["messages"]) == 0:
+        return f"XYZZY-SECRET-PLAN: start rough, fix later. OUTPUT: A first version. {FIRST_TRY}"
+    return f"{ANSWER_MARKER}\n{PAGES['bakery']}"
+
+
+def test_thinking_before_output_never_reaches_the_simulator(sqlite_url, tmp_path, openai_server, renderer):
+    from colbench.simulators.vision import VisionEndpointSimulator
+
+    db = Database(sqlite_url)
+    import_tasks(db, write_jsonl(tmp_path / "f.jsonl", [{"problem_description": "A page for a small family bakery.", "ground_truth": PAGES["bakery"]}]), family="frontend", split="test")
+    with db.read() as session:
+        tasks = list(session.exec(select(Task)))
+    openai_server.set_responder(thinks_then_shows)
+    human = VisionEndpointSimulator("vision-human", openai_server.base_url, max_retries=0)
+    env = FrontendEnv(renderer, make_similarity(None), ScreenshotStore(tmp_path / "screenshots"))
+    stats = Rollout(db, OpenAIEngine("designer", openai_server.base_url), human, env, RolloutConfig()).run(tasks)
+    assert stats.graded == 1
+
+    seen_by_human = [r for r in openai_server.chat_requests if r["model"] == "vision-human"]
+    assert len(seen_by_human) == 1
+    text = " ".join(part["text"] for m in seen_by_human[0]["messages"] for part in m["content"] if part["type"] == "text")
+    assert "A first version." in text and "XYZZY" not in text
+    later_agent_prompts = [r for r in openai_server.chat_requests if r["model"] == "designer"][1:]
+    assert later_agent_prompts and "XYZZY" not in json.dumps(later_agent_prompts)
+    with db.read() as session:
+        (trajectory,) = session.exec(select(Trajectory)).all()
+        first = queries.turns_of(session, trajectory.id)[1]
+    assert "XYZZY" in first.raw and "XYZZY" not in first.content  # the store keeps the raw generation

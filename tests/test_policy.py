@@ -15,10 +15,13 @@ import torch
 from sqlmodel import select
 
 from colbench.official import import_trajectories
+from colbench.store import queries
 from colbench.store.db import Database
 from colbench.store.models import Checkpoint, Lineage, SweetCandidate, SweetPair, TrainingRun, Trajectory, Turn
 from colbench.training import data as D
 from colbench.training import policy as P
+from colbench.training import sequences as S
+from colbench.training.losses import policy_dpo_loss, sft_loss, turn_sums
 from colbench.training.modeling import TokenLogProbs, adapter_disabled, attach_lora, load_adapter
 from conftest import write_jsonl
 from officialdata import backend_task, trajectory
@@ -50,62 +53,47 @@ def logps_of(model, tokenizer, seqs):
     return TokenLogProbs(model)(ids, mask, turns >= 0), turns
 
 
-# ---------------------------------------------------------------- what the policy reads
+# ---------------------------------------------------------------- what the policy reads (see also test_sequences.py)
 
 
-def test_policy_masks_cover_only_agent_turns_and_the_system_prompt_is_read(tokenizer):
-    messages = P.conversation("backend", DIALOGUE)
-    assert messages[0]["role"] == "system" and "I WANT TO ANSWER:" in messages[0]["content"]
-    seq = P.encode_dialogue(tokenizer, messages)
-    assert tokenizer.decode(seq.input_ids) == tokenizer.apply_chat_template(messages, tokenize=False)
-    agent = [tokenizer.decode([i for i, t in zip(seq.input_ids, seq.turn_ids) if t == k]) for k in (0, 1)]
-    assert agent == [m["content"] + "<|im_end|>" for m in DIALOGUE if m["role"] == "assistant"]
-    outside = tokenizer.decode([i for i, t in zip(seq.input_ids, seq.turn_ids) if t < 0])
-    assert "Ask short, specific questions" in outside and "floats too" in outside and "adds two numbers" in outside
-    assert outside.count("<|im_start|>assistant\n") == 2
-    # The prompt of a turn is exactly what the sampler (HFEngine) encodes before it.
-    prompt = P.prompt_ids(tokenizer, messages[:4])
-    assert seq.input_ids[: len(prompt)] == prompt and max(seq.turn_ids[: len(prompt)]) == 0 and seq.turn_ids[len(prompt)] == 1
-    # Truncation keeps the end.
-    cut = P.encode_dialogue(tokenizer, messages, max_len=40)
-    assert cut.truncated and cut.input_ids == seq.input_ids[-40:] and cut.turn_ids[0] == -1
+def stored_agent_turns(tokenizer, dialogue=DIALOGUE):
+    from test_sequences import stored_turns
+
+    return S.agent_turns(tokenizer, "backend", stored_turns(tokenizer, dialogue))
 
 
-def test_trajectory_logp_is_the_sum_of_its_turn_logps(tiny_model_dir, tokenizer):
-    """mtdpo's sequence log-prob sums every agent turn; each turn equals the turn-level (sweet) sequence."""
+def test_a_packed_trajectory_gives_each_turn_the_logps_it_has_on_its_own_prompt(tiny_model_dir, tokenizer):
+    """mtdpo's and rft's rows: a turn continued in a shared row is scored as after its own prompt alone."""
     model = tiny(tiny_model_dir).eval()
-    messages = P.conversation("backend", DIALOGUE)
-    whole = P.encode_dialogue(tokenizer, messages)
-    turns = []
-    for i, m in enumerate(messages):
-        if m["role"] == "assistant":
-            content = tokenizer(m["content"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-            turns.append(P.encode_turn(P.prompt_ids(tokenizer, messages[:i]), content))
+    agent = stored_agent_turns(tokenizer)
+    (row,) = S.pack(agent)
+    alone = [S.turn_row([], t.prompt_ids, t.completion_ids, None, turn=k) for k, t in enumerate(agent)]
     with torch.no_grad():
-        token_logps, turn_ids = logps_of(model, tokenizer, [whole])
-        per_turn = P.turn_logps(token_logps, turn_ids)[0]
-        separate = [float(D_seq.sum()) for D_seq in (logps_of(model, tokenizer, [t])[0][0] for t in turns)]
+        token_logps, turn_ids = logps_of(model, tokenizer, [row])
+        per_turn = turn_sums(token_logps, turn_ids)[0][0]
+        separate = [float(logps_of(model, tokenizer, [r])[0].sum()) for r in alone]
     assert per_turn.tolist() == pytest.approx(separate, abs=1e-4)
-    total = float((token_logps * (turn_ids >= 0)).sum())
-    assert total == pytest.approx(sum(separate), abs=1e-4)
 
 
 # ---------------------------------------------------------------- the loss
 
 
 def test_dpo_plus_nll_by_hand_with_masks():
-    # Two pairs: rows 0, 1 chosen; rows 2, 3 rejected. -1 marks tokens outside agent turns,
-    # whose (large) values must not count; row 0 has two agent turns (mtdpo sums them).
+    # Two pairs. Rows 0 and 4 are pair 0's chosen side (two rows of one trajectory, as mtdpo
+    # packs it), row 1 pair 1's chosen; rows 2, 3 the rejected sides. -1 marks tokens outside
+    # agent turns, whose (large) values must not count.
     logps = torch.tensor([
-        [-9.0, -1.0, -2.0, -50.0, -0.5],
+        [-9.0, -1.0, -2.0, -50.0, -9.0],
         [-9.0, -9.0, -1.5, -0.5, -50.0],
         [-9.0, -2.0, -2.0, -50.0, -1.0],
         [-9.0, -9.0, -3.0, -1.0, -50.0],
+        [-9.0, -50.0, -9.0, -9.0, -0.5],
     ])
-    turns = torch.tensor([[-1, 0, 0, -1, 1], [-1, -1, 0, 0, -1], [-1, 0, 0, -1, 1], [-1, -1, 0, 0, -1]])
+    turns = torch.tensor([[-1, 0, 0, -1, -1], [-1, -1, 0, 0, -1], [-1, 0, 0, -1, 1], [-1, -1, 0, 0, -1], [-1, -1, -1, -1, 1]])
+    owner = torch.tensor([0, 1, 2, 3, 0])
     ref_chosen, ref_rejected = torch.tensor([-4.0, -2.5]), torch.tensor([-4.5, -3.0])
-    loss, stats = P.policy_dpo_loss(logps, turns, ref_chosen, ref_rejected, beta=0.5, nll_weight=0.1)
-    # chosen sums: -3.5, -2.0; rejected: -5.0, -4.0
+    loss, stats = policy_dpo_loss(logps, turns, owner, ref_chosen, ref_rejected, beta=0.5, nll_weight=0.1)
+    # chosen sums: -3.5 (rows 0 and 4), -2.0; rejected: -5.0, -4.0
     m1 = (-3.5 - -4.0) - (-5.0 - -4.5)  # 1.0
     m2 = (-2.0 - -2.5) - (-4.0 - -3.0)  # 1.5
     dpo = (-torch.nn.functional.logsigmoid(torch.tensor(0.5 * m1)) - torch.nn.functional.logsigmoid(torch.tensor(0.5 * m2))) / 2
@@ -113,7 +101,10 @@ def test_dpo_plus_nll_by_hand_with_masks():
     assert float(loss) == pytest.approx(float(dpo) + 0.1 * nll, abs=1e-6)
     assert stats["nll"] == pytest.approx(nll) and stats["reward_margin"] == pytest.approx(0.5 * (m1 + m2) / 2)
     assert stats["reward_accuracy"] == 1.0
-    sft, _ = P.sft_loss(logps[:2], turns[:2])
+    # Swapping the sides turns every margin negative: the loss tells chosen from rejected.
+    swapped, swapped_stats = policy_dpo_loss(logps, turns, torch.tensor([2, 3, 0, 1, 2]), ref_rejected, ref_chosen, beta=0.5, nll_weight=0.0)
+    assert swapped_stats["reward_accuracy"] == 0.0 and float(swapped) > float(dpo)
+    sft, _ = sft_loss(logps[[0, 1, 4]], turns[[0, 1, 4]])
     assert float(sft) == pytest.approx(nll)
 
 
@@ -121,11 +112,10 @@ def test_dpo_plus_nll_by_hand_with_masks():
 
 
 def toy_pair(tokenizer):
-    messages = P.conversation("backend", DIALOGUE[:3])
-    prompt = P.prompt_ids(tokenizer, messages)
+    prompt = S.encode_text(tokenizer, tokenizer.apply_chat_template(S.conversation("backend", DIALOGUE[:3]), tokenize=False, add_generation_prompt=True))
     good = tokenizer("I WANT TO ANSWER: def add(a, b): return a + b", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     bad = tokenizer("I do not know.", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-    return P.encode_turn(prompt, good), P.encode_turn(prompt, bad)
+    return S.turn_row([], prompt, good, None), S.turn_row([], prompt, bad, None)
 
 
 def test_one_step_moves_the_margin_only_the_adapter_learns_reference_frozen_and_reload(tiny_model_dir, tokenizer, tmp_path):
@@ -141,7 +131,7 @@ def test_one_step_moves_the_margin_only_the_adapter_learns_reference_frozen_and_
     optimizer = torch.optim.AdamW(params, lr=1e-2)
 
     logps, turns = logps_of(model, tokenizer, [chosen, rejected])
-    loss, stats = P.policy_dpo_loss(logps, turns, ref_seq[:1], ref_seq[1:], beta=0.1, nll_weight=0.01)
+    loss, stats = policy_dpo_loss(logps, turns, torch.tensor([0, 1]), ref_seq[:1], ref_seq[1:], beta=0.1, nll_weight=0.01)
     assert stats["reward_margin"] == pytest.approx(0.0, abs=1e-6)  # B = 0: the policy is the reference
     loss.backward()
     for name, p in model.named_parameters():
@@ -154,7 +144,7 @@ def test_one_step_moves_the_margin_only_the_adapter_learns_reference_frozen_and_
 
     with torch.no_grad():
         after, _ = logps_of(model, tokenizer, [chosen, rejected])
-        _, after_stats = P.policy_dpo_loss(after, turns, ref_seq[:1], ref_seq[1:])
+        _, after_stats = policy_dpo_loss(after, turns, torch.tensor([0, 1]), ref_seq[:1], ref_seq[1:])
         with adapter_disabled(model):
             ref_after, _ = logps_of(model, tokenizer, [chosen, rejected])
     assert after_stats["reward_margin"] > 0  # chosen up relative to rejected
@@ -218,13 +208,12 @@ def test_sweet_stores_candidates_scores_pairs_and_a_rerun_resumes(trained, tiny_
     assert run.kind == "policy:sweet" and run.status == "done" and run.data_watermark == max_seq
     assert run.config["critic_checkpoint_id"] == critic_id and run.config["candidates"] == 4
     assert checkpoint.kind == "policy" and checkpoint.adapter and (tmp_path / "checkpoints" / f"policy-{run.id}" / "adapter_config.json").is_file()
-    # Every agent turn got 4 scored candidates; the score is critic log-prob (with c) minus the sampler's.
+    # Every agent turn got 4 scored candidates (fraction 1: every trajectory, every turn).
     assert len(agent_turns) == 12 and len(candidates) == 48
     by_turn = {}
     for c in candidates:
         by_turn.setdefault(c.turn_id, []).append(c)
         assert c.run_id == run.id and c.critic_checkpoint_id == critic_id and 1 <= len(c.token_ids) <= 6
-        assert c.score == pytest.approx(c.critic_logp - c.sampler_logp) and c.advantage == pytest.approx(c.critic_logp - c.reference_logp, abs=1e-5)
     assert set(by_turn) == {t.id for t in agent_turns}
     # Pairs: chosen from the top half, rejected from the bottom half, at most 2 per turn.
     for p in pairs:
@@ -273,12 +262,16 @@ def test_rft_trains_only_on_successful_trajectories_agent_tokens_only(trained, t
     items, info, _ = P.rft_items(db, tokenizer, P.PolicyConfig(**SMALL), None)
     with db.read() as session:
         rows = {t.id: t for t in session.exec(select(Trajectory))}
-        turns = {i: session.exec(select(Turn).where(Turn.trajectory_id == i).order_by(Turn.index)).all() for i in rows}
+        turns = queries.turns_for(session, list(rows))  # prompts whole again
     successful = {i for i, t in rows.items() if t.success}
     assert {it.source for it in items} == successful and len(successful) == 2 and info["new_trajectories"] == 6
     for item in items:
-        masked = [tokenizer.decode([i for i, t in zip(item.seq.input_ids, item.seq.turn_ids) if t == k]) for k in sorted({t for t in item.seq.turn_ids if t >= 0})]
-        assert masked == [t.content + "<|im_end|>" for t in turns[item.source] if t.role == "assistant"]
+        # Each turn is read after exactly its stored prompt (the record's `input`) and trains its output.
+        agent = [t for t in turns[item.source] if t.role == "assistant"]
+        for k in sorted({t for t in item.seq.turn_ids if t >= 0}):
+            start = item.seq.turn_ids.index(k)
+            assert tokenizer.decode(item.seq.input_ids[:start]) == agent[k].prompt
+            assert tokenizer.decode([i for i, t in zip(item.seq.input_ids, item.seq.turn_ids) if t == k]) == agent[k].raw + "<|im_end|>"
     result = P.fit_policy(db, P.PolicyConfig(**SMALL, epochs=2), "rft", base_model=str(tiny_model_dir))
     with db.read() as session:
         run = session.get(TrainingRun, result.run_id)
@@ -306,9 +299,10 @@ def test_mtdpo_uses_the_critics_pairs_without_training_info(trained, tiny_model_
     pairs = D.read_pairs(db, family="backend").pairs
     assert [(it.source.chosen, it.source.rejected) for it in items] == [(p.chosen, p.rejected) for p in pairs] and len(pairs) == 4
     for item in items:
-        text = tokenizer.decode(item.chosen.input_ids)
-        assert D.TRAINING_INFO_HEADER not in text and text.startswith("<|im_start|>system\nYou are a programmer")
-        assert len({t for t in item.chosen.turn_ids if t >= 0}) == 2  # both agent turns of the correct trajectory
+        text = "".join(tokenizer.decode(row.input_ids) for row in item.chosen)
+        # What the policy saw: the stored prompt, its system message included, and no training-time information.
+        assert D.TRAINING_INFO_HEADER not in text and text.startswith("<|im_start|>system\nYou are a helpful agent.")
+        assert len({t for row in item.chosen for t in row.turn_ids if t >= 0}) == 2  # both agent turns of the correct trajectory
     result = P.fit_policy(db, P.PolicyConfig(**SMALL), "mtdpo", base_model=str(tiny_model_dir))
     assert result.metrics["pairs"] == 4 and result.metrics["steps"] == 1
     assert "train_reward_margin" in result.metrics and result.metrics["train_dpo_loss"] == pytest.approx(0.6931, abs=1e-3)
@@ -344,7 +338,7 @@ def test_export_merge_gives_base_plus_adapter_logps_and_ckpt_works_in_an_engine(
     from colbench.runner import build_engine
 
     engine = build_engine(db, "hf", ref, device="cpu")
-    generation = engine.generate([P.conversation("backend", DIALOGUE[:1])], SamplingParams(max_new_tokens=4, seed=0))[0]
+    generation = engine.generate([S.conversation("backend", DIALOGUE[:1])], SamplingParams(max_new_tokens=4, seed=0))[0]
     assert engine.model_ref == ref and 1 <= len(generation.samples[0].token_ids) <= 4
 
 

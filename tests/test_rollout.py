@@ -12,10 +12,11 @@ import pytest
 from sqlmodel import select
 
 from colbench.engines.openai import OpenAIEngine
+from colbench.eval import evaluate
 from colbench.envs.backend import BackendEnv
 from colbench.grading.grader import Grader
 from colbench.official import import_tasks, import_trajectories, spec_of
-from colbench.protocol import ANSWER_MARKER, MAX_AGENT_TURNS
+from colbench.protocol import ANSWER_MARKER, MAX_AGENT_TURNS, NO_RESPONSE
 from colbench.rollout import Rollout, RolloutConfig
 from colbench.simulators.builtin import BuiltinSimulator
 from colbench.simulators.endpoint import EndpointSimulator
@@ -106,19 +107,49 @@ def test_served_agent_solves_tasks_and_rerun_duplicates_nothing(sqlite_url, tmp_
         assert len(session.exec(select(Trajectory)).all()) == 3
 
 
-def test_simulator_failure_fails_the_trajectory_not_the_run(sqlite_url, tmp_path, openai_server, closed_port, env):
+def agent_and_flaky_human(request: dict) -> str:
+    """The scripted agent, and a served human model that is down for shop number 1's task."""
+    if request["model"] != "human":
+        return scripted_agent(request)
+    if "shop number 1 " in request["messages"][0]["content"]:
+        raise RuntimeError("the human model is down")
+    return "Kilograms; express costs one and a half times as much."
+
+
+def test_simulator_failure_goes_on_with_no_response_and_is_graded(sqlite_url, tmp_path, openai_server, env):
+    # As officially: the human's reply becomes "No response.", the dialogue goes on, the trajectory
+    # is graded and counted, and the failure is kept on that human turn.
     db = Database(sqlite_url)
-    tasks = stored_tasks(db, tmp_path, n=2)
-    openai_server.set_responder(scripted_agent)
+    tasks = stored_tasks(db, tmp_path, n=3)
+    openai_server.set_responder(agent_and_flaky_human)
     engine = OpenAIEngine("scripted", openai_server.base_url)
-    dead_human = EndpointSimulator("llama-70b", f"http://127.0.0.1:{closed_port}/v1", max_retries=1, backoff_s=0.01)
-    stats = Rollout(db, engine, dead_human, env, RolloutConfig()).run(tasks)
-    assert stats.failed == 2 and stats.graded == 0
+    human = EndpointSimulator("human", openai_server.base_url, max_retries=1, backoff_s=0.01)
+    stats = Rollout(db, engine, human, env, RolloutConfig()).run(tasks)
+    assert (stats.finished, stats.graded, stats.no_replies) == (3, 3, 1)
     with db.read() as session:
         for trajectory in session.exec(select(Trajectory)):
-            assert trajectory.status == "failed" and "simulator" in trajectory.failure and str(closed_port) in trajectory.failure
-            last = queries.turns_of(session, trajectory.id)[-1]
-            assert last.role == "user" and last.error
+            assert trajectory.status == "done" and trajectory.graded_seq is not None
+            assert trajectory.reward == 1.0 and trajectory.success and trajectory.failure is None
+            reply = queries.turns_of(session, trajectory.id)[2]
+            assert reply.role == "user"
+            if trajectory.task_id == tasks[1].id:
+                assert reply.content == NO_RESPONSE and reply.raw is None
+                assert "responder failed: the human model is down" in reply.error
+            else:
+                assert reply.content.startswith("Kilograms") and reply.error is None
+    answering = [r for r in openai_server.chat_requests if r["model"] == "scripted" and len(r["messages"]) > 2]
+    assert sum(r["messages"][-1]["content"] == NO_RESPONSE for r in answering) == 1  # the agent was told
+
+    rows = evaluate(db, "backend", "test", record=False)
+    assert [(r.n_trajectories, r.simulator_failures) for r in rows] == [(3, 1)]
+    cli_env = dict(os.environ, COLBENCH_DB=sqlite_url, COLUMNS="200")
+    shown = subprocess.run(COLBENCH + ["eval", "--json"], capture_output=True, text=True, env=cli_env, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    (row,) = json.loads(shown.stdout)
+    assert (row["n_trajectories"], row["simulator_failures"], row["success"]["mean"]) == (3, 1, 1.0)
+    assert row["grading"] == "official"
+    table = subprocess.run(COLBENCH + ["eval"], capture_output=True, text=True, env=cli_env, timeout=120)
+    assert "sim. failures" in table.stdout and "No response." in table.stdout
 
 
 def _rollout_cli(db_url: str, model_dir, *extra: str) -> subprocess.Popen:
@@ -133,8 +164,9 @@ def test_kill_9_mid_rollout_loses_no_turn_and_rerun_completes(sqlite_url, tmp_pa
     process = _rollout_cli(sqlite_url, tiny_model_dir, "-k", "2")
     deadline = time.time() + 120
     while time.time() < deadline:  # wait until some turns are stored, then kill hard
-        with db.read() as session:
-            if len(session.exec(select(Turn).where(Turn.role == "assistant")).all()) >= 8:
+        with db.read() as session:  # some turns stored and a trajectory under way: kill it mid-dialogue
+            stored = len(session.exec(select(Turn).where(Turn.role == "assistant")).all())
+            if stored >= 8 and session.exec(select(Trajectory).where(Trajectory.status == "running")).first():
                 break
         time.sleep(0.2)
     process.send_signal(signal.SIGKILL)
@@ -220,7 +252,7 @@ def test_best_of_n_keeps_the_candidate_the_critic_ranks_highest(sqlite_url, tmp_
     episodes = [BackendEnv.episode_class(t.id, specs[t.task_id]) for t in trajectories]
     generations = tiny_engine.generate([e.conversation() for e in episodes], SamplingParams(temperature=1.0, max_new_tokens=5, n=4, seed=0))
     for episode, generation, text in zip(episodes, generations, kept):
-        scores = critic.score_candidates(critic.prefix_ids(episode.dialogue, episode.task.hidden), [s.token_ids for s in generation.samples])
+        scores = critic.score_candidates(critic.context(generation.prompt_text, episode.task.hidden).ids, [s.token_ids for s in generation.samples])
         best = max(range(4), key=lambda i: scores[i].advantage)
         assert text == generation.samples[best].text
         assert len({s.text for s in generation.samples}) > 1  # there was a choice to make

@@ -98,6 +98,18 @@ CASES = {
         renamed("no_call", variant(3), calls=CALLS[:9] + ["len('abc')"]), PROTOCOL, "test10 does not call no_call()"),
     "naive passes everything": (renamed("naive_ok", variant(4), naive=variant(4)), CLARIFICATION, "passes all 10 tests"),
     "naive does not parse": (renamed("naive_bad", variant(5), naive="def tip_amount(:\n"), CLARIFICATION, "does not parse"),
+    "recursion fails officially": (
+        renamed("recurses", "def tip_amount(bill, service):\n    if bill < 0:\n        return tip_amount(-bill, service)\n"
+                "    return round(bill * 0.1 + len(service), 2)\n"),
+        PROTOCOL, "graded as an answer under the official grading, the reference fails test5; e.g. NameError"),
+    "top-level import fails officially": (
+        renamed("top_import", "import math\n\ndef tip_amount(bill, service):\n    return math.floor(bill * 0.15) + len(service)\n"),
+        PROTOCOL, "official scoping: names defined at the reference's top level"),
+    "blacklisted function name": (
+        renamed("sudoku_tip", variant(8)), PROTOCOL, "contains 'sudo' (in the function name sudoku_tip), which is on the official blacklist"),
+    "fence inside a line": (
+        renamed("fence_mid", "def tip_amount(bill, service):\n    return 0.0 if service == '```' else round(bill * 0.11, 2)\n"),
+        PROTOCOL, "cuts an answer at its first ``` (the reference has one at line 2)"),
     "duplicate reference": (
         task(description="Another story. The signature of the function is: def gratuity(total, quality)",
              reference=("def gratuity(total, quality):\n    # percentages by quality\n"
@@ -143,6 +155,18 @@ def test_report_counts_and_naive_share(report):
     payload = report.to_json()
     json.dumps(payload)
     assert payload["failed_tasks"] == len(CASES) - 1
+
+
+def test_passable_officially_is_checked_even_with_a_strict_grader():
+    from colbench.grading.grader import Grader
+
+    specs = [renamed("sudoku_tip", variant(8)), task()]
+    with Grader(sandbox="bwrap", grading="strict") as strict:
+        result = validate_tasks(specs, grader=strict, exact_tests=10)
+    blacklisted, good = result.checks
+    assert good.ok, good.findings
+    assert blacklisted.rules[PROTOCOL] == "failed" and blacklisted.rules[DETERMINISTIC] == "passed"
+    assert "'sudo'" in blacklisted.failures[0].message
 
 
 def test_dedupe_key_ignores_formatting_names_and_docstrings():

@@ -75,18 +75,21 @@ class HFEngine(Engine):
     # ------------------------------------------------------------------ sampling
 
     def generate(self, conversations: list[list[Message]], params: SamplingParams) -> list[Generation]:
-        prompts = [self.render_prompt(c) for c in conversations]
+        return self.generate_from_prompts([self.render_prompt(c) for c in conversations], params)
+
+    def generate_from_prompts(self, prompts: list[str], params: SamplingParams) -> list[Generation]:
+        """Continue prompts that are already templated (e.g. a stored turn's exact prompt)."""
         prompt_ids = [self.encode(p) for p in prompts]
         # One row per (conversation, sample). Sorting rows by prompt length keeps padding
         # small; the n samples of a conversation stay together (stable sort).
-        rows = [c for c in range(len(conversations)) for _ in range(params.n)]
+        rows = [c for c in range(len(prompts)) for _ in range(params.n)]
         order = sorted(range(len(rows)), key=lambda r: len(prompt_ids[rows[r]]))
         generator = None
         if params.seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(params.seed)
 
         results: list[Sample | None] = [None] * len(rows)
-        latency = [0.0] * len(conversations)
+        latency = [0.0] * len(prompts)
         with self._eval_mode():
             for start in range(0, len(order), self.max_batch_size):
                 chunk = order[start : start + self.max_batch_size]
@@ -105,7 +108,7 @@ class HFEngine(Engine):
                 samples=[results[r] for r in range(len(rows)) if rows[r] == c],
                 latency_s=latency[c],
             )
-            for c in range(len(conversations))
+            for c in range(len(prompts))
         ]
 
     @torch.inference_mode()

@@ -100,7 +100,16 @@ class Env:
         return [SimRequest(task=e.task, dialogue=list(e.dialogue)) for e in episodes]
 
     def grade(self, task: TaskSpec, answer: str) -> "Future[Grade]":
+        """Grade an answer on its own (re-grading stored answers)."""
         raise NotImplementedError
+
+    def grade_episode(self, episode: Episode) -> "Future[Grade]":
+        """Grade a finished episode, live or rebuilt from its stored turns (Episode.resume).
+
+        Backend grades the answer; a family whose reward depends on more of the dialogue
+        (frontend: the last page shown in any turn) overrides this.
+        """
+        return self.grade(episode.task, episode.answer or "")
 
     def new_screenshots(self) -> list[dict]:
         """Screenshot rows saved since the last call, to be stored before turns refer to them."""

@@ -1,6 +1,7 @@
 """Frontend design: the agent writes an HTML/Tailwind page; it is rendered in a real
-browser, the simulated human compares it with the reference page, and the final page's
-visual similarity to the reference is the reward.
+browser, the simulated human compares it with the reference page, and the visual
+similarity to the reference of the last page the agent showed (in any turn, as
+officially; the black image if it never showed one) is the reward.
 """
 from __future__ import annotations
 
@@ -22,16 +23,23 @@ FRONTEND_SYSTEM_PROMPT = (
 )
 
 
-def page_of(text: str | None) -> str | None:
-    """The HTML an agent message (or a final answer) shows."""
-    if not text:
-        return None
-    return protocol.extract_html(text) or (text if "<" in text else None)
+def last_page(dialogue: list[dict]) -> str | None:
+    """The HTML of the last page the agent showed, in any turn (None if it never showed one).
+
+    Officially the reward scores this page, not the answer turn's alone: a final
+    "I WANT TO ANSWER: looks good" keeps the page shown before it.
+    """
+    for message in reversed(dialogue):
+        if message["role"] == "assistant":
+            html = protocol.extract_html(message["content"])
+            if html:
+                return html
+    return None
 
 
 class FrontendEpisode(Episode):
     system_prompt = FRONTEND_SYSTEM_PROMPT
-    last_render = None  # RenderResult of the agent's latest page (None until it shows one)
+    last_render = None  # RenderResult of last_page(dialogue); None until rendered (or after a resume)
 
 
 class FrontendEnv(Env):
@@ -64,7 +72,8 @@ class FrontendEnv(Env):
         return self._references[task.content_hash]
 
     def after_agent_step(self, episodes: list[Episode]) -> dict[int, dict]:
-        shown = [(e, page_of(e.answer if e.answer is not None else e.dialogue[-1]["content"])) for e in episodes]
+        # As officially, a turn shows a page when its visible text holds an HTML snippet, answer or not.
+        shown = [(e, protocol.extract_html(e.dialogue[-1]["content"])) for e in episodes]
         shown = [(e, html) for e, html in shown if html]
         extras = {}
         for (episode, _), result in zip(shown, self.renderer.render_many([html for _, html in shown])):
@@ -73,20 +82,47 @@ class FrontendEnv(Env):
             extras[episode.trajectory_id] = {"screenshot": sha, "error": result.error}
         return extras
 
+    def page_render(self, episode: FrontendEpisode):
+        """The render of the last page the episode showed (None if none); an episode rebuilt from
+        stored turns has none in memory, so its last page is rendered again."""
+        if episode.last_render is None:
+            html = last_page(episode.dialogue)
+            episode.last_render = self.renderer.render(html) if html else None
+        return episode.last_render
+
+    def shown_now(self, episode: FrontendEpisode):
+        """The render of the page the agent's latest turn showed, or None when that turn showed
+        none: as officially, the human sees only the page of the turn it answers."""
+        latest = episode.dialogue[-1]
+        if latest["role"] != "assistant" or not protocol.extract_html(latest["content"]):
+            return None
+        return self.page_render(episode)  # the latest turn's page is the last page shown
+
     def sim_requests(self, episodes: list[Episode]) -> list[SimRequest]:
-        return [frontend_request(e.task, e.dialogue, e.last_render, self.reference(e.task)) for e in episodes]
+        return [frontend_request(e.task, e.dialogue, self.shown_now(e), self.reference(e.task)) for e in episodes]
 
     def grade(self, task: TaskSpec, answer: str) -> "Future[Grade]":
-        """Render the final page and score it against the reference (a missing page is black)."""
-        graded: Future = Future()
-        try:
-            html = page_of(answer)
-            result = self.renderer.render(html) if html else None
-            png = result.png_bytes if result else self.renderer.black()
-            sha = self._save(png)
-            score = self.similarity.score(png, self.reference(task).png_bytes)
-            error = (result.error if result else "no page in the answer")
-            graded.set_result(Grade(reward=float(score), metric=self.similarity.name, error=error, screenshot=sha))
-        except BaseException as exc:
-            graded.set_exception(exc)
-        return graded
+        """An answer on its own: the page it shows, else the black image."""
+        html = protocol.extract_html(answer)
+        return _resolved(lambda: self._score(task, self.renderer.render(html) if html else None, "no page in the answer"))
+
+    def grade_episode(self, episode: Episode) -> "Future[Grade]":
+        """The last page shown in any turn, not only the answer's; the black image if none was."""
+        return _resolved(lambda: self._score(episode.task, self.page_render(episode), "no page in any turn"))
+
+    def _score(self, task: TaskSpec, result, no_page: str) -> Grade:
+        """A page's render (None: no page, scored as the black image) against the reference."""
+        png = result.png_bytes if result else self.renderer.black()
+        score = self.similarity.score(png, self.reference(task).png_bytes)
+        error = result.error if result else no_page
+        return Grade(reward=float(score), metric=self.similarity.name, error=error, screenshot=self._save(png))
+
+
+def _resolved(work) -> Future:
+    """A finished Future with work()'s result, or its exception (handed to whoever waits on it)."""
+    done: Future = Future()
+    try:
+        done.set_result(work())
+    except BaseException as exc:
+        done.set_exception(exc)
+    return done

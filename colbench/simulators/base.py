@@ -31,7 +31,7 @@ class SimRequest:
 @dataclass
 class SimReply:
     text: str  # raw reply; "" when error is set
-    error: str | None = None  # why no reply could be had (the trajectory is then failed)
+    error: str | None = None  # why no reply could be had (the human then says protocol.NO_RESPONSE)
     latency_s: float = 0.0
 
 

@@ -2,7 +2,7 @@
 
 This is the paper's setup (Llama-3.1-70B-Instruct served by vLLM), at temperature 0.
 A request that still fails after the client's retries becomes a reply with ``error``
-set: the environment fails that one trajectory and the run goes on.
+set: that human turn becomes "No response." and the dialogue goes on.
 """
 from __future__ import annotations
 

@@ -22,13 +22,13 @@ from colbench.simulators.endpoint import EndpointSimulator
 FRONTEND_INSTRUCTIONS = """\
 You are role-playing a person who asked an AI assistant to build a web page for you.
 You know exactly what you want: the SECOND image is the page you have in mind. The assistant cannot see it.
-The FIRST image is the page the assistant has built so far. If it is completely black, the assistant has not shown a page yet or its page did not work.
+The FIRST image is the page the assistant showed in its last message. If it is completely black, its page did not work.
 
 How to reply:
 - Compare the two pages and describe the most important concrete differences, so the assistant can make its page look like yours.
 - Start with the biggest differences: missing or extra sections, the layout (what sits where, how many columns, the order from top to bottom), then colours (backgrounds, text, buttons), then sizes of text and elements, then wording.
 - Be specific: name colours ("a dark blue header with white text"), positions ("three cards side by side below the title") and the exact text you want.
-- If the first image is black, describe the main parts of the page you want instead.
+- If the assistant showed no page in its last message, or it is black, describe the main parts of the page you want instead.
 - Never write HTML, CSS or code, and never mention "the first image" or "the second image": talk as the person who wants the page.
 - Be brief, at most a short paragraph, like a person writing in a chat.
 - Write only your reply, without a name or label in front of it."""
@@ -60,32 +60,32 @@ def data_url(png: bytes) -> str:
 def build_vision_messages(request: SimRequest) -> list[dict]:
     """One user message: instructions, the idea, the transcript, then the two images."""
     images = request.images or {}
-    from colbench.render.browser import black_png  # the protocol's "no page" picture
 
-    agent_png = images.get("agent") or black_png()
+    agent_png = images.get("agent")
+    look = (
+        "Now look at the two images (first: the assistant's page; second: the page you want) "
+        if agent_png else
+        "The assistant did not show a page in its last message. Now look at the image (the page you want) "
+    )
     text = (
         f"{FRONTEND_INSTRUCTIONS}\n\n"
         f"THE WEBSITE YOU ASKED FOR:\n{request.task.problem_description}\n\n"
         f"CONVERSATION SO FAR:\n{_transcript(request.dialogue)}\n\n"
-        "Now look at the two images (first: the assistant's page; second: the page you want) "
-        "and write your reply to the assistant."
+        + look + "and write your reply to the assistant."
     )
-    content = [
-        {"type": "text", "text": text},
-        {"type": "image_url", "image_url": {"url": data_url(agent_png)}},
-        {"type": "image_url", "image_url": {"url": data_url(images["reference"])}},
-    ]
+    content = [{"type": "text", "text": text}]
+    if agent_png:  # officially, a turn without a page is described in words, with no picture
+        content.append({"type": "image_url", "image_url": {"url": data_url(agent_png)}})
+    content.append({"type": "image_url", "image_url": {"url": data_url(images["reference"])}})
     return [{"role": "user", "content": content}]
 
 
 def frontend_request(task, dialogue: list[Message], agent, reference) -> SimRequest:
-    """A frontend SimRequest from two ``RenderResult``s (``agent`` may be None: no page yet)."""
-    from colbench.render.browser import black_png
-
+    """A frontend SimRequest from two ``RenderResult``s (``agent`` is None when the turn showed no page)."""
     return SimRequest(
         task=task,
         dialogue=list(dialogue),
-        images={"agent": agent.png_bytes if agent is not None else black_png(),
+        images={"agent": agent.png_bytes if agent is not None else None,
                 "reference": reference.png_bytes},
         dom={"agent": agent.dom_summary if agent is not None and agent.ok else None,
              "reference": reference.dom_summary},

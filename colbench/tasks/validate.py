@@ -7,7 +7,8 @@ Rules, in the order they are reported:
   and defines exactly one top-level function, named as in the signature and with the
   same parameters (names and kinds; defaults too where the signature states them).
   Beside the function, the reference may hold imports, a docstring and constant
-  assignments (`RATES = {...}`), nothing else. Frontend: an <html> document.
+  assignments (`RATES = {...}`), nothing else (though under the official grading its
+  function cannot see them: see "passable officially"). Frontend: an <html> document.
 - **frontend, in the browser** (`check_frontend_rendering`): the reference renders,
   no request that would leave the machine remains after the offline rewrite (fits the
   protocol), and two renders of it score a similarity of 1 (deterministic).
@@ -25,6 +26,12 @@ Rules, in the order they are reported:
   NaN, no opaque object), and arrives within the time limit. The reference survives
   the answer clean-up unchanged (answers are cut at Markdown fences before they run,
   so a reference with a line opening a fence could never be matched by an answer).
+  **Passable officially**: graded as an answer under the official grading (semantics.py),
+  the reference passes all its tests. This catches a reference that trips the official
+  blacklist (a function named `sudoku_...` contains "sudo", so every answer defining it
+  scores 0), one cut by the official fence rule (any ``` in it), and one whose official
+  scoping fails (it recurses, or calls a top-level helper or import, from inside its
+  function). Such a task cannot be passed under the default grading.
 - **needs clarification**: the stored naive solution (written from the description
   alone) parses and fails at least one test. A task without one is a warning ("no
   naive solution, not checked") unless `require_naive`.
@@ -44,6 +51,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
+from colbench.grading.semantics import banned_text
 from colbench.protocol import strip_code_fences
 from colbench.tasks.spec import TaskSpec
 
@@ -79,6 +87,12 @@ BANNED_CALLS = {
 CLOCK_METHODS = {"now", "today", "utcnow"}
 
 SANDBOX_FAILURES = ("sandbox failed", "sandbox stopped", "sandbox crashed", "sandbox sent", "sandbox exited")
+BLACKLISTED = "blacklisted: "  # the grader's task-level error for an answer on the official blacklist
+OFFICIALLY = "graded as an answer under the official grading, the reference"
+SCOPING_HINT = (
+    "official scoping: names defined at the reference's top level (helpers, imports, the function itself "
+    "when it recurses) are invisible inside its functions"
+)
 
 Progress = Callable[[int], None]
 
@@ -524,15 +538,21 @@ def validate_tasks(
     runnable = [i for i, p in enumerate(parsed) if p is not None and p.reference_ok and p.tests_ok]
     backend_name = None
     if runnable:
+        from colbench.grading.grader import Grader
+
         own = grader is None
         if own:
-            from colbench.grading.grader import Grader
-
             grader = Grader(sandbox=sandbox, workers=workers, test_timeout_s=test_timeout_s)
+        official = None
         try:
             backend_name = grader.backend
-            _run_checks(grader, specs, checks, parsed, runnable, progress)
+            official = grader
+            if getattr(grader, "grading", "official") != "official":  # a grader under strict grading was given
+                official = Grader(sandbox=grader.backend, workers=workers, test_timeout_s=getattr(grader, "test_timeout_s", test_timeout_s))
+            _run_checks(grader, official, specs, checks, parsed, runnable, progress)
         finally:
+            if official is not None and official is not grader:
+                official.close()
             if own:
                 grader.close()
     for i, p in enumerate(parsed):
@@ -544,15 +564,19 @@ def validate_tasks(
     return ValidationReport(checks, backend_name)
 
 
-def _run_checks(grader, specs, checks, parsed, runnable, progress) -> None:
-    """Grade each reference against itself (two runs), then each naive solution."""
+def _run_checks(grader, official, specs, checks, parsed, runnable, progress) -> None:
+    """Grade each reference against itself (two runs), then as an answer under the
+    official grading (`official`, a Grader under it: one more job per task, the
+    reference run being cached when it is `grader`), then each naive solution."""
     timeout = getattr(grader, "test_timeout_s", 1.0)
     self_runs = {i: grader.submit(specs[i], _verbatim(specs[i].ground_truth)) for i in runnable}
+    official_runs = {i: official.submit(specs[i], specs[i].ground_truth) for i in runnable}
     naive_runs = {i: grader.submit(specs[i], specs[i].naive_solution) for i in runnable if parsed[i].naive_ok}
     for i in runnable:
         check = checks[i]
         report = self_runs[i].result()
         _judge_reference(report, check, timeout)
+        _judge_official(official_runs[i].result(), report, check, specs[i].ground_truth)
         if i in naive_runs:
             naive = naive_runs[i].result()
             reference_usable = all(t.expected not in (None, "None") for t in report.tests)
@@ -615,6 +639,52 @@ def _judge_reference(report, check: TaskCheck, timeout: float) -> None:
             note(PROTOCOL, "takes over half the time limit", test, f"{test.duration_s:.2f} s, for {call}", WARN)
     for (rule, level, what), hits in groups.items():
         check.findings.append(Finding(rule, f"{what} on {_tests_phrase([name for name, _ in hits])}; e.g. {hits[0][1]}", level))
+
+
+def _judge_official(answer, self_run, check: TaskCheck, reference: str) -> None:
+    """Passable officially: the reference, graded as an answer under the official grading,
+    passes every test. `self_run` (the reference against itself) tells which failures are
+    already reported: a test the reference itself fails there is not repeated here, unless
+    it fails with a NameError, the mark of the official scoping."""
+    if answer.success:
+        return
+    error = answer.error or ""
+    if error.startswith(SANDBOX_FAILURES):
+        check.findings.append(Finding(PROTOCOL, f"could not grade the reference as an answer under the official grading: {error}"))
+        return
+    if error.startswith(BLACKLISTED):
+        word = banned_text(reference) or error[len(BLACKLISTED):]
+        where = f" (in the function name {check.function})" if check.function and word in check.function else ""
+        check.findings.append(Finding(
+            PROTOCOL,
+            f"{OFFICIALLY} scores 0: it contains {word!r}{where}, which is on the official blacklist, so "
+            + ("no answer defining the function can pass" if where else "an answer written like it cannot pass"),
+        ))
+        return
+    if "```" in reference:
+        line = next(n for n, text in enumerate(reference.splitlines(), start=1) if "```" in text)
+        check.findings.append(Finding(
+            PROTOCOL,
+            f"{OFFICIALLY} fails: the official grader cuts an answer at its first ``` (the reference has one at "
+            f"line {line}), so an answer written like it cannot pass; write it without three backticks in a row",
+        ))
+        return
+    own = {test.name: test for test in self_run.tests}
+    failing = []
+    for test in answer.tests:
+        if test.passed:
+            continue
+        mine = own.get(test.name)
+        why = test.error or (f"gave {_clip(test.actual or '')}, expected {_clip(test.expected or '')}")
+        if mine is not None and not mine.passed and "NameError" not in why + (mine.error or ""):
+            continue  # the reference fails this test itself: reported above
+        failing.append((test, why))
+    if not failing:
+        return
+    test, why = failing[0]
+    hint = f" ({SCOPING_HINT})" if any("NameError" in w for _, w in failing) else ""
+    names = _tests_phrase([t.name for t, _ in failing])
+    check.findings.append(Finding(PROTOCOL, f"{OFFICIALLY} fails {names}; e.g. {why}, for {test.call[:80]}{hint}"))
 
 
 def _tests_phrase(names: list[str]) -> str:

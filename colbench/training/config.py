@@ -10,6 +10,7 @@ import torch
 
 LORA_LR = 2e-5
 FULL_LR = 2e-7
+DEFAULT_BATCH_SIZE = 8  # the paper's critic and DPO batch; rejection fine-tuning uses 32 (policy.DEFAULT_BATCH)
 
 
 def option(default: Any, text: str) -> Any:
@@ -30,7 +31,7 @@ class TrainingConfig:
         "that rate. LoRA wants about 10x a full fine-tune's rate, and this toolkit's models are far smaller than 8B "
         "(which also tolerates larger rates); 2e-5 is 100x.",
     )
-    batch_size: int = option(8, "Examples (pairs; trajectories for rft) per forward/backward pass and process (paper: 8).")
+    batch_size: int | None = option(None, f"Examples (pairs; trajectory rows for rft) per forward/backward pass and process. Default: {DEFAULT_BATCH_SIZE}, and 32 for rft (the paper's).")
     grad_accum: int = option(1, "Passes per optimiser step. Effective batch = batch_size x grad_accum x processes. Lower batch_size and raise this to save memory.")
     lora_rank: int = option(16, "LoRA rank r (α = 2r, no dropout, every linear layer but the output layer).")
     full: bool = option(False, "Full fine-tuning instead of LoRA. Reference log-probs are computed before training, so no second model is kept; the checkpoint holds full weights.")
@@ -46,7 +47,7 @@ class TrainingConfig:
 
     def __post_init__(self):
         for name in ("batch_size", "grad_accum"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:  # None: the algorithm's default
                 raise ValueError(f"{name} must be at least 1")
         if not self.full and self.lora_rank < 1:
             raise ValueError("lora_rank must be at least 1 (or use full fine-tuning)")

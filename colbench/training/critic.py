@@ -30,7 +30,7 @@ from colbench.store.models import Checkpoint, TrainingRun, utcnow
 from colbench.training import NothingToTrain
 from colbench.training import data as D
 from colbench.training.checkpoints import checkpoint_folder, fail_run, get_checkpoint, normalized_model_ref, resolve_base, save_model
-from colbench.training.config import TrainingConfig, option
+from colbench.training.config import DEFAULT_BATCH_SIZE, TrainingConfig, option
 from colbench.training.losses import NORMALIZATIONS, bradley_terry_loss, critic_scores
 from colbench.training.modeling import (
     TokenLogProbs,
@@ -66,11 +66,13 @@ class CriticConfig(TrainingConfig):
     pairs: str | None = option(None, D.PAIR_RULE_HELP)
     training_info: bool = option(True, "Give the critic the training-time information c (the reference solution) as a text prefix. False is the paper's ablation.")
     epochs: int = option(4, "Passes over the training pairs (paper: 4 for backend, 8 for frontend).")
-    max_len: int = option(2048, "Most tokens per trajectory. Beyond it c keeps its first max_len/2 tokens at most and the dialogue is cut from the left (the last turns decide the outcome).")
+    max_len: int = option(2048, "Most tokens of c plus the context an agent turn is read with (the turn itself is never cut). Beyond it c keeps its first max_len/2 tokens and the context its last ones; candidates are scored with the very same cut.")
     heldout_fraction: float = option(0.1, "Share of tasks whose pairs are held out for the pair-accuracy check (whole tasks; at least one task when there are two or more).")
 
     def __post_init__(self):
         super().__post_init__()
+        if self.batch_size is None:
+            self.batch_size = DEFAULT_BATCH_SIZE
         if self.normalize not in NORMALIZATIONS:
             raise ValueError(f"normalize must be one of {', '.join(NORMALIZATIONS)}; got {self.normalize!r}")
         if self.family not in ("backend", "frontend"):
@@ -158,8 +160,8 @@ class CriticRecipe:
         return attach_lora(model, rank=cfg.lora_rank, alpha=2 * cfg.lora_rank)
 
     @torch.no_grad()
-    def _reference_logps(self, device: str) -> dict[int, torch.Tensor]:
-        """trajectory id → float32 token log-probs of the frozen initial LM, computed once.
+    def _reference_logps(self, device: str) -> dict[int, list[torch.Tensor]]:
+        """trajectory id → float32 token log-probs of the frozen initial LM, one tensor per row, computed once.
 
         LoRA: the model with its adapter disabled. Full fine-tuning: the model before
         its first step, or (continuing) the base model loaded for this pass only.
@@ -175,15 +177,16 @@ class CriticRecipe:
         else:
             model, context = self.model, adapter_disabled(self.model)
         scorer = TokenLogProbs(model)
-        found: dict[int, torch.Tensor] = {}
+        found: dict[int, list[torch.Tensor]] = {}
         with evaluating(model), context:
             for start in range(0, len(mine), self.config.batch_size):
                 chunk = [self.examples[i] for i in mine[start : start + self.config.batch_size]]
-                logps = self._forward(scorer, chunk, device)
-                for row, example in enumerate(chunk):
-                    found[example.trajectory_id] = logps[row, : len(example.input_ids)].float().cpu().clone()
+                rows, owner = D.flatten(chunk)
+                logps = self._forward(scorer, rows, device)
+                for r, (row, k) in enumerate(zip(rows, owner)):
+                    found.setdefault(chunk[k].trajectory_id, []).append(logps[r, : len(row.input_ids)].float().cpu().clone())
         if self.accelerator.num_processes > 1:
-            merged: dict[int, torch.Tensor] = {}
+            merged: dict[int, list[torch.Tensor]] = {}
             for part in gather_object([found]):
                 merged.update(part)
             found = merged
@@ -191,19 +194,22 @@ class CriticRecipe:
             del model
         return found
 
-    def _forward(self, scorer, examples: list[D.Example], device) -> torch.Tensor:
-        ids, mask, turns = D.collate(examples, self.tokenizer.pad_token_id)
+    def _forward(self, scorer, rows, device) -> torch.Tensor:
+        ids, mask, turns = D.collate(rows, self.tokenizer.pad_token_id)
         return scorer(ids.to(device), mask.to(device), (turns >= 0).to(device))
 
     def _scores(self, scorer, examples: list[D.Example], device) -> torch.Tensor:
-        """Σ_t β·A of each example (differentiable when grad is on)."""
-        _, _, turns = D.collate(examples, self.tokenizer.pad_token_id)
+        """Σ_t β·A of each example (differentiable when grad is on); its rows are summed."""
+        rows, owner = D.flatten(examples)
+        _, _, turns = D.collate(rows, self.tokenizer.pad_token_id)
         turns = turns.to(device)
-        logps = self._forward(scorer, examples, device)
+        logps = self._forward(scorer, rows, device)
         ref = torch.zeros_like(logps)
-        for row, e in enumerate(examples):
-            ref[row, : len(e.input_ids)] = self.reference[e.trajectory_id].to(device)
-        return critic_scores(logps, ref, turns, beta=self.config.beta, normalize=self.config.normalize)
+        references = [r for e in examples for r in self.reference[e.trajectory_id]]
+        for r, (row, values) in enumerate(zip(rows, references)):
+            ref[r, : len(row.input_ids)] = values.to(device)
+        owners = torch.tensor(owner, device=device)
+        return critic_scores(logps, ref, turns, beta=self.config.beta, normalize=self.config.normalize, owner=owners, owners=len(examples))
 
     def _pair_scores(self, scorer, pairs: list[D.Pair], device) -> tuple[torch.Tensor, torch.Tensor]:
         unique = sorted({i for p in pairs for i in (p.chosen, p.rejected)})
@@ -235,7 +241,7 @@ class CriticRecipe:
                 losses.append(float(loss.detach()))
                 correct += int((chosen.detach() > rejected.detach()).sum())
                 seen += len(pairs)
-                tokens += sum(len(self.examples[i].input_ids) for p in pairs for i in {p.chosen, p.rejected})
+                tokens += sum(self.examples[i].tokens for p in pairs for i in {p.chosen, p.rejected})
                 if acc.sync_gradients:
                     step += 1
                     if self.on_progress and acc.is_main_process:

@@ -1,39 +1,17 @@
-"""From the store to token ids: the critic's input text, agent-token masks, and pairs.
+"""From the store to critic examples, and preference pairs.
 
 The critic's input
 ------------------
-``[training-time information c] + [dialogue in the tokenizer's chat template]``:
+A trajectory's rows (see sequences.py): the training-time information c, then exactly
+the ids the policy saw before each agent turn and the ids it sampled. c is the task's
+reference solution under a one-line header (:data:`TRAINING_INFO_HEADER`), as plain
+text before the prompt; ``training_info=False`` (the paper's ablation) leaves it out.
+Candidate scoring reads c + the same prompt ids, fitted to ``max_len`` the same way
+(:func:`colbench.training.sequences.fit_context`), so a turn is read identically when
+the critic is trained and when it ranks candidates.
 
-- c is the task's reference solution under a one-line header (:data:`TRAINING_INFO_HEADER`),
-  as plain text before the template. ``training_info=False`` (the paper's ablation)
-  leaves it out.
-- The dialogue is the trajectory's user and assistant turns. System messages are
-  dropped: the agent's instructions are the same for every trajectory and carry no
-  signal for ranking, and leaving them out makes training and candidate scoring
-  render identically whoever calls them. A template that adds a default system prompt
-  (SmolLM2's does) still adds it.
-
-Token ids are built piece by piece, exactly as a policy generated them: the text up
-to an agent turn is encoded, then the turn's content on its own, then the
-end-of-turn token. Token boundaries therefore never straddle an agent turn, and
-candidate scoring (prefix ids + candidate ids) sees the very same ids as training.
-
-Masks
------
-``turn_ids[i]`` is the agent turn (0, 1, ...) of token ``i``, or -1. Agent tokens are
-the turn's content **plus the end-of-turn token** (the template's text right after
-the content when it is the tokenizer's EOS, ``<|im_end|>`` for ChatML): deciding to
-stop is an action of the agent, sampled like any other token. Never in the mask: c,
-human turns, the role headers (``<|im_start|>assistant\\n``), and the separator after
-the end-of-turn token.
-
-Truncation (``max_len``)
-------------------------
-c is kept (at most ``max_len // 2`` of its tokens, from its start) and the dialogue is
-cut **from the left**: the turns that decide a trajectory's outcome are the last ones
-(the final answer), and the critic must see c. A partly cut turn keeps its remaining
-tokens; a turn cut away entirely has no tokens and adds nothing to the score. The
-first token of a sequence is never a target (nothing predicts it).
+Agent tokens are each turn's sampled ids, the end-of-turn token included when the turn
+stopped: deciding to stop is an action of the agent, sampled like any other token.
 
 Pairs
 -----
@@ -51,7 +29,8 @@ from typing import Iterable, Sequence
 from sqlmodel import col, select
 
 from colbench.store import queries
-from colbench.store.models import Task, Trajectory, Turn
+from colbench.store.models import Task, Trajectory
+from colbench.training import sequences as S
 
 TRAINING_INFO_HEADER = "Reference solution (training-time information, hidden from the agent):"
 SUCCESS_REWARD = 1.0
@@ -72,9 +51,6 @@ class DataError(ValueError):
     """Training data that cannot be built; the message is one line."""
 
 
-# ---------------------------------------------------------------- rendering
-
-
 def training_info_text(reference: str | None) -> str:
     """The text prefix c: the header, the reference, a blank line. Empty without a reference."""
     if not reference:
@@ -82,129 +58,42 @@ def training_info_text(reference: str | None) -> str:
     return f"{TRAINING_INFO_HEADER}\n{reference.rstrip()}\n\n"
 
 
-def _dialogue(messages: Sequence[dict]) -> list[dict]:
-    return [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] in ("user", "assistant")]
-
-
-def _render(tokenizer, messages: list[dict], generation_prompt: bool = False) -> str:
-    if not messages:
-        return ""
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
-
-
-def dialogue_pieces(
-    tokenizer, messages: Sequence[dict], generation_prompt: bool = False, keep_system: bool = False
-) -> list[tuple[str, int]]:
-    """The rendered dialogue as ``(text, agent_turn)`` pieces; agent_turn is -1 outside agent turns.
-
-    Each agent turn gives a piece with its content and one with the end-of-turn token
-    (when the template puts the tokenizer's EOS right after the content). With
-    ``generation_prompt`` the last piece ends with the next agent turn's header. The
-    critic drops system messages; the policy keeps its system prompt (``keep_system``).
-    """
-    if not getattr(tokenizer, "chat_template", None):
-        raise DataError("the tokenizer has no chat template")
-    messages = [{"role": m["role"], "content": m["content"]} for m in messages] if keep_system else _dialogue(messages)
-    eos = tokenizer.eos_token or ""
-    pieces: list[tuple[str, int]] = []
-    cursor, turn = 0, 0
-    for i, message in enumerate(messages):
-        if message["role"] != "assistant":
-            continue
-        before = _render(tokenizer, messages[:i], generation_prompt=True)
-        after = _render(tokenizer, messages[: i + 1])
-        if not after.startswith(before):
-            raise DataError("the chat template does not render a dialogue as a prefix of its continuation")
-        tail = after[len(before) :]
-        content = message["content"]
-        start = tail.find(content) if content else 0
-        if start < 0:  # templates that strip the content
-            content = content.strip()
-            start = tail.find(content)
-        if start < 0:
-            raise DataError("cannot find an agent turn's content in the chat template's rendering")
-        pieces.append((before[cursor:] + tail[:start], -1))
-        pieces.append((content, turn))
-        cursor = len(before) + start + len(content)
-        if eos and after.startswith(eos, cursor):
-            pieces.append((eos, turn))
-            cursor += len(eos)
-        turn += 1
-    pieces.append((_render(tokenizer, messages, generation_prompt)[cursor:], -1))
-    return [(text, t) for text, t in pieces if text]
-
-
-def end_of_turn_ids(tokenizer) -> list[int]:
-    """The token ids that close an agent turn in the masks (the EOS after the content), or []."""
-    pieces = dialogue_pieces(tokenizer, [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}])
-    agent = [text for text, turn in pieces if turn == 0]
-    closing = agent[1:]  # the content is the first agent piece
-    return encode_pieces(tokenizer, [(text, 0) for text in closing])[0]
-
-
-def encode_pieces(tokenizer, pieces: Iterable[tuple[str, int]]) -> tuple[list[int], list[int]]:
-    ids: list[int] = []
-    turn_ids: list[int] = []
-    for text, turn in pieces:
-        piece = tokenizer(text, add_special_tokens=False)["input_ids"]
-        ids.extend(piece)
-        turn_ids.extend([turn] * len(piece))
-    return ids, turn_ids
-
-
-def critic_prefix_ids(tokenizer, messages: Sequence[dict], reference: str | None = None) -> list[int]:
-    """Token ids of c plus the dialogue so far plus the next agent turn's header.
-
-    What candidates for the next agent turn are scored after (see scoring.py): the
-    same ids as training builds for the text before an agent turn's content.
-    """
-    if not _dialogue(messages):
-        raise DataError("a dialogue to continue needs at least one message")
-    info = training_info_text(reference)
-    prefix = encode_pieces(tokenizer, [(info, -1)])[0] if info else []
-    return prefix + encode_pieces(tokenizer, dialogue_pieces(tokenizer, messages, generation_prompt=True))[0]
+def training_info_ids(tokenizer, reference: str | None) -> list[int]:
+    text = training_info_text(reference)
+    return S.encode_text(tokenizer, text) if text else []
 
 
 @dataclass
 class Example:
-    """One trajectory, tokenised for the critic."""
+    """One trajectory, as critic rows."""
 
     trajectory_id: int
     task_id: int
     reward: float
-    input_ids: list[int]
-    turn_ids: list[int]  # per token: agent turn number, or -1
+    rows: list[S.Seq]
     turn_rows: list[int | None] = field(default_factory=list)  # Turn.id of agent turn k
-    prefix_len: int = 0  # tokens of c at the start
-    truncated: bool = False
+    prefix_len: int = 0  # tokens of c at the start of each row
+
+    @property
+    def truncated(self) -> bool:
+        return any(row.truncated for row in self.rows)
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(row.input_ids) for row in self.rows)
 
     @property
     def agent_tokens(self) -> int:
-        return sum(1 for t in self.turn_ids if t >= 0)
+        return sum(row.agent_tokens for row in self.rows)
 
 
-def encode_trajectory(
-    tokenizer,
-    messages: Sequence[dict],
-    reference: str | None,
-    *,
-    max_len: int | None = None,
-) -> tuple[list[int], list[int], int, bool]:
-    """(input_ids, turn_ids, prefix_len, truncated) of a dialogue, c first when given."""
-    info = training_info_text(reference)
-    prefix_ids = encode_pieces(tokenizer, [(info, -1)])[0] if info else []
-    ids, turn_ids = encode_pieces(tokenizer, dialogue_pieces(tokenizer, messages))
-    truncated = False
-    if max_len and len(prefix_ids) + len(ids) > max_len:
-        truncated = True
-        prefix_ids = prefix_ids[: max_len // 2]
-        keep = max_len - len(prefix_ids)
-        ids, turn_ids = ids[len(ids) - keep :], turn_ids[len(turn_ids) - keep :]
-    all_ids = prefix_ids + ids
-    all_turns = [-1] * len(prefix_ids) + turn_ids
-    if all_turns:
-        all_turns[0] = -1  # nothing predicts the first token
-    return all_ids, all_turns, len(prefix_ids), truncated
+def flatten(examples: Sequence[Example]) -> tuple[list[S.Seq], list[int]]:
+    """Every row of the examples, and for each row the index of its example."""
+    rows, owner = [], []
+    for index, example in enumerate(examples):
+        rows += example.rows
+        owner += [index] * len(example.rows)
+    return rows, owner
 
 
 # ---------------------------------------------------------------- pairs
@@ -362,42 +251,35 @@ def load_examples(
             chunk = ids[start : start + _ROWS]
             rows.update({t.id: t for t in session.exec(select(Trajectory).where(col(Trajectory.id).in_(chunk)))})
         task_ids = sorted({t.task_id for t in rows.values()})
-        references: dict[int, str] = {}
+        tasks: dict[int, tuple[str, str]] = {}
         for start in range(0, len(task_ids), _ROWS):
             chunk = task_ids[start : start + _ROWS]
-            references.update({i: g for i, g in session.exec(select(Task.id, Task.ground_truth).where(col(Task.id).in_(chunk)))})
+            query = select(Task.id, Task.family, Task.ground_truth).where(col(Task.id).in_(chunk))
+            tasks.update({i: (family, truth) for i, family, truth in session.exec(query)})
         turns = queries.turns_for(session, ids)
     examples: dict[int, Example] = {}
     for trajectory_id in ids:
         row = rows.get(trajectory_id)
         if row is None:
             raise DataError(f"no trajectory with id {trajectory_id}")
-        examples[trajectory_id] = example_from_turns(
-            tokenizer, row, turns[trajectory_id], references[row.task_id] if training_info else None, max_len=max_len
+        family, reference = tasks[row.task_id]
+        agent = S.agent_turns(tokenizer, family, turns[trajectory_id])
+        prefix = training_info_ids(tokenizer, reference if training_info else None)
+        examples[trajectory_id] = Example(
+            trajectory_id=row.id,
+            task_id=row.task_id,
+            reward=float(row.reward) if row.reward is not None else float("nan"),
+            rows=S.pack(agent, prefix, max_len),
+            turn_rows=[t.turn_id for t in agent],
+            prefix_len=len(prefix),
         )
     return examples
-
-
-def example_from_turns(tokenizer, trajectory: Trajectory, turns: list[Turn], reference: str | None, *, max_len=None) -> Example:
-    turns = [t for t in turns if t.role in ("user", "assistant")]
-    messages = [{"role": t.role, "content": t.content or ""} for t in turns]
-    input_ids, turn_ids, prefix_len, truncated = encode_trajectory(tokenizer, messages, reference, max_len=max_len)
-    return Example(
-        trajectory_id=trajectory.id,
-        task_id=trajectory.task_id,
-        reward=float(trajectory.reward) if trajectory.reward is not None else float("nan"),
-        input_ids=input_ids,
-        turn_ids=turn_ids,
-        turn_rows=[t.id for t in turns if t.role == "assistant"],
-        prefix_len=prefix_len,
-        truncated=truncated,
-    )
 
 
 def collate(examples: Sequence[Example], pad_id: int):
     """Right-padded ``input_ids``, ``attention_mask`` and ``turn_ids`` tensors (turn -1 on padding).
 
-    Takes anything with ``input_ids`` and ``turn_ids`` (critic examples, policy sequences).
+    Takes anything with ``input_ids`` and ``turn_ids`` (sequences.Seq rows).
     """
     import torch
 

@@ -5,10 +5,12 @@ log-probs (float32 is expected; callers compute them so) and returns tensors tha
 autograd can differentiate. The tests check each one against numbers worked out by
 hand.
 
-Token-level inputs share one layout: ``[batch, positions]`` tensors aligned with each
+Token-level inputs share one layout: ``[rows, positions]`` tensors aligned with each
 other, where ``turn_ids[b, i]`` is the agent turn (0, 1, ...) that the token at
 position ``i`` belongs to, or -1 for every token outside agent turns (training-time
-information, human turns, template tokens, padding).
+information, human turns, template tokens, padding). A trajectory may span several
+rows (see sequences.py); ``owner[b]`` then names the trajectory (or pair side) row ``b``
+belongs to, and per-trajectory quantities add up its rows.
 """
 from __future__ import annotations
 
@@ -71,14 +73,25 @@ def turn_sums(
     return sums, counts
 
 
+def by_owner(values: torch.Tensor, owner: torch.Tensor | None, owners: int | None = None) -> torch.Tensor:
+    """Rows' values (``[rows, ...]``) added up per owner: ``[owners, ...]``; unchanged without an owner map."""
+    if owner is None:
+        return values
+    owners = int(owner.max()) + 1 if owners is None else owners
+    return values.new_zeros((owners,) + tuple(values.shape[1:])).index_add(0, owner.to(values.device), values)
+
+
 def turn_advantages(
     policy_logps: torch.Tensor,
     ref_logps: torch.Tensor,
     turn_ids: torch.Tensor,
     normalize: str = "turn",
     num_turns: int | None = None,
+    owner: torch.Tensor | None = None,
+    owners: int | None = None,
 ) -> torch.Tensor:
-    """The advantage ``A(o_t, a_t, c)`` of every agent turn: ``[batch, num_turns]``.
+    """The advantage ``A(o_t, a_t, c)`` of every agent turn: ``[trajectories, num_turns]``
+    (one trajectory per row without ``owner``).
 
     The token log-ratio ``log πθ − log πref`` is summed over each turn's tokens, then
     divided by
@@ -93,6 +106,7 @@ def turn_advantages(
     if normalize not in NORMALIZATIONS:
         raise ValueError(f"normalize must be one of {', '.join(NORMALIZATIONS)}; got {normalize!r}")
     sums, counts = turn_sums(policy_logps - ref_logps, turn_ids, num_turns)
+    sums, counts = by_owner(sums, owner, owners), by_owner(counts, owner, owners)
     if normalize == "turn":
         return torch.where(counts > 0, sums / counts.clamp(min=1), torch.zeros_like(sums))
     if normalize == "trajectory":
@@ -106,9 +120,11 @@ def critic_scores(
     turn_ids: torch.Tensor,
     beta: float = 0.1,
     normalize: str = "turn",
+    owner: torch.Tensor | None = None,
+    owners: int | None = None,
 ) -> torch.Tensor:
-    """A trajectory's critic score ``Σ_t β·A(o_t, a_t, c)``: ``[batch]``; Bradley-Terry compares these."""
-    return beta * turn_advantages(policy_logps, ref_logps, turn_ids, normalize).sum(-1)
+    """A trajectory's critic score ``Σ_t β·A(o_t, a_t, c)``: ``[trajectories]``; Bradley-Terry compares these."""
+    return beta * turn_advantages(policy_logps, ref_logps, turn_ids, normalize, owner=owner, owners=owners).sum(-1)
 
 
 def token_logps_from_logits(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -119,3 +135,48 @@ def token_logps_from_logits(logits: torch.Tensor, targets: torch.Tensor) -> torc
     logits = logits.float()
     picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     return picked - torch.logsumexp(logits, dim=-1)
+
+
+def policy_dpo_loss(
+    token_logps: torch.Tensor,
+    turn_ids: torch.Tensor,
+    owner: torch.Tensor,
+    ref_chosen: torch.Tensor,
+    ref_rejected: torch.Tensor,
+    beta: float = 0.1,
+    nll_weight: float = 0.01,
+) -> tuple[torch.Tensor, dict]:
+    """DPO + ``nll_weight`` · NLL on the rows of B pairs, as the policy trains them.
+
+    ``owner[row]`` is the pair's index for a chosen row and B + the index for a rejected
+    one. A side's log-prob is the sum over every agent token of its rows (one turn for
+    sweet, every turn for mtdpo); tokens outside agent turns (turn id -1) count for
+    nothing. The NLL is the mean over the chosen rows' agent tokens. Returns (loss, float stats).
+    """
+    pairs = ref_chosen.shape[0]
+    mask = turn_ids >= 0
+    sides = by_owner(sequence_logps(token_logps, mask), owner, 2 * pairs)
+    chosen, rejected = sides[:pairs], sides[pairs:]
+    dpo = dpo_loss(chosen, rejected, ref_chosen, ref_rejected, beta)
+    chosen_rows = (owner < pairs).to(mask.device)[:, None]
+    nll = nll_loss(token_logps, mask & chosen_rows)
+    loss = dpo + nll_weight * nll
+    chosen_reward = dpo_rewards(chosen, ref_chosen, beta)
+    rejected_reward = dpo_rewards(rejected, ref_rejected, beta)
+    margin = chosen_reward - rejected_reward
+    stats = {
+        "loss": float(loss.detach()),
+        "dpo_loss": float(dpo.detach()),
+        "nll": float(nll.detach()),
+        "chosen_reward": float(chosen_reward.mean()),
+        "rejected_reward": float(rejected_reward.mean()),
+        "reward_margin": float(margin.mean()),
+        "reward_accuracy": float((margin > 0).float().mean()),
+    }
+    return loss, stats
+
+
+def sft_loss(token_logps: torch.Tensor, turn_ids: torch.Tensor) -> tuple[torch.Tensor, dict]:
+    """Mean NLL over agent tokens only."""
+    loss = nll_loss(token_logps, turn_ids >= 0)
+    return loss, {"loss": float(loss.detach()), "nll": float(loss.detach())}

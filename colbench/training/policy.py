@@ -14,20 +14,19 @@ Three algorithms share one recipe (setup → train → save) and one store bookk
   agent turn, on the critic's pairs (same task; backend: best fully correct vs each
   lower; frontend: rewards ≥ 0.1 apart), without training-time information.
 
-What the policy reads is what it is shown in a rollout: the family's system prompt,
-then the dialogue, in the tokenizer's chat template. Its trainable tokens are the
-agent turns' content plus their end-of-turn token (the same masks as the critic's,
-:mod:`colbench.training.data`). The DPO reference is the model with its adapter
-disabled (LoRA; no second copy), or the model before its first step (``full``);
-reference log-probs are computed once before training. Log-probs entering a loss
-are float32. The same code runs on CPU, one GPU (bfloat16 weights) and several GPUs
-under ``accelerate launch``.
+What the policy trains on is exactly what it read and wrote (sequences.py): each
+agent turn's stored prompt ids and sampled ids, never a re-rendering of the dialogue.
+Its trainable tokens are the agent turns' sampled ids (the end-of-turn token included
+when the turn stopped). The DPO reference is the policy as training starts (a fresh
+LoRA adapter starts at zero, so that is the base model; a continued LoRA policy is its
+starting adapter; a full fine-tune is its starting weights): reference log-probs are
+computed once, before the first step. Log-probs entering a loss are float32. The same
+code runs on CPU, one GPU (bfloat16 weights) and several GPUs under ``accelerate launch``.
 """
 from __future__ import annotations
 
 import json
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -38,12 +37,12 @@ from colbench.store import queries
 from colbench.store.models import Checkpoint, Task, TrainingRun, Trajectory, utcnow
 from colbench.training import NothingToTrain
 from colbench.training import data as D
+from colbench.training import sequences as S
 from colbench.training.checkpoints import checkpoint_folder, fail_run, get_checkpoint, normalized_model_ref, resolve_base, save_model
-from colbench.training.config import TrainingConfig, option
-from colbench.training.losses import dpo_loss, dpo_rewards, nll_loss, sequence_logps, turn_sums
+from colbench.training.config import DEFAULT_BATCH_SIZE, TrainingConfig, option
+from colbench.training.losses import by_owner, policy_dpo_loss, sequence_logps, sft_loss
 from colbench.training.modeling import (
     TokenLogProbs,
-    adapter_disabled,
     attach_lora,
     enable_activation_checkpointing,
     evaluating,
@@ -54,7 +53,9 @@ from colbench.training.modeling import (
 
 ALGOS = ("sweet", "rft", "mtdpo")
 DEFAULT_EPOCHS = {"sweet": 1, "mtdpo": 1, "rft": 4}
+DEFAULT_BATCH = {"sweet": DEFAULT_BATCH_SIZE, "mtdpo": DEFAULT_BATCH_SIZE, "rft": 32}
 SCORES = ("sampler", "critic")
+SELECTIONS = ("trajectories", "turns")
 FRONTEND_RFT_THRESHOLD = 0.8
 _EPS = 1e-9
 
@@ -71,7 +72,13 @@ class PolicyConfig(TrainingConfig):
     beta: float = option(0.1, "DPO β (sweet, mtdpo; paper: 0.1).")
     nll_weight: float = option(0.01, "Weight of the NLL term on the chosen side, added to the DPO loss (sweet, mtdpo; paper: 0.01). The NLL is the mean over the chosen sequences' agent tokens.")
     # sweet
-    fraction: float = option(0.1, "sweet: share of stored agent turns to sample candidates for (paper: 10%; more steps overfit). Chosen by a seeded hash of the turn's id, so a rerun picks the same turns.")
+    fraction: float = option(0.1, "sweet: share of the stored data to sample candidates for (paper: 10%; more steps overfit). What it is a share of: see selection.")
+    selection: str = option(
+        "trajectories",
+        "sweet: 'trajectories' (default, the official code's): the first fraction of the graded trajectories (by id, at "
+        "least one), with every agent turn of each. 'turns': that fraction of all agent turns, picked by a seeded hash "
+        "of the turn's id, so a rerun picks the same turns.",
+    )
     candidates: int = option(16, "sweet: candidates sampled per turn from the current policy (paper: 16).")
     pairs_per_turn: int = option(4, "sweet: pairs per turn, each a random top-half candidate (chosen) against a random bottom-half one (rejected), without repeats (paper: 4).")
     temperature: float = option(1.0, "sweet: sampling temperature of the candidates (paper: 1.0).")
@@ -93,7 +100,7 @@ class PolicyConfig(TrainingConfig):
         "trajectory when its reward (share of tests passed, or similarity) reaches this.",
     )
     epochs: int | None = option(None, "Passes over the training data. Default: 1 for sweet (paper) and mtdpo, 4 for rft (paper).")
-    max_len: int = option(2048, "Most tokens per sequence. Longer ones lose their start (the history before a turn, or a trajectory's first turns): the agent tokens near the end are what is trained.")
+    max_len: int = option(2048, "Most tokens of context an agent turn is trained with (the turn itself is never cut). A longer prompt keeps its last max_len tokens, in a row of its own.")
 
     def __post_init__(self):
         super().__post_init__()
@@ -101,6 +108,8 @@ class PolicyConfig(TrainingConfig):
             raise ValueError(f"family must be backend or frontend; got {self.family!r}")
         if self.score not in SCORES:
             raise ValueError(f"score must be one of {', '.join(SCORES)}; got {self.score!r}")
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}; got {self.selection!r}")
         if not 0 < self.fraction <= 1:
             raise ValueError("fraction must be in (0, 1]")
         if self.candidates < 2:
@@ -115,6 +124,14 @@ class PolicyConfig(TrainingConfig):
     def epochs_for(self, algo: str) -> int:
         return self.epochs if self.epochs is not None else DEFAULT_EPOCHS[algo]
 
+    def for_algo(self, algo: str) -> "PolicyConfig":
+        """This config with the algorithm's defaults filled in (epochs, batch size)."""
+        import dataclasses
+
+        return dataclasses.replace(
+            self, epochs=self.epochs_for(algo), batch_size=self.batch_size if self.batch_size is not None else DEFAULT_BATCH[algo]
+        )
+
 
 @dataclass
 class PolicyResult:
@@ -124,133 +141,35 @@ class PolicyResult:
     metrics: dict
 
 
-# ---------------------------------------------------------------- what the policy reads
-
-
-def system_prompt(family: str) -> str:
-    """The family's agent instructions, exactly as a rollout shows them."""
-    from colbench import protocol
-
-    if family == "backend":
-        from colbench.envs.backend import BACKEND_SYSTEM_PROMPT as prompt
-    else:
-        from colbench.envs.frontend import FRONTEND_SYSTEM_PROMPT as prompt
-    return prompt.format(turns=protocol.MAX_AGENT_TURNS)
-
-
-def conversation(family: str, dialogue: Sequence[dict]) -> list[dict]:
-    """System prompt + the user and agent messages: what the policy is shown (Episode.conversation)."""
-    messages = [{"role": m["role"], "content": m["content"]} for m in dialogue if m["role"] in ("user", "assistant")]
-    return [{"role": "system", "content": system_prompt(family)}] + messages
-
-
-def prompt_ids(tokenizer, messages: Sequence[dict]) -> list[int]:
-    """The token ids a sampler sees before the next agent turn (HFEngine encodes the same text)."""
-    text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
-
-
-@dataclass
-class Seq:
-    """One tokenised training sequence: ids and, per token, its agent turn (or -1)."""
-
-    input_ids: list[int]
-    turn_ids: list[int]
-    truncated: bool = False
-
-    @property
-    def agent_tokens(self) -> int:
-        return sum(1 for t in self.turn_ids if t >= 0)
-
-
-def _cut(ids: list[int], turn_ids: list[int], max_len: int | None) -> Seq:
-    truncated = bool(max_len) and len(ids) > max_len
-    if truncated:
-        ids, turn_ids = ids[len(ids) - max_len :], turn_ids[len(turn_ids) - max_len :]
-    turn_ids = list(turn_ids)
-    if turn_ids:
-        turn_ids[0] = -1  # nothing predicts the first token
-    return Seq(list(ids), turn_ids, truncated)
-
-
-def encode_dialogue(tokenizer, messages: Sequence[dict], max_len: int | None = None) -> Seq:
-    """A whole conversation, every agent turn in the mask (rft, mtdpo); cut from the left."""
-    ids, turn_ids = D.encode_pieces(tokenizer, D.dialogue_pieces(tokenizer, messages, keep_system=True))
-    return _cut(ids, turn_ids, max_len)
-
-
-def encode_turn(prompt: list[int], completion: list[int], max_len: int | None = None) -> Seq:
-    """Prompt ids then one agent turn's ids (in the mask, as turn 0); the prompt loses its start."""
-    if max_len and len(completion) >= max_len:
-        completion = completion[: max_len - 1]
-    return _cut(list(prompt) + list(completion), [-1] * len(prompt) + [0] * len(completion), max_len)
+# ---------------------------------------------------------------- training items
 
 
 @dataclass
 class PairItem:
-    """A DPO pair: chosen and rejected sequences; ``ref`` holds their reference log-probs once computed."""
+    """A DPO pair: chosen and rejected rows (one row each for sweet; a trajectory's rows for
+    mtdpo); ``ref`` holds their reference log-probs once computed."""
 
-    chosen: Seq
-    rejected: Seq
+    chosen: list[S.Seq]
+    rejected: list[S.Seq]
     ref: tuple[float, float] | None = None
     source: Any = None  # what it came from (a sweet pair, a trajectory pair), for lineage
 
 
 @dataclass
 class SftItem:
-    seq: Seq
+    seq: S.Seq
     source: Any = None
 
 
-# ---------------------------------------------------------------- losses as the trainer uses them
-
-
-def turn_logps(token_logps: torch.Tensor, turn_ids: torch.Tensor) -> torch.Tensor:
-    """Per agent turn, the summed log-prob of its tokens: ``[batch, turns]``."""
-    return turn_sums(token_logps, turn_ids)[0]
-
-
-def policy_dpo_loss(
-    token_logps: torch.Tensor,
-    turn_ids: torch.Tensor,
-    ref_chosen: torch.Tensor,
-    ref_rejected: torch.Tensor,
-    beta: float = 0.1,
-    nll_weight: float = 0.01,
-) -> tuple[torch.Tensor, dict]:
-    """DPO + ``nll_weight`` · NLL on a batch laid out as ``[chosen rows; rejected rows]``.
-
-    A sequence's log-prob is the sum over every agent turn's tokens (one turn for
-    sweet, all of them for mtdpo); tokens outside agent turns (turn id -1: system,
-    human turns, headers, padding) count for nothing. The NLL is the mean over the
-    chosen rows' agent tokens. Returns (loss, float stats).
-    """
-    half = token_logps.shape[0] // 2
-    mask = turn_ids >= 0
-    seq = sequence_logps(token_logps, mask)
-    chosen, rejected = seq[:half], seq[half:]
-    dpo = dpo_loss(chosen, rejected, ref_chosen, ref_rejected, beta)
-    nll = nll_loss(token_logps[:half], mask[:half])
-    loss = dpo + nll_weight * nll
-    chosen_reward = dpo_rewards(chosen, ref_chosen, beta)
-    rejected_reward = dpo_rewards(rejected, ref_rejected, beta)
-    margin = chosen_reward - rejected_reward
-    stats = {
-        "loss": float(loss.detach()),
-        "dpo_loss": float(dpo.detach()),
-        "nll": float(nll.detach()),
-        "chosen_reward": float(chosen_reward.mean()),
-        "rejected_reward": float(rejected_reward.mean()),
-        "reward_margin": float(margin.mean()),
-        "reward_accuracy": float((margin > 0).float().mean()),
-    }
-    return loss, stats
-
-
-def sft_loss(token_logps: torch.Tensor, turn_ids: torch.Tensor) -> tuple[torch.Tensor, dict]:
-    """Mean NLL over agent tokens only."""
-    loss = nll_loss(token_logps, turn_ids >= 0)
-    return loss, {"loss": float(loss.detach()), "nll": float(loss.detach())}
+def pair_rows(items: Sequence[PairItem]) -> tuple[list[S.Seq], list[int]]:
+    """The rows of B pairs, chosen sides first, and each row's owner: i for pair i's chosen rows, B + i for its rejected."""
+    rows, owner = [], []
+    for side, offset in (("chosen", 0), ("rejected", len(items))):
+        for i, item in enumerate(items):
+            side_rows = getattr(item, side)
+            rows += side_rows
+            owner += [offset + i] * len(side_rows)
+    return rows, owner
 
 
 # ---------------------------------------------------------------- the recipe
@@ -319,24 +238,25 @@ class PolicyRecipe:
     def _reference_logps(self) -> None:
         """Each pair's reference log-probs (summed over agent tokens), computed once before training.
 
-        LoRA: the model with its adapter disabled; full fine-tuning: the model before its
-        first step. Under several processes each computes a share; the shares are gathered.
+        The reference is the policy as training starts, i.e. the model as loaded: a fresh
+        LoRA adapter (zero at start) gives the base model, a continued policy its starting
+        adapter or weights. Under several processes each computes a share; the shares are gathered.
         """
         from accelerate.utils import gather_object
 
         acc = self.accelerator
         mine = list(range(acc.process_index, len(self.items), acc.num_processes))
-        context = nullcontext() if self.config.full else adapter_disabled(self.model)
         scorer = TokenLogProbs(self.model)
         found: dict[int, tuple[float, float]] = {}
-        with evaluating(self.model), context:
+        with evaluating(self.model):
             for start in range(0, len(mine), self.config.batch_size):
                 chunk = mine[start : start + self.config.batch_size]
-                seqs = [self.items[i].chosen for i in chunk] + [self.items[i].rejected for i in chunk]
-                ids, mask, turns = (t.to(self.device) for t in D.collate(seqs, self.tokenizer.pad_token_id))
-                logps = sequence_logps(scorer(ids, mask, turns >= 0), turns >= 0).float().cpu().tolist()
+                rows, owner = pair_rows([self.items[i] for i in chunk])
+                ids, mask, turns = (t.to(self.device) for t in D.collate(rows, self.tokenizer.pad_token_id))
+                per_row = sequence_logps(scorer(ids, mask, turns >= 0), turns >= 0).float()
+                sides = by_owner(per_row, torch.tensor(owner, device=per_row.device), 2 * len(chunk)).cpu().tolist()
                 for k, i in enumerate(chunk):
-                    found[i] = (logps[k], logps[len(chunk) + k])
+                    found[i] = (sides[k], sides[len(chunk) + k])
         if acc.num_processes > 1:
             merged: dict[int, tuple[float, float]] = {}
             for part in gather_object([found]):
@@ -352,7 +272,7 @@ class PolicyRecipe:
         items = [self.items[i] for i in batch]
         cfg = self.config
         if self.dpo:
-            seqs = [it.chosen for it in items] + [it.rejected for it in items]
+            seqs, owner = pair_rows(items)
         else:
             seqs = [it.seq for it in items]
         ids, mask, turns = (t.to(self.device) for t in D.collate(seqs, self.tokenizer.pad_token_id))
@@ -363,7 +283,8 @@ class PolicyRecipe:
             return loss, stats, tokens
         ref_chosen = torch.tensor([it.ref[0] for it in items], dtype=torch.float32, device=self.device)
         ref_rejected = torch.tensor([it.ref[1] for it in items], dtype=torch.float32, device=self.device)
-        loss, stats = policy_dpo_loss(logps, turns, ref_chosen, ref_rejected, cfg.beta, cfg.nll_weight)
+        owner = torch.tensor(owner, device=self.device)
+        loss, stats = policy_dpo_loss(logps, turns, owner, ref_chosen, ref_rejected, cfg.beta, cfg.nll_weight)
         return loss, stats, tokens
 
     def train(self) -> None:
@@ -446,31 +367,28 @@ def successful(trajectories: Sequence[Trajectory], family: str, threshold: float
     return sorted((t for t in best.values() if t.reward >= threshold - _EPS), key=lambda t: t.id)
 
 
-def dialogue_seqs(db, tokenizer, family: str, trajectory_ids: Sequence[int], max_len: int | None) -> dict[int, Seq]:
-    """trajectory id → its whole conversation as the policy reads it, every agent turn masked in."""
+def trajectory_rows(db, tokenizer, family: str, trajectory_ids: Sequence[int], max_len: int | None) -> dict[int, list[S.Seq]]:
+    """trajectory id → its agent turns as the policy read and sampled them, packed into rows."""
     ids = sorted(set(trajectory_ids))
     with db.read() as session:
         turns = queries.turns_for(session, ids)
-    out = {}
-    for i in ids:
-        messages = [{"role": t.role, "content": t.content or ""} for t in turns[i] if t.role in ("user", "assistant")]
-        out[i] = encode_dialogue(tokenizer, conversation(family, messages), max_len)
-    return out
+    return {i: S.pack(S.agent_turns(tokenizer, family, turns[i]), max_len=max_len) for i in ids}
 
 
 def rft_items(db, tokenizer, config: PolicyConfig, watermark: int | None):
     fresh, top = _fresh(db, config.family, config.split, watermark)
     chosen = successful(fresh, config.family, config.rft_threshold)
-    seqs = dialogue_seqs(db, tokenizer, config.family, [t.id for t in chosen], config.max_len)
-    items = [SftItem(seqs[t.id], source=t.id) for t in chosen if seqs[t.id].agent_tokens]
-    return items, {"new_trajectories": len(fresh), "sft_trajectories": len(items)}, top
+    rows = trajectory_rows(db, tokenizer, config.family, [t.id for t in chosen], config.max_len)
+    items = [SftItem(row, source=t.id) for t in chosen for row in rows[t.id] if row.agent_tokens]
+    return items, {"new_trajectories": len(fresh), "sft_trajectories": len({it.source for it in items}), "sft_rows": len(items)}, top
 
 
 def mtdpo_items(db, tokenizer, config: PolicyConfig, watermark: int | None):
     data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark, rule=config.pairs)
     wanted = {i for p in data.pairs for i in (p.chosen, p.rejected)}
-    seqs = dialogue_seqs(db, tokenizer, config.family, sorted(wanted), config.max_len)
-    items = [PairItem(seqs[p.chosen], seqs[p.rejected], source=p) for p in data.pairs if seqs[p.chosen].agent_tokens and seqs[p.rejected].agent_tokens]
+    rows = trajectory_rows(db, tokenizer, config.family, sorted(wanted), config.max_len)
+    has_agent_tokens = {i: any(r.agent_tokens for r in rows[i]) for i in rows}
+    items = [PairItem(rows[p.chosen], rows[p.rejected], source=p) for p in data.pairs if has_agent_tokens[p.chosen] and has_agent_tokens[p.rejected]]
     return items, {"new_trajectories": len(data.new_ids), "pool_trajectories": data.pool_size}, data.watermark
 
 
@@ -501,6 +419,7 @@ def fit_policy(
     config = config or PolicyConfig()
     if algo not in ALGOS:
         raise ValueError(f"algo must be one of {', '.join(ALGOS)}; got {algo!r}")
+    config = config.for_algo(algo)
     if algo == "sweet" and critic_checkpoint is None:
         raise ValueError("sweet needs a critic: pass --critic ckpt:<id>")
     base_model = normalized_model_ref(base_model) if base_model else None
@@ -535,7 +454,7 @@ def fit_policy(
     if algo == "sweet":
         from colbench.training import sweet
 
-        jobs, top, read = sweet.select_turns(db, config, watermark)
+        jobs, top, read = sweet.select_turns(db, config, watermark, tokenizer)
         info = {"new_trajectories": read, "selected_turns": len(jobs)}
         if not jobs:
             raise NothingToTrain(_nothing(config, watermark, f"no agent turns selected among {read} trajectories"))
@@ -571,7 +490,7 @@ def fit_policy(
         recipe.train()
         folder = checkpoint_folder(db, "policy", run_id, config.out)
         adapter, digest = recipe.save(folder)
-        metrics = recipe.metrics | info | {("pairs" if recipe.dpo else "trajectories"): len(items)}
+        metrics = recipe.metrics | info | ({"pairs": len(items)} if recipe.dpo else {"trajectories": len({it.source for it in items})})
         checkpoint_id = None
         if state.is_main_process:
             checkpoint_id = _finish_run(db, run_id, base_model, folder, adapter, digest, metrics, top, lineage)
@@ -589,7 +508,7 @@ def _nothing(config: PolicyConfig, watermark, why: str) -> str:
 
 # Settings that only one algorithm reads; a run records its own and not the others'.
 ALGO_ONLY_FIELDS = {
-    "sweet": ("fraction", "candidates", "pairs_per_turn", "temperature", "max_new_tokens", "score", "sample_batch_size"),
+    "sweet": ("fraction", "selection", "candidates", "pairs_per_turn", "temperature", "max_new_tokens", "score", "sample_batch_size"),
     "mtdpo": ("pairs",),
     "rft": ("rft_threshold",),
 }
@@ -598,8 +517,8 @@ ALGO_ONLY_FIELDS = {
 def run_settings(config: PolicyConfig, algo: str, critic_checkpoint_id: int | None) -> dict:
     """What a policy run records as its config: the settings that decide what it trains."""
     others = {name for other, names in ALGO_ONLY_FIELDS.items() if other != algo for name in names}
-    settings = {k: v for k, v in config.to_json().items() if k not in others}
-    return settings | {"algo": algo, "critic_checkpoint_id": critic_checkpoint_id, "epochs": config.epochs_for(algo)}
+    settings = {k: v for k, v in config.for_algo(algo).to_json().items() if k not in others}
+    return settings | {"algo": algo, "critic_checkpoint_id": critic_checkpoint_id}
 
 
 def _start_run(db, config, algo, base_model, parent, critic, from_scratch) -> int:

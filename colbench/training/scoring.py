@@ -5,9 +5,10 @@
   value is A itself, without β: the critic's mean log-ratio over the turn's tokens
   (with the normalisation the critic was trained with).
 - :meth:`CriticModel.score_candidates` scores many candidate agent turns that share
-  one dialogue prefix. The prefix runs once per model (critic, then reference); its
-  KV cache is expanded over the batch of candidates, which then run only their own
-  tokens. Best-of-N reranking and the SWEET actor call this.
+  one context: c + exactly the prompt the policy was given (:meth:`CriticModel.context`,
+  fitted to ``max_len`` as training fits it). The context runs once per model (critic,
+  then reference); its KV cache is expanded over the batch of candidates, which then
+  run only their own tokens. Best-of-N reranking and the SWEET actor call this.
 """
 from __future__ import annotations
 
@@ -21,9 +22,24 @@ from sqlmodel import col, select
 
 from colbench.store.models import CriticScore, Task, Trajectory
 from colbench.training import data as D
+from colbench.training import sequences as S
 from colbench.training.checkpoints import get_checkpoint, resolve_base
 from colbench.training.losses import token_logps_from_logits, turn_advantages
 from colbench.training.modeling import TokenLogProbs, softcap, adapter_disabled, is_peft, load_adapter, load_base, unwrap
+
+
+@dataclass
+class Context:
+    """What candidates for one agent turn are read after."""
+
+    ids: list[int]  # c (kept part) + the policy's prompt (kept part)
+    info_tokens: int  # how many of ids are c
+    truncated: bool  # the prompt lost its start to max_len
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        """The part of the policy's prompt the critic reads (all of it unless truncated)."""
+        return self.ids[self.info_tokens :]
 
 
 @dataclass
@@ -50,7 +66,7 @@ class CriticModel:
         self.max_len, self.checkpoint_id, self.family = max_len, checkpoint_id, family
         self.batch_size = max(1, batch_size)
         self.model.eval()
-        self.end_of_turn = D.end_of_turn_ids(tokenizer)
+        self.end_of_turn = S.end_of_turn_ids(tokenizer)
 
     @classmethod
     def from_checkpoint(cls, db, ref, device: str = "auto", dtype=None, batch_size: int = 8) -> "CriticModel":
@@ -91,18 +107,23 @@ class CriticModel:
     @torch.no_grad()
     def turn_advantages(self, examples: Sequence[D.Example]) -> list[list[float | None]]:
         """Per example, A of each agent turn (None for a turn truncated away entirely)."""
+        from colbench.training.losses import by_owner
+
         results: list[list[float | None]] = []
         for start in range(0, len(examples), self.batch_size):
             chunk = list(examples[start : start + self.batch_size])
-            ids, mask, turns = (t.to(self.device) for t in D.collate(chunk, self.tokenizer.pad_token_id))
+            rows, owner = D.flatten(chunk)
+            ids, mask, turns = (t.to(self.device) for t in D.collate(rows, self.tokenizer.pad_token_id))
+            owner = torch.tensor(owner, device=self.device)
             target = turns >= 0
             critic = TokenLogProbs(self.model)(ids, mask, target)
             model, context = self._reference()
             with context:
                 reference = TokenLogProbs(model)(ids, mask, target)
-            width = max(len(e.turn_rows) for e in chunk)
-            advantages = turn_advantages(critic, reference, turns, self.normalize, num_turns=max(width, 1))
-            present = torch.zeros_like(advantages).scatter_add(1, turns.clamp(min=0), target.float()) > 0
+            width = max(max(len(e.turn_rows) for e in chunk), 1)
+            advantages = turn_advantages(critic, reference, turns, self.normalize, num_turns=width, owner=owner, owners=len(chunk))
+            seen = torch.zeros(len(rows), width, device=self.device).scatter_add(1, turns.clamp(min=0), target.float())
+            present = by_owner(seen, owner, len(chunk)) > 0
             for row, example in enumerate(chunk):
                 n = len(example.turn_rows)
                 results.append([float(a) if p else None for a, p in zip(advantages[row, :n].tolist(), present[row, :n].tolist())])
@@ -111,32 +132,33 @@ class CriticModel:
     # -------------------------------------------------------- candidates
 
     def encode_candidate(self, candidate: str | Sequence[int]) -> list[int]:
-        """A candidate agent turn as token ids: its text (or ids) plus the end-of-turn token."""
+        """A candidate agent turn as token ids: exactly the sampled ids (the end-of-turn token
+        only if sampling stopped there), or a text encoded and closed as a stopped turn."""
         if isinstance(candidate, str):
-            ids = self.tokenizer(candidate, add_special_tokens=False)["input_ids"]
-        else:
-            ids = list(candidate)
-            if self.end_of_turn and ids[-len(self.end_of_turn) :] == self.end_of_turn:
-                ids = ids[: -len(self.end_of_turn)]
-        return ids + self.end_of_turn
+            return S.encode_text(self.tokenizer, candidate) + self.end_of_turn
+        return list(candidate)
 
-    def prefix_ids(self, messages: Sequence[dict], reference: str | None) -> list[int]:
-        """c (when the critic was trained with it) + the dialogue + the next agent header."""
-        return D.critic_prefix_ids(self.tokenizer, messages, reference if self.training_info else None)
+    def context(self, prompt: str | Sequence[int], reference: str | None) -> Context:
+        """c (when the critic was trained with it) + exactly what the policy was given
+        (its prompt text, or ids), fitted to ``max_len`` as in training."""
+        info = D.training_info_ids(self.tokenizer, reference if self.training_info else None)
+        prompt_ids = S.encode_text(self.tokenizer, prompt) if isinstance(prompt, str) else list(prompt)
+        ids, truncated = S.fit_context(info, prompt_ids, self.max_len)
+        kept_info = min(len(info), self.max_len // 2) if truncated else len(info)
+        return Context(ids, kept_info, truncated)
 
     @torch.no_grad()
     def score_candidates(self, prefix: str | Sequence[int], candidates: Sequence[str | Sequence[int]], batch_size: int = 16) -> list[CandidateScore]:
         """Score candidate next agent turns after one shared prefix, computing the prefix once.
 
-        ``prefix`` is token ids (from :meth:`prefix_ids`) or text (encoded as is, no
-        special tokens added); candidates are texts or token ids, closed with the
-        end-of-turn token as in training.
+        ``prefix`` is token ids (``context(...).ids``) or text (encoded as is, no special
+        tokens added); candidates are the sampled token ids (scored exactly) or texts.
         """
         prefix_ids = self._prefix(prefix)
         cands = [self.encode_candidate(c) for c in candidates]
-        critic = _shared_prefix_logps(self.model, nullcontext(), prefix_ids, cands, batch_size, self.tokenizer.pad_token_id)
+        critic = shared_prefix_logps(self.model, nullcontext(), prefix_ids, cands, batch_size, self.tokenizer.pad_token_id)
         model, context = self._reference()
-        reference = _shared_prefix_logps(model, context, prefix_ids, cands, batch_size, self.tokenizer.pad_token_id)
+        reference = shared_prefix_logps(model, context, prefix_ids, cands, batch_size, self.tokenizer.pad_token_id)
         return [self._score(c, r) for c, r in zip(critic, reference)]
 
     @torch.no_grad()
@@ -171,7 +193,7 @@ def _batches(items: list, size: int):
         yield items[start : start + size]
 
 
-def _shared_prefix_logps(model, context, prefix: list[int], cands: list[list[int]], batch_size: int, pad_id: int) -> list[torch.Tensor]:
+def shared_prefix_logps(model, context, prefix: list[int], cands: list[list[int]], batch_size: int, pad_id: int) -> list[torch.Tensor]:
     """Token log-probs of each candidate after ``prefix``, running the prefix once.
 
     The prefix minus its last token fills a KV cache; each batch of candidates gets

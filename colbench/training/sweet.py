@@ -1,15 +1,20 @@
 """The SWEET-RL actor's data: candidates for stored agent turns, their critic scores, and pairs.
 
-For each selected agent turn of a stored, graded trajectory:
+For each selected agent turn of a stored, graded trajectory (``PolicyConfig.selection``:
+the official first fraction of trajectories with all their turns, or a hashed fraction
+of turns):
 
 1. **Sample** N candidates for that turn from the current policy (the model being
-   trained, before its first step), on the turn's history as a rollout shows it
-   (system prompt + dialogue so far), at temperature 1.0, batched through
-   :class:`colbench.engines.hf.HFEngine`. The sampler's own mean log-prob of each
-   candidate (raw distribution) comes with it.
-2. **Score** each with the critic (:meth:`CriticModel.score_candidates`, which runs
-   the shared prefix, c + dialogue, once): by default the critic's mean log-prob
-   given c minus the sampler's mean log-prob (``PolicyConfig.score``).
+   trained, before its first step), on exactly the prompt the policy was given at that
+   turn (``Turn.prompt``), at temperature 1.0, batched through
+   :class:`colbench.engines.hf.HFEngine`. The sampler's own log-prob of each sampled
+   token (raw distribution) comes with it.
+2. **Score** each with the critic on the same dialogue: c + that very prompt
+   (:meth:`CriticModel.context`), then the candidate's sampled ids, EOS included only if
+   it stopped. By default the critic's mean log-prob given c minus the sampler's mean
+   log-prob (``PolicyConfig.score``), both over the same tokens. When the critic's
+   ``max_len`` cut the prompt's start, the sampler's log-probs are recomputed by the
+   policy on the same cut prompt, so the two terms still read one dialogue.
 3. **Pair**: ``pairs_per_turn`` distinct (chosen, rejected) pairs, each a random
    candidate of the top half by score against a random one of the bottom half (the
    middle one of an odd N is in neither). Pairs of identical candidates are skipped.
@@ -24,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -33,6 +39,7 @@ from sqlmodel import col, select
 from colbench.store import queries
 from colbench.store.models import SweetCandidate, SweetPair, Task
 from colbench.training import policy as P
+from colbench.training import sequences as S
 
 _ROWS = 500
 
@@ -45,7 +52,7 @@ class TurnJob:
     trajectory_id: int
     task_id: int
     reference: str  # the task's reference solution: the critic's c
-    history: list[dict]  # user/assistant messages before the turn
+    prompt: str  # exactly what the policy was given before this turn
 
 
 @dataclass(frozen=True)
@@ -64,14 +71,22 @@ def selected(turn_id: int, fraction: float, seed: int) -> bool:
     return int.from_bytes(digest[:8], "big") / 2**64 < fraction
 
 
-def select_turns(db, config: P.PolicyConfig, watermark: int | None) -> tuple[list[TurnJob], int | None, int]:
+def first_fraction(ids: Sequence[int], fraction: float) -> list[int]:
+    """The official selection: the first ``fraction`` of the trajectories by id (at least one)."""
+    ordered = sorted(ids)
+    return ordered[: max(1, int(len(ordered) * fraction))] if ordered else []
+
+
+def select_turns(db, config: P.PolicyConfig, watermark: int | None, tokenizer) -> tuple[list[TurnJob], int | None, int]:
     """(jobs, new watermark, trajectories read): selected agent turns of graded trajectories above the watermark."""
     fresh, top = P._fresh(db, config.family, config.split, watermark)
-    ids = [t.id for t in fresh]
     task_of = {t.id: t.task_id for t in fresh}
+    ids = sorted(task_of)
+    if config.selection == "trajectories":
+        ids = first_fraction(ids, config.fraction)
     jobs: list[TurnJob] = []
     with db.read() as session:
-        task_ids = sorted(set(task_of.values()))
+        task_ids = sorted({task_of[i] for i in ids})
         references: dict[int, str] = {}
         for start in range(0, len(task_ids), _ROWS):
             chunk = task_ids[start : start + _ROWS]
@@ -81,11 +96,12 @@ def select_turns(db, config: P.PolicyConfig, watermark: int | None) -> tuple[lis
             for trajectory_id, rows in turns.items():
                 history: list[dict] = []
                 for turn in rows:
-                    if turn.role not in ("user", "assistant"):
-                        continue
-                    if turn.role == "assistant" and history and selected(turn.id, config.fraction, config.seed):
-                        jobs.append(TurnJob(turn.id, trajectory_id, task_of[trajectory_id], references[task_of[trajectory_id]], list(history)))
-                    history.append({"role": turn.role, "content": turn.content or ""})
+                    if turn.role == "assistant" and (config.selection == "trajectories" or selected(turn.id, config.fraction, config.seed)):
+                        prompt = S.prompt_of(tokenizer, config.family, turn, history)
+                        task_id = task_of[trajectory_id]
+                        jobs.append(TurnJob(turn.id, trajectory_id, task_id, references[task_id], prompt))
+                    if turn.role in ("user", "assistant"):
+                        history.append({"role": turn.role, "content": turn.content or ""})
     jobs.sort(key=lambda j: j.turn_id)
     return jobs, top, len(fresh)
 
@@ -95,7 +111,7 @@ def sampling_key(config: P.PolicyConfig, base_model: str, parent_id: int | None,
     spec = {
         "base": base_model, "parent": parent_id, "critic": critic_id, "n": config.candidates,
         "temperature": config.temperature, "max_new_tokens": config.max_new_tokens, "seed": config.seed,
-        "score": config.score, "system": P.system_prompt(config.family), "full": config.full,
+        "score": config.score, "full": config.full, "prompt": "stored",
     }
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -128,12 +144,24 @@ def pick_pairs(scores: Sequence[float], tokens: Sequence[Sequence[int]], k: int,
     return rng.sample(options, min(k, len(options)))
 
 
+def ranking_score(score, sampler_logps: Sequence[float], mode: str) -> tuple[float, float]:
+    """(the sampler's mean log-prob, the value that ranks a candidate) from its critic score
+    and the sampler's per-token log-probs of the same tokens.
+
+    'sampler' (the paper's): the critic's mean log-prob given c minus the sampler's, so the
+    sampler plays the reference of A. 'critic': the critic's own advantage.
+    """
+    sampler = sum(sampler_logps) / max(len(sampler_logps), 1)
+    return sampler, (score.critic_logp - sampler if mode == "sampler" else score.advantage)
+
+
 def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic, key: str, on_progress=None) -> dict:
     """Sample and score candidates for the jobs whose candidates are not stored yet; store them."""
     import torch
 
     from colbench.engines.base import SamplingParams
     from colbench.engines.hf import HFEngine
+    from colbench.training.scoring import shared_prefix_logps
 
     cfg = recipe.config
     have = stored_candidates(db, key, [j.turn_id for j in jobs])
@@ -150,14 +178,19 @@ def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic, k
         for start in range(0, len(mine), per_call):
             chunk = mine[start : start + per_call]
             params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, n=cfg.candidates, seed=cfg.seed * 1_000_003 + chunk[0].turn_id)
-            generations = engine.generate([P.conversation(cfg.family, j.history) for j in chunk], params)
+            generations = engine.generate_from_prompts([j.prompt for j in chunk], params)
             rows = []
             for job, generation in zip(chunk, generations):
                 token_lists = [s.token_ids for s in generation.samples]
-                scored = critic.score_candidates(critic.prefix_ids(job.history, job.reference), token_lists, batch_size=cfg.sample_batch_size)
-                for index, (sample, score) in enumerate(zip(generation.samples, scored)):
-                    sampler = sum(sample.token_logprobs) / max(len(sample.token_logprobs), 1)
-                    value = score.critic_logp - sampler if cfg.score == "sampler" else score.advantage
+                context = critic.context(job.prompt, job.reference)
+                scored = critic.score_candidates(context.ids, token_lists, batch_size=cfg.sample_batch_size)
+                sampler_logps = [s.token_logprobs for s in generation.samples]
+                if context.truncated:  # the critic read a cut prompt: the sampler term reads the same one
+                    sampler_logps = [t.tolist() for t in shared_prefix_logps(
+                        recipe.model, nullcontext(), context.prompt_ids, token_lists, cfg.sample_batch_size, recipe.tokenizer.pad_token_id
+                    )]
+                for index, (sample, score, logps) in enumerate(zip(generation.samples, scored, sampler_logps)):
+                    sampler, value = ranking_score(score, logps, cfg.score)
                     rows.append({
                         "run_id": run_id, "sampling_key": key, "turn_id": job.turn_id, "index": index,
                         "content": sample.text, "token_ids": list(sample.token_ids), "finish_reason": sample.finish_reason,
@@ -204,11 +237,15 @@ def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_ref, ba
         chosen_rejected = pick_pairs([c.score for c in cands], [c.token_ids for c in cands], cfg.pairs_per_turn, rng)
         if not chosen_rejected:
             continue
-        prompt = P.prompt_ids(recipe.tokenizer, P.conversation(cfg.family, job.history))
+        prompt = S.encode_text(recipe.tokenizer, job.prompt)
         for c, r in chosen_rejected:
             chosen, rejected = cands[c], cands[r]
             source = PairSource(job.trajectory_id, job.turn_id, chosen.id, rejected.id)
-            items.append(P.PairItem(P.encode_turn(prompt, chosen.token_ids, cfg.max_len), P.encode_turn(prompt, rejected.token_ids, cfg.max_len), source=source))
+            items.append(P.PairItem(
+                [S.turn_row([], prompt, chosen.token_ids, cfg.max_len)],
+                [S.turn_row([], prompt, rejected.token_ids, cfg.max_len)],
+                source=source,
+            ))
             pair_rows.append({"run_id": run_id, "turn_id": job.turn_id, "chosen_id": chosen.id, "rejected_id": rejected.id})
     if pair_rows and recipe.accelerator.is_main_process:
         with db.write() as session:

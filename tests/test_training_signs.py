@@ -1,0 +1,191 @@
+"""End-to-end checks that fail if a sign or a side is flipped anywhere in training, on the
+tiny random Llama: the critic learns which side of its pairs is better, DPO raises the
+chosen side against the rejected one (mtdpo and SWEET, through the store), the actor's
+score is the critic minus the sampler on one dialogue, and a continued policy is its
+own DPO reference. The numbers come out of the trainers, never recomputed from the
+same fields."""
+from __future__ import annotations
+
+import pytest
+import torch
+from sqlmodel import select
+
+from colbench.official import import_trajectories
+from colbench.store import queries
+from colbench.store.db import Database
+from colbench.store.models import SweetCandidate, SweetPair, TrainingRun, Turn
+from colbench.training import policy as P
+from colbench.training import sequences as S
+from colbench.training.critic import CriticConfig, fit_critic
+from colbench.training.modeling import TokenLogProbs
+from conftest import write_jsonl
+from officialdata import backend_task
+
+GOOD = "Is the weight in kilograms, and is express 1.5 times the price?"
+BAD = "I do not know what to do here, sorry."
+
+
+def record(task: dict, question: str, reward: float) -> dict:
+    """Two agent turns: a question (the learnable difference), then the same answer."""
+    prompt = "<|im_start|>system\nYou are a helpful agent.<|im_end|>\n<|im_start|>user\n" + task["problem_description"] + "<|im_end|>\n<|im_start|>assistant\n"
+    answer = "I WANT TO ANSWER:\n" + task["ground_truth"]
+    second = prompt + question + "<|im_end|>\n<|im_start|>user\nYes, kilograms.<|im_end|>\n<|im_start|>assistant\n"
+    history = [
+        {"role": "user", "content": task["problem_description"]},
+        {"role": "assistant", "content": question, "input": prompt, "output": question},
+        {"role": "user", "content": "Yes, kilograms."},
+        {"role": "assistant", "content": answer, "input": second, "output": answer},
+    ]
+    return {"task": task, "dialogue_history": history, "answer": task["ground_truth"], "reward": reward}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """8 tasks, each with a success that asks GOOD and a failure that asks BAD."""
+    tmp = tmp_path_factory.mktemp("signs")
+    db = Database(f"sqlite:///{tmp / 'colbench.db'}")
+    records = [r for i in range(8) for r in (record(backend_task(i), GOOD, 1.0), record(backend_task(i), BAD, 0.0))]
+    import_trajectories(db, write_jsonl(tmp / "pairs.jsonl", records))
+    return db
+
+
+def load(tiny_model_dir, adapter=None):
+    from colbench.models import ModelSource, load_model
+
+    return load_model(ModelSource(base=str(tiny_model_dir), adapter=adapter, ref="test"), device="cpu").eval()
+
+
+def logp(model, tokenizer, rows) -> float:
+    from colbench.training import data as D
+
+    ids, mask, turns = D.collate(rows, tokenizer.pad_token_id)
+    with torch.no_grad():
+        return float((TokenLogProbs(model)(ids, mask, turns >= 0) * (turns >= 0)).sum())
+
+
+def by_task(db):
+    """task id → (its successful trajectory id, its failed one), from the stored rewards alone."""
+    from colbench.store.models import Trajectory
+
+    with db.read() as session:
+        rows = session.exec(select(Trajectory).where(Trajectory.policy == "import:pairs")).all()
+    found: dict[int, dict[float, int]] = {}
+    for t in rows:
+        found.setdefault(t.task_id, {})[t.reward] = t.id
+    return {task: (r[1.0], r[0.0]) for task, r in found.items()}
+
+
+def test_a_critic_learns_which_side_of_its_pairs_is_better(store, tiny_model_dir):
+    """Every success scores above its task's failure, held-out tasks included (scored by the
+    stored-turn scorer, not the trainer); with the Bradley-Terry sides swapped all would be below."""
+    from colbench.training import data as D
+    from colbench.training.scoring import CriticModel
+
+    config = CriticConfig(epochs=6, batch_size=4, lr=3e-3, lora_rank=4, heldout_fraction=0.25, device="cpu", max_len=512)
+    result = fit_critic(store, config, base_model=str(tiny_model_dir))
+    assert result.metrics["heldout_pairs"] == 2 and result.metrics["heldout_accuracy"] == 1.0
+    critic = CriticModel.from_checkpoint(store, f"ckpt:{result.checkpoint_id}", device="cpu")
+    tasks = by_task(store)
+    examples = D.load_examples(store, critic.tokenizer, [i for pair in tasks.values() for i in pair], max_len=512)
+    total = {i: sum(a for a in advantages if a is not None) for i, advantages in zip(examples, critic.turn_advantages(list(examples.values())))}
+    assert len(tasks) == 8 and all(total[good] > total[bad] for good, bad in tasks.values()), total
+
+
+def test_multi_turn_dpo_raises_the_chosen_trajectory_against_the_rejected(store, tiny_model_dir):
+    from colbench.models import load_tokenizer
+
+    config = P.PolicyConfig(lr=5e-3, lora_rank=4, device="cpu", epochs=3, batch_size=4)
+    result = P.fit_policy(store, config, "mtdpo", base_model=str(tiny_model_dir))
+    tokenizer = load_tokenizer(str(tiny_model_dir))
+    tasks = by_task(store)
+    rows = P.trajectory_rows(store, tokenizer, "backend", [i for pair in tasks.values() for i in pair], None)
+    before, after = load(tiny_model_dir), load(tiny_model_dir, result.path)
+
+    def gain(trajectory_id):
+        return logp(after, tokenizer, rows[trajectory_id]) - logp(before, tokenizer, rows[trajectory_id])
+
+    moved = [gain(good) - gain(bad) for good, bad in tasks.values()]
+    assert len(moved) == 8 and all(m > 0 for m in moved), moved
+
+
+def test_a_continued_lora_policy_is_its_own_dpo_reference(store, tiny_model_dir):
+    """At a continued run's first step the policy equals its reference: DPO loss log 2, margin 0.
+    With the adapter switched off as the reference (the raw base), the trained adapter would show."""
+    first = P.fit_policy(store, P.PolicyConfig(lr=5e-2, lora_rank=4, device="cpu", epochs=2), "rft", base_model=str(tiny_model_dir))
+    # One optimiser step over all pairs: the epoch's stats are those before the update.
+    again = P.fit_policy(store, P.PolicyConfig(lr=1e-3, lora_rank=4, device="cpu", batch_size=16), "mtdpo", base_model=f"ckpt:{first.checkpoint_id}")
+    with store.read() as session:
+        assert session.get(TrainingRun, again.run_id).parent_checkpoint_id == first.checkpoint_id
+    assert again.metrics["steps"] == 1
+    assert again.metrics["train_reward_margin"] == pytest.approx(0.0, abs=1e-5)
+    assert again.metrics["train_dpo_loss"] == pytest.approx(0.693147, abs=1e-5)
+
+
+def test_rejection_fine_tuning_uses_the_papers_batch_and_official_sweet_selection(store, tiny_model_dir):
+    result = P.fit_policy(store, P.PolicyConfig(lora_rank=4, device="cpu", epochs=1), "rft", base_model=str(tiny_model_dir))
+    with store.read() as session:
+        assert session.get(TrainingRun, result.run_id).config["batch_size"] == 32
+    from colbench.models import load_tokenizer
+    from colbench.training import sweet
+
+    tokenizer = load_tokenizer(str(tiny_model_dir))
+    jobs, _, read = sweet.select_turns(store, P.PolicyConfig(fraction=0.25), None, tokenizer)
+    with store.read() as session:
+        first = sorted(t.id for t in queries.graded_since(session, None, family="backend"))[:4]
+        turns = session.exec(select(Turn).where(Turn.role == "assistant", Turn.trajectory_id.in_(first))).all()
+    # The first quarter of the 16 trajectories, every agent turn of each, as the official actor takes them.
+    assert read == 16 and sorted(j.turn_id for j in jobs) == sorted(t.id for t in turns)
+    hashed, _, _ = sweet.select_turns(store, P.PolicyConfig(fraction=0.25, selection="turns"), None, tokenizer)
+    assert {j.trajectory_id for j in hashed} - set(first)  # turns from anywhere in the data
+
+
+@pytest.fixture(scope="module")
+def blank_critic(store, tiny_model_dir):
+    """A critic without training-time information that has not moved from its base (lr 0)."""
+    config = CriticConfig(epochs=1, batch_size=16, lr=0.0, lora_rank=4, heldout_fraction=0.0, device="cpu", training_info=False)
+    return fit_critic(store, config, base_model=str(tiny_model_dir)).checkpoint_id
+
+
+def test_the_actor_score_is_zero_when_the_critic_knows_nothing_more_than_the_sampler(store, tiny_model_dir, blank_critic):
+    """Critic = the sampler's own model, without c: its log-prob of every candidate equals the
+    sampler's on the same dialogue, so every score is 0. Dropping the sampler term, or reading
+    the two terms on different prompts, spreads the scores."""
+    config = P.PolicyConfig(fraction=0.25, candidates=4, pairs_per_turn=1, max_new_tokens=8, sample_batch_size=8, lora_rank=4, device="cpu", lr=1e-3)
+    try:
+        P.fit_policy(store, config, "sweet", base_model=str(tiny_model_dir), critic_checkpoint=blank_critic)
+    except P.NothingToTrain:
+        pass  # identical scores may leave every turn without a pair; the candidates are stored first
+    with store.read() as session:
+        candidates = session.exec(select(SweetCandidate).where(SweetCandidate.critic_checkpoint_id == blank_critic)).all()
+    assert len(candidates) == 8 * 4  # 4 trajectories x 2 turns, 4 candidates each
+    assert max(abs(c.score) for c in candidates) < 2e-3
+    assert max(abs(c.sampler_logp) for c in candidates) > 1.0  # the terms themselves are far from 0
+
+
+def test_sweet_training_raises_the_higher_scored_candidates(store, tiny_model_dir):
+    """SWEET's pairs put the higher-scored candidate on the chosen side, and training raises it
+    against the rejected one. A critic trained on the GOOD/BAD pairs ranks the candidates."""
+    from colbench.models import load_tokenizer
+
+    critic = fit_critic(store, CriticConfig(epochs=3, batch_size=4, lr=3e-3, lora_rank=4, heldout_fraction=0.0, device="cpu"), base_model=str(tiny_model_dir))
+    config = P.PolicyConfig(fraction=0.5, candidates=4, pairs_per_turn=2, max_new_tokens=8, sample_batch_size=8, lora_rank=4, device="cpu", lr=5e-3, epochs=3, seed=1)
+    result = P.fit_policy(store, config, "sweet", base_model=str(tiny_model_dir), critic_checkpoint=critic.checkpoint_id)
+    tokenizer = load_tokenizer(str(tiny_model_dir))
+    with store.read() as session:
+        pairs = session.exec(select(SweetPair).where(SweetPair.run_id == result.run_id)).all()
+        wanted = [i for p in pairs for i in (p.chosen_id, p.rejected_id)]
+        rows = {c.id: c for c in session.exec(select(SweetCandidate).where(SweetCandidate.id.in_(wanted)))}
+        turns = queries.turns_for(session, sorted({session.get(Turn, p.turn_id).trajectory_id for p in pairs}))
+    prompts = {t.id: t.prompt for ts in turns.values() for t in ts}
+    assert pairs and all(rows[p.chosen_id].score > rows[p.rejected_id].score for p in pairs)
+    before, after = load(tiny_model_dir), load(tiny_model_dir, result.path)
+
+    def row(p, candidate):
+        return [S.turn_row([], S.encode_text(tokenizer, prompts[p.turn_id]), rows[candidate].token_ids, None)]
+
+    moved = [
+        (logp(after, tokenizer, row(p, p.chosen_id)) - logp(before, tokenizer, row(p, p.chosen_id)))
+        - (logp(after, tokenizer, row(p, p.rejected_id)) - logp(before, tokenizer, row(p, p.rejected_id)))
+        for p in pairs
+    ]
+    assert sum(moved) / len(moved) > 0 and sum(m > 0 for m in moved) >= 0.75 * len(moved), moved
