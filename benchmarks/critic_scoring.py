@@ -40,6 +40,11 @@ def build_model(name: str, device: str):
 def make_inputs(tokenizer, prefix_tokens: int, candidates: int, candidate_tokens: int):
     """A realistic dialogue whose critic prefix is about prefix_tokens long, and candidate turns."""
     from colbench.training import data as D
+    from colbench.training import sequences as S
+
+    def critic_prefix(dialogue, reference):  # c + the prompt the policy would be given
+        prompt = tokenizer.apply_chat_template(S.conversation("backend", dialogue), tokenize=False, add_generation_prompt=True)
+        return D.training_info_ids(tokenizer, reference) + S.encode_text(tokenizer, prompt)
 
     reference = "\n".join(
         f"def step_{i}(orders, rate):\n    total = sum(o['qty'] * o['price'] for o in orders)\n    return round(total * (1 + rate / 100), 2)"
@@ -47,22 +52,22 @@ def make_inputs(tokenizer, prefix_tokens: int, candidates: int, candidate_tokens
     )
     dialogue = [{"role": "user", "content": "I need a function that prices an order with tax. The signature of the function is: def price(orders, rate)"}]
     turn = 0
-    while len(D.critic_prefix_ids(tokenizer, dialogue, reference)) < prefix_tokens:
+    while len(critic_prefix(dialogue, reference)) < prefix_tokens:
         dialogue += [
             {"role": "assistant", "content": f"Question {turn}: should the tax rate be a percentage, and how should I round the total?"},
             {"role": "user", "content": "It is a percentage; round to two decimals. Orders are dicts with qty and price."},
         ]
         turn += 1
     # Shorten c until the prefix fits.
-    while len(D.critic_prefix_ids(tokenizer, dialogue, reference)) > prefix_tokens and "\n" in reference:
+    while len(critic_prefix(dialogue, reference)) > prefix_tokens and "\n" in reference:
         reference = reference.rsplit("\n", 1)[0]
-    prefix = D.critic_prefix_ids(tokenizer, dialogue, reference)
+    prefix = critic_prefix(dialogue, reference)
     vocab = [i for i in range(1000, 20000)]
     generator = torch.Generator().manual_seed(1)
     cands = [
-        [vocab[int(j)] for j in torch.randint(0, len(vocab), (candidate_tokens - 1,), generator=generator)]
+        [vocab[int(j)] for j in torch.randint(0, len(vocab), (candidate_tokens,), generator=generator)]
         for _ in range(candidates)
-    ]  # + the end-of-turn token = candidate_tokens
+    ]  # sampled ids are scored exactly as they are
     return prefix, cands
 
 

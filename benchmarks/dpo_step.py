@@ -192,10 +192,11 @@ def worker_trl(args, pairs: list[dict]) -> dict:
 
 
 def _our_items(args):
-    from colbench.training.policy import PairItem, encode_turn
+    from colbench.training.policy import PairItem
+    from colbench.training.sequences import turn_row
 
     rows = json.loads(Path(args.ids).read_text())
-    return [PairItem(encode_turn(r["prompt_ids"], r["chosen_ids"]), encode_turn(r["prompt_ids"], r["rejected_ids"])) for r in rows]
+    return [PairItem([turn_row([], r["prompt_ids"], r["chosen_ids"], None)], [turn_row([], r["prompt_ids"], r["rejected_ids"], None)]) for r in rows]
 
 
 def worker_ours(args) -> dict:
@@ -204,7 +205,7 @@ def worker_ours(args) -> dict:
     from colbench.training.losses import sequence_logps
     from colbench.training.modeling import TokenLogProbs, adapter_disabled, attach_lora, enable_activation_checkpointing, load_base
     from colbench.training.data import collate
-    from colbench.training.policy import policy_dpo_loss
+    from colbench.training.losses import policy_dpo_loss
 
     cuda = args.device.startswith("cuda")
     torch.manual_seed(0)
@@ -221,7 +222,8 @@ def worker_ours(args) -> dict:
     times, tokens, peak = [], [], Peak(args.device)
     for step in range(args.warmup + args.steps):
         batch = items[step * args.pairs : (step + 1) * args.pairs]
-        seqs = [it.chosen for it in batch] + [it.rejected for it in batch]
+        seqs = [it.chosen[0] for it in batch] + [it.rejected[0] for it in batch]
+        owner = torch.arange(2 * len(batch), device=args.device)
         if step == args.warmup:
             peak.start()
         if cuda:
@@ -232,7 +234,7 @@ def worker_ours(args) -> dict:
         with torch.no_grad(), adapter_disabled(model):
             ref = sequence_logps(scorer(ids, mask, target), target)
         logps = scorer(ids, mask, target)
-        loss, _ = policy_dpo_loss(logps, turns, ref[: len(batch)], ref[len(batch) :], BETA, NLL)
+        loss, _ = policy_dpo_loss(logps, turns, owner, ref[: len(batch)], ref[len(batch) :], BETA, NLL)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
@@ -272,7 +274,7 @@ def worker_recipe(args) -> dict:
     t0 = time.perf_counter()
     recipe.setup_training(items)  # computes the reference log-probs
     reference_seconds = time.perf_counter() - t0
-    lengths = {id(it): len(it.chosen.input_ids) + len(it.rejected.input_ids) for it in items}
+    lengths = {id(it): sum(len(row.input_ids) for row in it.chosen + it.rejected) for it in items}
     original = recipe.step_loss
 
     def counting(scorer, batch):

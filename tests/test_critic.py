@@ -41,6 +41,17 @@ def tiny(tiny_model_dir):
     return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
 
 
+def perturbed_lora(tiny_model_dir, seed: int, std: float):
+    """The tiny model with a LoRA adapter whose B is random, so the adapter changes the outputs."""
+    torch.manual_seed(seed)
+    model = attach_lora(tiny(tiny_model_dir), rank=4, alpha=8)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=std)
+    return model
+
+
 def agent_texts(tokenizer, ids, turn_ids):
     turns = sorted({t for t in turn_ids if t >= 0})
     return [tokenizer.decode([i for i, t in zip(ids, turn_ids) if t == k]) for k in turns]
@@ -110,12 +121,7 @@ def test_gradients_reach_only_the_adapter_and_the_reference_stays_frozen(tiny_mo
 
 
 def test_saved_adapter_reloads_to_identical_logps(tiny_model_dir, tokenizer, tmp_path):
-    torch.manual_seed(1)
-    model = attach_lora(tiny(tiny_model_dir), rank=4, alpha=8)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "lora_B" in name:
-                parameter.normal_(std=0.1)
+    model = perturbed_lora(tiny_model_dir, seed=1, std=0.1)
     model.eval()
     ids, mask, turns = toy_batch(tokenizer, ["Sure.", "No."])
     with torch.no_grad():
@@ -229,12 +235,7 @@ def test_a_crash_marks_the_run_failed(sqlite_url, tmp_path):
 def test_shared_prefix_scoring_equals_naive_full_forwards(tiny_model_dir, tokenizer):
     from colbench.training.scoring import CriticModel
 
-    torch.manual_seed(2)
-    model = attach_lora(tiny(tiny_model_dir), rank=4, alpha=8)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "lora_B" in name:
-                parameter.normal_(std=0.05)
+    model = perturbed_lora(tiny_model_dir, seed=2, std=0.05)
     critic = CriticModel(model, tokenizer)
     prefix = critic.context(prompt_before(tokenizer, DIALOGUE[:3]), REFERENCE).ids
     candidates = ["Sure.", "def add(a, b):\n    return a + b", "I WANT TO ANSWER: return a+b and more text here", [1, 2, 3]]
@@ -258,12 +259,7 @@ def test_a_candidate_scores_as_its_turn_does_in_training_cut_or_not(tiny_model_d
 
     from colbench.training.scoring import CriticModel
 
-    torch.manual_seed(3)
-    model = attach_lora(tiny(tiny_model_dir), rank=4, alpha=8)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "lora_B" in name:
-                parameter.normal_(std=0.05)
+    model = perturbed_lora(tiny_model_dir, seed=3, std=0.05)
     agent = S.agent_turns(tokenizer, "backend", stored_turns(tokenizer, DIALOGUE))
     prefix = D.training_info_ids(tokenizer, REFERENCE)
     max_len = len(prefix) + len(agent[0].prompt_ids) + 4 if cut else 4096

@@ -52,15 +52,20 @@ def renderer():
         yield r
 
 
-def test_frontend_rollout_renders_each_turn_and_scores_the_final_page(sqlite_url, tmp_path, openai_server, renderer):
-    db = Database(sqlite_url)
+def bakery_and_clinic(db, tmp_path) -> list:
+    """The bakery and the clinic pages as stored frontend test tasks, in that order."""
     records = [
         {"problem_description": "A page for a small family bakery.", "ground_truth": PAGES["bakery"]},
         {"problem_description": "A page for a dental clinic.", "ground_truth": PAGES["clinic"]},
     ]
     import_tasks(db, write_jsonl(tmp_path / "front.jsonl", records), family="frontend", split="test")
     with db.read() as session:
-        tasks = list(session.exec(select(Task)))
+        return list(session.exec(select(Task).order_by(Task.id)))
+
+
+def test_frontend_rollout_renders_each_turn_and_scores_the_final_page(sqlite_url, tmp_path, openai_server, renderer):
+    db = Database(sqlite_url)
+    tasks = bakery_and_clinic(db, tmp_path)
     openai_server.set_responder(served_designer)
     env = FrontendEnv(renderer, make_similarity(None), ScreenshotStore(tmp_path / "screenshots"))
     stats = Rollout(db, OpenAIEngine("designer", openai_server.base_url), FrontendBuiltinSimulator(), env, RolloutConfig()).run(tasks)
@@ -105,11 +110,16 @@ def test_frontend_rollout_cli_on_builtin_tasks(sqlite_url, tiny_model_dir, tmp_p
     assert trajectory.reward == 0.0 and trajectory.failure.startswith("grading: no page")  # a random model writes no page
 
 
-def test_inspect_shows_page_paths_and_writes_side_by_side(sqlite_url, tmp_path, openai_server, renderer):
-    db = Database(sqlite_url)
+def bakery_task(db, tmp_path) -> list:
+    """The bakery page as the one stored frontend test task."""
     import_tasks(db, write_jsonl(tmp_path / "f.jsonl", [{"problem_description": "A page for a small family bakery.", "ground_truth": PAGES["bakery"]}]), family="frontend", split="test")
     with db.read() as session:
-        tasks = list(session.exec(select(Task)))
+        return list(session.exec(select(Task)))
+
+
+def test_inspect_shows_page_paths_and_writes_side_by_side(sqlite_url, tmp_path, openai_server, renderer):
+    db = Database(sqlite_url)
+    tasks = bakery_task(db, tmp_path)
     openai_server.set_responder(served_designer)
     env = FrontendEnv(renderer, make_similarity(None), ScreenshotStore(tmp_path / "screenshots"))
     Rollout(db, OpenAIEngine("designer", openai_server.base_url), FrontendBuiltinSimulator(), env, RolloutConfig()).run(tasks)
@@ -195,13 +205,7 @@ def test_reward_is_the_last_page_shown_in_any_turn(sqlite_url, tmp_path, openai_
     from colbench.simulators.frontend_builtin import ALL_GOOD
 
     db = Database(sqlite_url)
-    records = [
-        {"problem_description": "A page for a small family bakery.", "ground_truth": PAGES["bakery"]},
-        {"problem_description": "A page for a dental clinic.", "ground_truth": PAGES["clinic"]},
-    ]
-    import_tasks(db, write_jsonl(tmp_path / "front.jsonl", records), family="frontend", split="test")
-    with db.read() as session:
-        tasks = list(session.exec(select(Task).order_by(Task.id)))
+    tasks = bakery_and_clinic(db, tmp_path)
     openai_server.set_responder(page_then_plain_answer)
     engine = OpenAIEngine("designer", openai_server.base_url)
 
@@ -222,8 +226,10 @@ def test_reward_is_the_last_page_shown_in_any_turn(sqlite_url, tmp_path, openai_
         turns = queries.turns_of(session, bakery.id)
         assert [t.role for t in turns] == ["user", "assistant", "user", "assistant", "user", "assistant"]
         assert turns[1].screenshot and not turns[3].screenshot and not turns[5].screenshot
-        # The human still sees the page of turn 1 after a turn without HTML (re-rendered after a resume).
-        assert turns[4].content == ALL_GOOD
+        # The human answers each turn on that turn's page (re-rendered after a resume), and, as
+        # officially, is shown no page for a turn without HTML: it describes the page it wants.
+        assert turns[2].content == ALL_GOOD
+        assert turns[4].content != ALL_GOOD and "Rosa's Bakery" in turns[4].content
         assert bakery.answer.strip() == "looks good" and bakery.reward == pytest.approx(1.0)
         assert bakery.screenshot == turns[1].screenshot and bakery.failure is None
         assert clinic.reward == pytest.approx(black) and clinic.failure == "grading: no page in any turn"
@@ -243,9 +249,7 @@ def test_thinking_before_output_never_reaches_the_simulator(sqlite_url, tmp_path
     from colbench.simulators.vision import VisionEndpointSimulator
 
     db = Database(sqlite_url)
-    import_tasks(db, write_jsonl(tmp_path / "f.jsonl", [{"problem_description": "A page for a small family bakery.", "ground_truth": PAGES["bakery"]}]), family="frontend", split="test")
-    with db.read() as session:
-        tasks = list(session.exec(select(Task)))
+    tasks = bakery_task(db, tmp_path)
     openai_server.set_responder(thinks_then_shows)
     human = VisionEndpointSimulator("vision-human", openai_server.base_url, max_retries=0)
     env = FrontendEnv(renderer, make_similarity(None), ScreenshotStore(tmp_path / "screenshots"))

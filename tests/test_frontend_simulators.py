@@ -161,11 +161,15 @@ def test_vision_simulator_sends_both_screenshots(openai_server, renders):
     assert "bg-white" not in prompt and "<html" not in prompt  # the agent's code is not shown
 
 
-def test_vision_simulator_without_an_agent_page_sends_the_black_image(renders):
+def test_vision_simulator_told_in_words_when_the_turn_showed_no_page(renders):
+    # As officially: a turn without a page is described in words, and only the wanted page is shown.
     request = frontend_request(TASK, [], None, renders["reference"])
-    images = [p for p in build_vision_messages(request)[0]["content"] if p["type"] == "image_url"]
-    assert len(images) == 2
-    assert base64.b64decode(images[0]["image_url"]["url"].split(",", 1)[1]) == black_png()
+    content = build_vision_messages(request)[0]["content"]
+    images = [p for p in content if p["type"] == "image_url"]
+    assert len(images) == 1 and "did not show a page" in content[0]["text"]
+    assert base64.b64decode(images[0]["image_url"]["url"].split(",", 1)[1]) == renders["reference"].png_bytes
+    shown = build_vision_messages(frontend_request(TASK, [], renders["same"], renders["reference"]))[0]["content"]
+    assert len([p for p in shown if p["type"] == "image_url"]) == 2 and "did not show a page" not in shown[0]["text"]
 
 
 def test_vision_simulator_errors_become_replies(openai_server, renders):
