@@ -7,7 +7,7 @@ same token ids (TRL tokenizes the pairs first; its ids are what the others train
   computed on the fly each step), loss sigmoid DPO + 0.01 · SFT (NLL on chosen).
 - ``ours``: the same step with our code (TokenLogProbs + policy_dpo_loss), the reference
   also computed on the fly with the adapter disabled: the like-for-like comparison.
-- ``ours-recipe``: ``PolicyRecipe`` exactly as ``colbench policy fit`` runs it: the
+- ``ours-recipe``: ``PolicyTrainer`` exactly as ``colbench policy fit`` runs it: the
   reference log-probs are computed once before training, then each step is one
   forward/backward. Its tokens/s is given per step and with the reference pass spread
   over the steps.
@@ -61,7 +61,7 @@ def make_pairs(folder: str, count: int, prompt_tokens: int, completion_tokens: i
     """Text pairs: a chat-templated dialogue prompt of about prompt_tokens, two different completions."""
     from transformers import AutoTokenizer
 
-    from colbench.training.policy import conversation
+    from colbench.training.sequences import conversation
 
     tokenizer = AutoTokenizer.from_pretrained(folder)
     words = ("weight", "express", "rate", "total", "shipping", "round", "kilograms", "price", "zone", "discount")
@@ -192,7 +192,7 @@ def worker_trl(args, pairs: list[dict]) -> dict:
 
 
 def _our_items(args):
-    from colbench.training.policy import PairItem
+    from colbench.training.trainer import PairItem
     from colbench.training.sequences import turn_row
 
     rows = json.loads(Path(args.ids).read_text())
@@ -248,9 +248,9 @@ def worker_ours(args) -> dict:
 
 
 def worker_recipe(args) -> dict:
-    """PolicyRecipe as `colbench policy fit` runs it: reference log-probs once, then the steps."""
+    """PolicyTrainer as `colbench policy fit` runs it: reference log-probs once, then the steps."""
     from colbench.models import ModelSource
-    from colbench.training.policy import PolicyConfig, PolicyRecipe
+    from colbench.training.trainer import PolicyConfig, PolicyTrainer
 
     cuda = args.device.startswith("cuda")
     items = _our_items(args)[: args.pairs * (args.warmup + args.steps)]
@@ -269,7 +269,7 @@ def worker_recipe(args) -> dict:
             peak.start()
             clock["t"] = time.perf_counter()
 
-    recipe = PolicyRecipe(None, config, "sweet", ModelSource(base=args.folder), None, on_progress)
+    recipe = PolicyTrainer(None, config, "sweet", ModelSource(base=args.folder), None, on_progress)
     recipe.setup_model()
     t0 = time.perf_counter()
     recipe.setup_training(items)  # computes the reference log-probs

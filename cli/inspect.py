@@ -17,20 +17,17 @@ def inspect(
 ) -> None:
     """Show a trajectory: header, every turn (agent and human), critic scores, test results."""
     from colbench.store import queries
-    from sqlmodel import select
-
-    from colbench.store.models import Screenshot, Task, Trajectory
 
     with state.db().read() as session:
-        trajectory = session.get(Trajectory, trajectory_id)
-        if trajectory is None:
+        found = queries.trajectory_with_task(session, trajectory_id)
+        if found is None:
             fail(f"no trajectory with id {trajectory_id}")
-        task = session.get(Task, trajectory.task_id)
+        trajectory, task = found
         turns = queries.turns_of(session, trajectory_id)
         tests = queries.test_results_of(session, trajectory_id)
         scores = queries.critic_scores_of(session, trajectory_id)
         shas = {t.screenshot for t in turns if t.screenshot} | {trajectory.screenshot} - {None}
-        paths = {row.sha256: row.path for row in session.exec(select(Screenshot).where(Screenshot.sha256.in_(shas)))}
+        paths = queries.screenshot_paths(session, shas)
     if side_by_side:
         _write_side_by_side(trajectory, task, paths, side_by_side)
     if as_json:

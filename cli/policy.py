@@ -42,7 +42,8 @@ def fit(
     as_json: bool = typer.Option(False, "--json", help="Print the run's summary as JSON."),
 ) -> None:
     """Train a policy on the stored, graded trajectories and write a checkpoint (ckpt:<id>)."""
-    from colbench.training.policy import PolicyConfig, fit_policy
+    from colbench.training.policy import fit_policy
+    from colbench.training.trainer import PolicyConfig
 
     if algo == "sweet" and not critic:
         raise typer.BadParameter("sweet needs --critic ckpt:<id>", param_hint="--critic")
@@ -87,7 +88,7 @@ def ls(as_json: bool = typer.Option(False, "--json", help="Machine-readable outp
     """Every checkpoint: id, kind, base model, adapter or full weights, folder."""
     from rich.table import Table
 
-    from colbench.training.policy import list_checkpoints
+    from colbench.training.checkpoints import list_checkpoints
 
     rows = list_checkpoints(state.db())
     if as_json:
@@ -113,7 +114,7 @@ def export(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Write a checkpoint as a folder that `--model DIR` loads anywhere (merged weights, or the adapter with its tokenizer)."""
-    from colbench.training.policy import export_checkpoint
+    from colbench.training.checkpoints import export_checkpoint
 
     folder = export_checkpoint(state.db(), checkpoint, out, merge=merge)
     if as_json:

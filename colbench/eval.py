@@ -25,11 +25,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-from sqlalchemy import exists
-from sqlmodel import select
-
+from colbench.store import queries
 from colbench.store.db import Database
-from colbench.store.models import Evaluation, Task, Trajectory, Turn
 
 BOOTSTRAP_SAMPLES = 2000
 
@@ -85,25 +82,13 @@ def evaluate(
     grading: str | None = None,
     record: bool = True,
 ) -> list[PolicyEval]:
-    no_reply = exists().where(Turn.trajectory_id == Trajectory.id, Turn.role == "user", Turn.error.is_not(None))
-    query = (
-        select(Trajectory.policy, Trajectory.simulator, Trajectory.setting, Trajectory.reward_metric, Trajectory.task_id,
-               Trajectory.sample_index, Trajectory.reward, Trajectory.success, no_reply, Trajectory.grading)
-        .join(Task, Task.id == Trajectory.task_id)
-        .where(Task.family == family, Task.split == split, Trajectory.graded_seq.is_not(None))
-    )
-    if policies:
-        query = query.where(Trajectory.policy.in_(policies))
-    if simulator:
-        query = query.where(Trajectory.simulator == simulator)
-    if setting is not None:
-        query = query.where(Trajectory.setting == setting)
-    if grading is not None:
-        query = query.where(Trajectory.grading == grading)
     grouped: dict[tuple, dict[int, list[tuple[int, float, bool]]]] = defaultdict(lambda: defaultdict(list))
     no_replies: dict[tuple, int] = defaultdict(int)
     with db.read() as session:
-        for policy, sim, how, metric, task_id, index, reward, success, failed, graded_by in session.exec(query):
+        outcomes = queries.graded_outcomes(
+            session, family=family, split=split, policies=policies, simulator=simulator, setting=setting, grading=grading
+        )
+        for policy, sim, how, metric, task_id, index, reward, success, failed, graded_by in outcomes:
             key = (policy, sim, how or "", metric or "unnamed", graded_by or "")
             grouped[key][task_id].append((index, reward or 0.0, bool(success)))
             no_replies[key] += bool(failed)
@@ -142,18 +127,11 @@ def evaluate(
                         result.win_rate[other.label] = rate
     if record and results:
         with db.write() as session:
-            for result in results:
-                session.add(
-                    Evaluation(
-                        policy=result.policy,
-                        family=family,
-                        split=split,
-                        simulator=result.simulator,
-                        n_tasks=result.n_tasks,
-                        n_trajectories=result.n_trajectories,
-                        metrics=as_dict(result),
-                    )
-                )
+            queries.add_evaluations(session, (
+                {"policy": r.policy, "family": family, "split": split, "simulator": r.simulator,
+                 "n_tasks": r.n_tasks, "n_trajectories": r.n_trajectories, "metrics": as_dict(r)}
+                for r in results
+            ))
     return results
 
 

@@ -19,18 +19,17 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, ContextManager
 
-from sqlmodel import col, func, select
-
 from colbench.eval import PolicyEval, as_dict, evaluate
 from colbench.rollout import Rollout, RolloutConfig, RolloutStats
 from colbench.grading.semantics import check_grading
 from colbench.runner import build_engine, build_env, build_simulator, select_tasks
+from colbench.store import queries
 from colbench.store.db import Database
-from colbench.store.models import Checkpoint, Task, TrainingRun, Trajectory
 from colbench.training import NothingToTrain
 from colbench.training.checkpoints import normalized_model_ref
 from colbench.training.critic import CriticConfig, fit_critic
-from colbench.training.policy import PolicyConfig, fit_policy, run_settings
+from colbench.training.policy import fit_policy
+from colbench.training.trainer import PolicyConfig, run_settings
 
 # The paper's backend results with Llama-3.1-8B-Instruct (% tests passed, success), for
 # the table's reference column; sweet-rl-facts.md has the source.
@@ -276,17 +275,11 @@ class BackendExperiment:
         ignored = {"device", "out", "dtype", "gradient_checkpointing"}  # how it ran, not what it learned
         base = normalized_model_ref(self.config.model)
         with self.db.read() as session:
-            newest_data = session.exec(
-                select(func.max(Trajectory.graded_seq)).join(Task, Task.id == Trajectory.task_id)
-                .where(Task.family == "backend", Task.split == "train")
-            ).one()
-            runs = session.exec(
-                select(TrainingRun).where(TrainingRun.kind == kind, TrainingRun.status == "done").order_by(col(TrainingRun.id).desc())
-            ).all()
-            for run in runs:
-                same = run.base_model == base and all(run.config.get(k) == v for k, v in settings.items() if k not in ignored)
-                current = newest_data is None or (run.data_watermark or 0) >= newest_data
-                checkpoint = session.exec(select(Checkpoint).where(Checkpoint.run_id == run.id)).first()
-                if same and current and checkpoint:
-                    return {"checkpoint": f"ckpt:{checkpoint.id}", "run_id": run.id, "metrics": run.metrics, "reused": True}
-        return None
+            newest_data = queries.newest_graded_seq(session, family="backend", split="train")
+            found = queries.same_run(session, kind, settings, base_model=base, ignored=ignored)
+        if found is None:
+            return None
+        checkpoint, run = found
+        if newest_data is not None and (run.data_watermark or 0) < newest_data:
+            return None  # graded data came after it: the stage runs again
+        return {"checkpoint": f"ckpt:{checkpoint.id}", "run_id": run.id, "metrics": run.metrics, "reused": True}

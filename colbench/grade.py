@@ -1,13 +1,11 @@
 """Re-grading stored answers: the same sandbox and rows as rollouts use."""
 from __future__ import annotations
 
-from sqlmodel import select
-
 from colbench.envs.backend import BackendEnv
 from colbench.official import spec_of
 from colbench.rollout import save_grades
+from colbench.store import queries
 from colbench.store.db import Database
-from colbench.store.models import Task, Trajectory
 
 BATCH = 64
 
@@ -15,17 +13,7 @@ BATCH = 64
 def regrade(db: Database, grader, *, policy: str | None = None, ungraded_only: bool = False, on_progress=None) -> dict:
     """Grade every stored backend answer (or only ungraded ones); `on_progress(just_done, total)` after each batch."""
     with db.read() as session:
-        query = (
-            select(Trajectory, Task)
-            .join(Task, Task.id == Trajectory.task_id)
-            .where(Task.family == "backend", Trajectory.status == "done", Trajectory.answer.is_not(None))
-            .order_by(Trajectory.id)
-        )
-        if policy:
-            query = query.where(Trajectory.policy == policy)
-        if ungraded_only:
-            query = query.where(Trajectory.graded_seq.is_(None))
-        work = [(t.id, spec_of(task), t.answer) for t, task in session.exec(query)]
+        work = [(t.id, spec_of(task), t.answer) for t, task in queries.answers_to_grade(session, policy=policy, ungraded_only=ungraded_only)]
     env = BackendEnv(grader)
     rewards, successes = [], 0
     for start in range(0, len(work), BATCH):

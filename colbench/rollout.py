@@ -26,7 +26,7 @@ from colbench.official import spec_of
 from colbench.simulators.base import Simulator
 from colbench.store import queries
 from colbench.store.db import Database
-from colbench.store.models import Task, TestResult, Trajectory, Turn, utcnow
+from colbench.store.models import Task, Trajectory, Turn, utcnow
 
 
 @dataclass
@@ -193,7 +193,7 @@ class Rollout:
             for trajectory in claimed:
                 if not turns[trajectory.id]:  # a fresh start: the human's opening is turn 0
                     opening = Turn(trajectory_id=trajectory.id, index=0, role="user", content=self.tasks[trajectory.task_id].problem_description)
-                    session.add(opening)
+                    queries.add_rows(session, [opening])
                     turns[trajectory.id] = [opening]
         episodes = []
         for trajectory in claimed:
@@ -247,8 +247,8 @@ class Rollout:
                 setattr(row, name, value)
         with self.db.write() as session:
             queries.add_screenshots(session, self.env.new_screenshots())
-            session.add_all(rows)
-            self._beat(session, [e.trajectory_id for e in movers])
+            queries.add_rows(session, rows)
+            queries.beat(session, [e.trajectory_id for e in movers])
         self._finish([e for e in movers if e.finished])
         self.on_progress(self.stats)
 
@@ -276,21 +276,14 @@ class Rollout:
             rows.append(Turn(trajectory_id=episode.trajectory_id, index=index, role="user", content=shown, raw=raw, error=reply.error, latency_s=reply.latency_s))
             self.stats.no_replies += bool(reply.error)
         with self.db.write() as session:
-            session.add_all(rows)
-            self._beat(session, [e.trajectory_id for e in waiting])
-
-    def _beat(self, session, trajectory_ids: list[int]) -> None:
-        now = utcnow()
-        for trajectory_id in trajectory_ids:
-            session.get(Trajectory, trajectory_id).heartbeat_at = now
+            queries.add_rows(session, rows)
+            queries.beat(session, [e.trajectory_id for e in waiting])
 
     def _finish(self, episodes: list[Episode]) -> None:
         if not episodes:
             return
         with self.db.write() as session:
-            for episode in episodes:
-                trajectory = session.get(Trajectory, episode.trajectory_id)
-                trajectory.status, trajectory.answer, trajectory.finished_at = "done", episode.answer, utcnow()
+            queries.finish(session, {e.trajectory_id: e.answer for e in episodes})
         for episode in episodes:
             self.stats.finished += 1
             self._submit_grade(episode)
@@ -333,31 +326,5 @@ class Rollout:
 
 def save_grades(db: Database, session, grades: dict[int, Grade]) -> None:
     """Write test rows, reward and success for graded trajectories (replacing earlier grades)."""
-    from sqlmodel import delete
-
     db.lock_for_sequence(session)
-    seq = queries.next_graded_seq(session)
-    for trajectory_id, grade in grades.items():
-        session.exec(delete(TestResult).where(TestResult.trajectory_id == trajectory_id))
-        for test in grade.tests:
-            session.add(
-                TestResult(
-                    trajectory_id=trajectory_id,
-                    name=test.name,
-                    call=test.call,
-                    expected=test.expected,
-                    actual=test.actual,
-                    passed=test.passed,
-                    error=test.error,
-                    duration_s=test.duration_s,
-                )
-            )
-        trajectory = session.get(Trajectory, trajectory_id)
-        trajectory.reward, trajectory.success, trajectory.reward_metric = grade.reward, grade.success, grade.metric
-        trajectory.grading = grade.grading
-        trajectory.screenshot = grade.screenshot
-        if grade.error and not trajectory.failure:
-            trajectory.failure = f"grading: {grade.error}"
-        trajectory.graded_seq = seq
-        seq += 1
-
+    queries.save_grades(session, grades)

@@ -20,12 +20,12 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Session, create_engine
 
+from colbench.store.errors import StoreError, one_line
+
+__all__ = ["Database", "StoreError", "database_url"]
+
 DEFAULT_URL = "sqlite:///colbench.db"
 SQLITE_BUSY_TIMEOUT_MS = 60_000
-
-
-class StoreError(RuntimeError):
-    """A problem with the database worth one line to the user."""
 
 
 def database_url(explicit: str | None = None) -> str:
@@ -66,7 +66,7 @@ class Database:
         try:
             self.engine = create_engine(self.url, connect_args=connect_args, pool_pre_ping=not self.is_sqlite)
         except Exception as exc:  # bad URL, missing driver
-            raise StoreError(f"cannot open database {self.safe_url}: {_one_line(exc)}") from exc
+            raise StoreError(f"cannot open database {self.safe_url}: {one_line(exc)}") from exc
         if self.is_sqlite:
             _tune_sqlite(self.engine)
         self._write_engine = self.engine.execution_options(colbench_write=True)
@@ -112,7 +112,3 @@ class Database:
     def close(self) -> None:
         self.engine.dispose()
 
-
-def _one_line(exc: BaseException) -> str:
-    message = str(exc).strip().splitlines()
-    return message[0] if message else type(exc).__name__

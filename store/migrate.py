@@ -6,6 +6,7 @@ newer colbench (a revision this install does not know) is refused rather than to
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from alembic import command
 from alembic.config import Config
@@ -14,7 +15,10 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
 import colbench.migrations
-from colbench.store.db import Database, StoreError, _one_line
+from colbench.store.errors import StoreError, one_line
+
+if TYPE_CHECKING:
+    from colbench.store.db import Database
 
 MIGRATIONS_DIR = Path(colbench.migrations.__file__).parent
 # An arbitrary constant: the PostgreSQL advisory lock that serialises upgrades.
@@ -72,7 +76,7 @@ def upgrade(db: Database, revision: str = "head") -> str | None:
     except StoreError:
         raise
     except Exception as exc:
-        raise StoreError(f"cannot migrate {db.safe_url}: {_one_line(exc)}") from exc
+        raise StoreError(f"cannot migrate {db.safe_url}: {one_line(exc)}") from exc
 
 
 def _refuse_unknown(found: str | None, db: Database) -> None:
@@ -87,7 +91,7 @@ def ensure_current(db: Database) -> None:
     try:
         found = current_revision(db)
     except Exception as exc:
-        raise StoreError(f"cannot open database {db.safe_url}: {_one_line(exc)}") from exc
+        raise StoreError(f"cannot open database {db.safe_url}: {one_line(exc)}") from exc
     if found == head_revision():
         return
     _refuse_unknown(found, db)

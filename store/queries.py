@@ -1,22 +1,29 @@
-"""Reads and writes that more than one part of colbench needs.
+"""Every read and write of the store: the only module that speaks SQL.
 
-Recipes and commands reach the store through these functions, so each query exists
-once and its indexes are chosen here.
+Recipes, the rollout and the commands reach the store through these functions, so
+each query exists once and its indexes are chosen here. Each takes the session of a
+``Database.read()`` or ``Database.write()`` block, so the caller decides what one
+transaction holds.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from sqlalchemy import func, insert
+from sqlalchemy import delete, exists, func, insert
 from sqlmodel import Session, col, select
 
 from colbench.store.models import (
+    Checkpoint,
     CriticScore,
-    Screenshot,
+    Evaluation,
     Lineage,
+    Screenshot,
+    SweetCandidate,
+    SweetPair,
     Task,
     TestResult,
+    TrainingRun,
     Trajectory,
     Turn,
     utcnow,
@@ -241,7 +248,7 @@ def add_screenshots(session: Session, rows: list[dict]) -> None:
 
 
 def graded_since(
-    session: Session, watermark: int | None, *, family: str | None = None, limit: int | None = None
+    session: Session, watermark: int | None, *, family: str | None = None, split: str | None = None, limit: int | None = None
 ) -> list[Trajectory]:
     """Graded trajectories the reader has not seen: graded_seq above its watermark.
 
@@ -249,8 +256,12 @@ def graded_since(
     not the size of the table.
     """
     query = select(Trajectory).where(Trajectory.graded_seq > (watermark or 0)).order_by(Trajectory.graded_seq)
+    if family or split:
+        query = query.join(Task, Task.id == Trajectory.task_id)
     if family:
-        query = query.join(Task, Task.id == Trajectory.task_id).where(Task.family == family)
+        query = query.where(Task.family == family)
+    if split:
+        query = query.where(Task.split == split)
     if limit:
         query = query.limit(limit)
     return list(session.exec(query))
@@ -380,3 +391,281 @@ def release(session: Session, worker: str) -> int:
     for trajectory in rows:
         trajectory.status, trajectory.worker = "pending", None
     return len(rows)
+
+
+def newest_graded_seq(session: Session, *, family: str, split: str) -> int | None:
+    """The highest graded_seq among a family's split (None when nothing is graded)."""
+    query = select(func.max(Trajectory.graded_seq)).join(Task, Task.id == Trajectory.task_id).where(Task.family == family, Task.split == split)
+    return session.exec(query).one()
+
+
+def trained_data(session: Session, *, family: str, split: str, watermark: int | None) -> tuple[list[Trajectory], int | None]:
+    """What a trainer continuing from ``watermark`` reads: graded, finished trajectories of the
+    family's split above it (with a reward), and the new watermark."""
+    fresh = [t for t in graded_since(session, watermark, family=family, split=split) if t.reward is not None and t.status == "done"]
+    return fresh, max((t.graded_seq for t in fresh), default=watermark)
+
+
+def graded_rewards(session: Session, task_ids: Sequence[int], up_to_seq: int) -> list[tuple[int, int, float]]:
+    """(trajectory id, task id, reward) of every finished, graded trajectory of the tasks, up to a graded_seq."""
+    found: list[tuple[int, int, float]] = []
+    for chunk in _chunks(list(task_ids)):
+        rows = session.exec(
+            select(Trajectory.id, Trajectory.task_id, Trajectory.reward).where(
+                col(Trajectory.task_id).in_(chunk),
+                col(Trajectory.graded_seq).is_not(None),
+                Trajectory.graded_seq <= up_to_seq,
+                col(Trajectory.reward).is_not(None),
+                Trajectory.status == "done",
+            )
+        )
+        found.extend((i, task, float(reward)) for i, task, reward in rows)
+    return found
+
+
+def trajectories_by_id(session: Session, ids: Sequence[int]) -> dict[int, Trajectory]:
+    found: dict[int, Trajectory] = {}
+    for chunk in _chunks(list(ids)):
+        found.update({t.id: t for t in session.exec(select(Trajectory).where(col(Trajectory.id).in_(chunk)))})
+    return found
+
+
+def task_references(session: Session, task_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+    """task id → (family, reference solution)."""
+    found: dict[int, tuple[str, str]] = {}
+    for chunk in _chunks(list(task_ids)):
+        query = select(Task.id, Task.family, Task.ground_truth).where(col(Task.id).in_(chunk))
+        found.update({i: (family, truth) for i, family, truth in session.exec(query)})
+    return found
+
+
+def finished_trajectory_ids(session: Session, *, family: str | None = None, policy: str | None = None, limit: int | None = None) -> list[int]:
+    """Finished trajectories, newest first."""
+    query = select(Trajectory.id).where(Trajectory.status == "done").order_by(col(Trajectory.id).desc())
+    if family:
+        query = query.join(Task, Task.id == Trajectory.task_id).where(Task.family == family)
+    if policy:
+        query = query.where(Trajectory.policy == policy)
+    if limit:
+        query = query.limit(limit)
+    return list(session.exec(query))
+
+
+def answers_to_grade(session: Session, *, policy: str | None = None, ungraded_only: bool = False) -> list[tuple[Trajectory, Task]]:
+    """Finished backend trajectories with an answer (optionally only ungraded ones), by id."""
+    query = (
+        select(Trajectory, Task)
+        .join(Task, Task.id == Trajectory.task_id)
+        .where(Task.family == "backend", Trajectory.status == "done", col(Trajectory.answer).is_not(None))
+        .order_by(Trajectory.id)
+    )
+    if policy:
+        query = query.where(Trajectory.policy == policy)
+    if ungraded_only:
+        query = query.where(col(Trajectory.graded_seq).is_(None))
+    return [tuple(row) for row in session.exec(query)]
+
+
+def _chunks(items: list, size: int = _ROWS_PER_STATEMENT):
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+# ---------------------------------------------------------------- rollout writes
+
+
+def add_rows(session: Session, rows: Iterable) -> None:
+    """New rows (turns, test results) of this transaction."""
+    session.add_all(list(rows))
+
+
+def beat(session: Session, trajectory_ids: Iterable[int]) -> None:
+    """The claiming worker is alive: refresh the trajectories' heartbeat."""
+    now = utcnow()
+    for trajectory_id in trajectory_ids:
+        session.get(Trajectory, trajectory_id).heartbeat_at = now
+
+
+def finish(session: Session, answers: dict[int, str | None]) -> None:
+    """Trajectories whose dialogue ended, with their answers."""
+    now = utcnow()
+    for trajectory_id, answer in answers.items():
+        trajectory = session.get(Trajectory, trajectory_id)
+        trajectory.status, trajectory.answer, trajectory.finished_at = "done", answer, now
+
+
+def save_grades(session: Session, grades: dict) -> None:
+    """Write test rows, reward, success and grading of graded trajectories (replacing earlier grades).
+
+    ``grades`` maps a trajectory id to a grade (colbench.envs.base.Grade). Call after
+    ``Database.lock_for_sequence`` in the same transaction: each grade takes the next graded_seq.
+    """
+    seq = next_graded_seq(session)
+    for trajectory_id, grade in grades.items():
+        session.exec(delete(TestResult).where(TestResult.trajectory_id == trajectory_id))
+        session.add_all(
+            TestResult(
+                trajectory_id=trajectory_id, name=test.name, call=test.call, expected=test.expected, actual=test.actual,
+                passed=test.passed, error=test.error, duration_s=test.duration_s,
+            )
+            for test in grade.tests
+        )
+        trajectory = session.get(Trajectory, trajectory_id)
+        trajectory.reward, trajectory.success, trajectory.reward_metric = grade.reward, grade.success, grade.metric
+        trajectory.grading, trajectory.screenshot = grade.grading, grade.screenshot
+        if grade.error and not trajectory.failure:
+            trajectory.failure = f"grading: {grade.error}"
+        trajectory.graded_seq = seq
+        seq += 1
+
+
+# ---------------------------------------------------------------- training runs and checkpoints
+
+
+def start_run(session: Session, *, kind: str, base_model: str, parent_checkpoint_id: int | None, config: dict) -> int:
+    run = TrainingRun(kind=kind, base_model=base_model, parent_checkpoint_id=parent_checkpoint_id, config=config, status="running")
+    session.add(run)
+    session.flush()
+    return run.id
+
+
+def finish_run(
+    session: Session, run_id: int, *, kind: str, base_model: str, path: str, adapter: bool, sha256: str | None,
+    metrics: dict, watermark: int | None, lineage: Iterable[tuple[int, int | None]],
+) -> int:
+    """The run is done: its checkpoint, metrics, data watermark and lineage, in one transaction. Returns the checkpoint id."""
+    checkpoint = Checkpoint(
+        run_id=run_id, kind=kind, base_model=base_model, path=path, adapter=adapter,
+        step=int(metrics.get("steps", 0)), sha256=sha256, metrics=metrics,
+    )
+    session.add(checkpoint)
+    run = session.get(TrainingRun, run_id)
+    run.status, run.metrics, run.finished_at, run.data_watermark = "done", metrics, utcnow(), watermark
+    session.add(run)
+    record_lineage(session, run_id, lineage)
+    session.flush()
+    return checkpoint.id
+
+
+def fail_run(session: Session, run_id: int, reason: str) -> None:
+    run = session.get(TrainingRun, run_id)
+    if run is not None:
+        run.status, run.error, run.finished_at = "failed", reason, utcnow()
+        session.add(run)
+
+
+def checkpoint_and_run(session: Session, checkpoint_id: int) -> tuple[Checkpoint, TrainingRun] | None:
+    row = session.get(Checkpoint, checkpoint_id)
+    run = session.get(TrainingRun, row.run_id) if row else None
+    return (row, run) if row and run else None
+
+
+def checkpoints_with_runs(session: Session) -> list[tuple[Checkpoint, TrainingRun]]:
+    query = select(Checkpoint, TrainingRun).join(TrainingRun, TrainingRun.id == Checkpoint.run_id).order_by(Checkpoint.id)
+    return [tuple(row) for row in session.exec(query)]
+
+
+def same_run(
+    session: Session, kind: str, settings: dict, *, base_model: str | None = None, ignored: Iterable[str] = (),
+) -> tuple[Checkpoint, TrainingRun] | None:
+    """The newest finished run of ``kind`` (with its checkpoint) whose recorded config agrees with
+    ``settings`` on every key not in ``ignored``, of ``base_model`` when one is named.
+
+    The one rule for "the same run" (continuing the latest critic, a study's resumable
+    stages): a run is the same when it was made with the same settings.
+    """
+    skip = set(ignored)
+    query = (
+        select(Checkpoint, TrainingRun)
+        .join(TrainingRun, TrainingRun.id == Checkpoint.run_id)
+        .where(TrainingRun.kind == kind, TrainingRun.status == "done")
+        .order_by(col(Checkpoint.id).desc())
+    )
+    for checkpoint, run in session.exec(query):
+        if base_model is not None and checkpoint.base_model != base_model:
+            continue
+        config = run.config or {}
+        if all(config.get(key) == value for key, value in settings.items() if key not in skip):
+            return checkpoint, run
+    return None
+
+
+def replace_critic_scores(session: Session, checkpoint_id: int, rows: list[dict]) -> None:
+    """Scores of turns by one critic checkpoint, replacing the ones those turns had from it."""
+    turn_ids = [r["turn_id"] for r in rows]
+    for chunk in _chunks(turn_ids):
+        session.connection().execute(delete(CriticScore).where(CriticScore.checkpoint_id == checkpoint_id, col(CriticScore.turn_id).in_(chunk)))
+    for chunk in _chunks(rows):
+        session.connection().execute(insert(CriticScore.__table__), chunk)
+
+
+def sweet_candidates(session: Session, key: str, turn_ids: Sequence[int]) -> dict[int, list[SweetCandidate]]:
+    """turn id → its stored candidates under a sampling key, by index."""
+    found: dict[int, list[SweetCandidate]] = {}
+    for chunk in _chunks(list(turn_ids)):
+        query = (
+            select(SweetCandidate)
+            .where(SweetCandidate.sampling_key == key, col(SweetCandidate.turn_id).in_(chunk))
+            .order_by(SweetCandidate.turn_id, SweetCandidate.index)
+        )
+        for row in session.exec(query):
+            found.setdefault(row.turn_id, []).append(row)
+    return found
+
+
+def replace_sweet_candidates(session: Session, key: str, turn_ids: Sequence[int], rows: list[dict]) -> None:
+    """The candidates of these turns under a key (a crashed run may have left some half-scored)."""
+    for chunk in _chunks(list(turn_ids)):
+        session.connection().execute(delete(SweetCandidate).where(SweetCandidate.sampling_key == key, col(SweetCandidate.turn_id).in_(chunk)))
+    for chunk in _chunks(rows):
+        session.connection().execute(insert(SweetCandidate.__table__), chunk)
+
+
+def add_sweet_pairs(session: Session, rows: list[dict]) -> None:
+    for chunk in _chunks(rows):
+        session.connection().execute(insert(SweetPair.__table__), chunk)
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+def graded_outcomes(
+    session: Session, *, family: str, split: str, policies: Sequence[str] | None = None, simulator: str | None = None,
+    setting: str | None = None, grading: str | None = None,
+) -> list[tuple]:
+    """Per graded trajectory of a family's split: (policy, simulator, setting, metric, task id,
+    sample index, reward, success, had a failed simulator reply, grading)."""
+    no_reply = exists().where(Turn.trajectory_id == Trajectory.id, Turn.role == "user", col(Turn.error).is_not(None))
+    query = (
+        select(Trajectory.policy, Trajectory.simulator, Trajectory.setting, Trajectory.reward_metric, Trajectory.task_id,
+               Trajectory.sample_index, Trajectory.reward, Trajectory.success, no_reply, Trajectory.grading)
+        .join(Task, Task.id == Trajectory.task_id)
+        .where(Task.family == family, Task.split == split, col(Trajectory.graded_seq).is_not(None))
+    )
+    if policies:
+        query = query.where(col(Trajectory.policy).in_(policies))
+    if simulator:
+        query = query.where(Trajectory.simulator == simulator)
+    if setting is not None:
+        query = query.where(Trajectory.setting == setting)
+    if grading is not None:
+        query = query.where(Trajectory.grading == grading)
+    return [tuple(row) for row in session.exec(query)]
+
+
+def add_evaluations(session: Session, rows: Iterable[dict]) -> None:
+    session.add_all(Evaluation(**row) for row in rows)
+
+
+def trajectory_with_task(session: Session, trajectory_id: int) -> tuple[Trajectory, Task] | None:
+    trajectory = session.get(Trajectory, trajectory_id)
+    return (trajectory, session.get(Task, trajectory.task_id)) if trajectory else None
+
+
+def screenshot_paths(session: Session, shas: Iterable[str]) -> dict[str, str]:
+    """sha256 → stored path of those screenshots."""
+    wanted = list(set(shas))
+    found: dict[str, str] = {}
+    for chunk in _chunks(wanted):
+        found.update({row.sha256: row.path for row in session.exec(select(Screenshot).where(col(Screenshot.sha256).in_(chunk)))})
+    return found

@@ -154,14 +154,15 @@ def test_critic_trains_on_frontend_pairs_a_tenth_apart(sqlite_url, tmp_path, tin
 def test_policy_trains_on_frontend_trajectories(sqlite_url, tmp_path, tiny_model_dir, algo):
     from colbench.official import import_trajectories
     from colbench.store.models import Checkpoint, Lineage
-    from colbench.training import policy as P
+    from colbench.training.policy import fit_policy
+    from colbench.training.trainer import PolicyConfig
     from officialdata import frontend_task, trajectory
 
     db = Database(sqlite_url)
     records = [trajectory(frontend_task(i), turns, reward) for i in range(3) for turns, reward in ((1, 0.9), (2, 0.3))]
     import_trajectories(db, write_jsonl(tmp_path / "pages.jsonl", records), policy="designer")
-    config = P.PolicyConfig(family="frontend", batch_size=4, max_len=192, lora_rank=4, device="cpu", lr=1e-3)
-    result = P.fit_policy(db, config, algo, base_model=str(tiny_model_dir))
+    config = PolicyConfig(family="frontend", batch_size=4, max_len=192, lora_rank=4, device="cpu", lr=1e-3)
+    result = fit_policy(db, config, algo, base_model=str(tiny_model_dir))
     with db.read() as session:
         assert session.get(Checkpoint, result.checkpoint_id).kind == "policy"
         used = {row.trajectory_id for row in session.exec(select(Lineage).where(Lineage.run_id == result.run_id))}

@@ -19,7 +19,10 @@ from colbench.store import queries
 from colbench.store.db import Database
 from colbench.store.models import Checkpoint, Lineage, SweetCandidate, SweetPair, TrainingRun, Trajectory, Turn
 from colbench.training import data as D
-from colbench.training import policy as P
+from colbench.training import mtdpo, rft
+from colbench.training.checkpoints import export_checkpoint
+from colbench.training.policy import fit_policy
+from colbench.training.trainer import NothingToTrain, PolicyConfig, trajectory_rows
 from colbench.training import sequences as S
 from colbench.training.losses import policy_dpo_loss, sft_loss, turn_sums
 from colbench.training.modeling import TokenLogProbs, adapter_disabled, attach_lora, load_adapter
@@ -195,7 +198,7 @@ SWEET = dict(SMALL, fraction=1.0, candidates=4, pairs_per_turn=2, max_new_tokens
 def test_sweet_stores_candidates_scores_pairs_and_a_rerun_resumes(trained, tiny_model_dir):
     db, tmp_path, critic_id = trained
     progress = []
-    result = P.fit_policy(db, P.PolicyConfig(**SWEET), "sweet", base_model=str(tiny_model_dir), critic_checkpoint=f"ckpt:{critic_id}",
+    result = fit_policy(db, PolicyConfig(**SWEET), "sweet", base_model=str(tiny_model_dir), critic_checkpoint=f"ckpt:{critic_id}",
                           on_progress=lambda *a: progress.append(a))
     with db.read() as session:
         run = session.get(TrainingRun, result.run_id)
@@ -227,7 +230,7 @@ def test_sweet_stores_candidates_scores_pairs_and_a_rerun_resumes(trained, tiny_
     assert any(a[0] == "sample" for a in progress) and progress[-1][0] == "train"
 
     # A rerun (same command) reuses every candidate: nothing is sampled again, the pairs are the same.
-    again = P.fit_policy(db, P.PolicyConfig(**SWEET), "sweet", base_model=str(tiny_model_dir), critic_checkpoint=critic_id)
+    again = fit_policy(db, PolicyConfig(**SWEET), "sweet", base_model=str(tiny_model_dir), critic_checkpoint=critic_id)
     assert again.metrics["turns_sampled"] == 0 and again.metrics["turns_reused"] == 12
     with db.read() as session:
         assert len(session.exec(select(SweetCandidate)).all()) == 48
@@ -241,25 +244,25 @@ def test_sweet_stores_candidates_scores_pairs_and_a_rerun_resumes(trained, tiny_
     with db.write() as session:
         session.connection().execute(delete(SweetPair).where(SweetPair.turn_id.in_(lost)))
         session.connection().execute(delete(SweetCandidate).where(SweetCandidate.turn_id.in_(lost)))
-    third = P.fit_policy(db, P.PolicyConfig(**SWEET), "sweet", base_model=str(tiny_model_dir), critic_checkpoint=critic_id)
+    third = fit_policy(db, PolicyConfig(**SWEET), "sweet", base_model=str(tiny_model_dir), critic_checkpoint=critic_id)
     assert third.metrics["turns_sampled"] == 3 and third.metrics["turns_reused"] == 9
     with db.read() as session:
         assert len(session.exec(select(SweetCandidate)).all()) == 48
 
     # Continuing the policy: nothing new was graded since its run, so nothing to train and no run.
-    with pytest.raises(P.NothingToTrain):
-        P.fit_policy(db, P.PolicyConfig(**SWEET), "sweet", critic_checkpoint=critic_id, parent_checkpoint=result.checkpoint_id)
+    with pytest.raises(NothingToTrain):
+        fit_policy(db, PolicyConfig(**SWEET), "sweet", critic_checkpoint=critic_id, parent_checkpoint=result.checkpoint_id)
 
 
 def test_sweet_without_a_critic_or_with_a_policy_as_critic_is_refused(trained, tiny_model_dir):
     db, _, critic_id = trained
     with pytest.raises(ValueError, match="critic"):
-        P.fit_policy(db, P.PolicyConfig(**SWEET), "sweet", base_model=str(tiny_model_dir))
+        fit_policy(db, PolicyConfig(**SWEET), "sweet", base_model=str(tiny_model_dir))
 
 
 def test_rft_trains_only_on_successful_trajectories_agent_tokens_only(trained, tiny_model_dir, tokenizer):
     db, _, _ = trained
-    items, info, _ = P.rft_items(db, tokenizer, P.PolicyConfig(**SMALL), None)
+    items, info, _ = rft.items(db, tokenizer, PolicyConfig(**SMALL), None)
     with db.read() as session:
         rows = {t.id: t for t in session.exec(select(Trajectory))}
         turns = queries.turns_for(session, list(rows))  # prompts whole again
@@ -272,7 +275,7 @@ def test_rft_trains_only_on_successful_trajectories_agent_tokens_only(trained, t
             start = item.seq.turn_ids.index(k)
             assert tokenizer.decode(item.seq.input_ids[:start]) == agent[k].prompt
             assert tokenizer.decode([i for i, t in zip(item.seq.input_ids, item.seq.turn_ids) if t == k]) == agent[k].raw + "<|im_end|>"
-    result = P.fit_policy(db, P.PolicyConfig(**SMALL, epochs=2), "rft", base_model=str(tiny_model_dir))
+    result = fit_policy(db, PolicyConfig(**SMALL, epochs=2), "rft", base_model=str(tiny_model_dir))
     with db.read() as session:
         run = session.get(TrainingRun, result.run_id)
         lineage = {l.trajectory_id for l in session.exec(select(Lineage).where(Lineage.run_id == run.id))}
@@ -285,17 +288,17 @@ def test_rft_threshold_keeps_each_tasks_best_trajectory_when_it_reaches_it(train
     with db.read() as session:
         rows = session.exec(select(Trajectory)).all()
     best = {t.id for t in rows if t.reward == 1.0}
-    assert {t.id for t in P.successful(rows, "backend")} == best
-    assert {t.id for t in P.successful(rows, "backend", threshold=0.2)} == best  # the best per task, not every one above
-    assert P.successful(rows, "backend", threshold=1.01) == []
+    assert {t.id for t in rft.successful(rows, "backend")} == best
+    assert {t.id for t in rft.successful(rows, "backend", threshold=0.2)} == best  # the best per task, not every one above
+    assert rft.successful(rows, "backend", threshold=1.01) == []
     partial = [t for t in rows if t.reward < 1.0]
-    assert {t.reward for t in P.successful(partial, "backend", threshold=0.2)} == {0.3}
-    assert P.successful(partial, "backend") == []
+    assert {t.reward for t in rft.successful(partial, "backend", threshold=0.2)} == {0.3}
+    assert rft.successful(partial, "backend") == []
 
 
 def test_mtdpo_uses_the_critics_pairs_without_training_info(trained, tiny_model_dir, tokenizer):
     db, _, _ = trained
-    items, _, _ = P.mtdpo_items(db, tokenizer, P.PolicyConfig(**dict(SMALL, max_len=4096)), None)
+    items, _, _ = mtdpo.items(db, tokenizer, PolicyConfig(**dict(SMALL, max_len=4096)), None)
     pairs = D.read_pairs(db, family="backend").pairs
     assert [(it.source.chosen, it.source.rejected) for it in items] == [(p.chosen, p.rejected) for p in pairs] and len(pairs) == 4
     for item in items:
@@ -303,14 +306,14 @@ def test_mtdpo_uses_the_critics_pairs_without_training_info(trained, tiny_model_
         # What the policy saw: the stored prompt, its system message included, and no training-time information.
         assert D.TRAINING_INFO_HEADER not in text and text.startswith("<|im_start|>system\nYou are a helpful agent.")
         assert len({t for row in item.chosen for t in row.turn_ids if t >= 0}) == 2  # both agent turns of the correct trajectory
-    result = P.fit_policy(db, P.PolicyConfig(**SMALL), "mtdpo", base_model=str(tiny_model_dir))
+    result = fit_policy(db, PolicyConfig(**SMALL), "mtdpo", base_model=str(tiny_model_dir))
     assert result.metrics["pairs"] == 4 and result.metrics["steps"] == 1
     assert "train_reward_margin" in result.metrics and result.metrics["train_dpo_loss"] == pytest.approx(0.6931, abs=1e-3)
 
 
 def test_export_merge_gives_base_plus_adapter_logps_and_ckpt_works_in_an_engine(trained, tiny_model_dir, tokenizer, tmp_path):
     db, _, _ = trained
-    result = P.fit_policy(db, P.PolicyConfig(**dict(SMALL, lr=5e-2), epochs=1), "rft", base_model=str(tiny_model_dir))
+    result = fit_policy(db, PolicyConfig(**dict(SMALL, lr=5e-2), epochs=1), "rft", base_model=str(tiny_model_dir))
     ref = f"ckpt:{result.checkpoint_id}"
     from colbench.models import load_model, resolve_model
     from colbench.runner import checkpoint_lookup
@@ -318,7 +321,7 @@ def test_export_merge_gives_base_plus_adapter_logps_and_ckpt_works_in_an_engine(
     source = resolve_model(ref, checkpoint_lookup(db))
     assert source.adapter == result.path
     with_adapter = load_model(source, device="cpu")
-    out = P.export_checkpoint(db, ref, tmp_path / "merged", merge=True)
+    out = export_checkpoint(db, ref, tmp_path / "merged", merge=True)
     from transformers import AutoModelForCausalLM
 
     merged = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
@@ -331,7 +334,7 @@ def test_export_merge_gives_base_plus_adapter_logps_and_ckpt_works_in_an_engine(
     assert torch.allclose(a, b, atol=1e-4)
     assert not torch.allclose(a, base, atol=1e-4)  # the adapter did change something
     # Without --merge: the adapter folder with its tokenizer, loadable as --model DIR too.
-    plain = P.export_checkpoint(db, ref, tmp_path / "adapter", merge=False)
+    plain = export_checkpoint(db, ref, tmp_path / "adapter", merge=False)
     assert resolve_model(str(plain)).adapter == str(plain)
 
     from colbench.engines.base import SamplingParams

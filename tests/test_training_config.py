@@ -6,7 +6,7 @@ import torch
 
 from colbench.training.config import FULL_LR, LORA_LR, TrainingConfig
 from colbench.training.critic import CriticConfig
-from colbench.training.policy import PolicyConfig
+from colbench.training.trainer import PolicyConfig
 
 
 def test_both_trainers_take_the_shared_fields_from_one_place_and_every_field_is_documented():

@@ -14,7 +14,10 @@ from colbench.official import import_trajectories
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.store.models import SweetCandidate, SweetPair, TrainingRun, Turn
-from colbench.training import policy as P
+from colbench.training import mtdpo, rft
+from colbench.training.checkpoints import export_checkpoint
+from colbench.training.policy import fit_policy
+from colbench.training.trainer import NothingToTrain, PolicyConfig, trajectory_rows
 from colbench.training import sequences as S
 from colbench.training.critic import CriticConfig, fit_critic
 from colbench.training.modeling import TokenLogProbs
@@ -94,11 +97,11 @@ def test_a_critic_learns_which_side_of_its_pairs_is_better(store, tiny_model_dir
 def test_multi_turn_dpo_raises_the_chosen_trajectory_against_the_rejected(store, tiny_model_dir):
     from colbench.models import load_tokenizer
 
-    config = P.PolicyConfig(lr=5e-3, lora_rank=4, device="cpu", epochs=3, batch_size=4)
-    result = P.fit_policy(store, config, "mtdpo", base_model=str(tiny_model_dir))
+    config = PolicyConfig(lr=5e-3, lora_rank=4, device="cpu", epochs=3, batch_size=4)
+    result = fit_policy(store, config, "mtdpo", base_model=str(tiny_model_dir))
     tokenizer = load_tokenizer(str(tiny_model_dir))
     tasks = by_task(store)
-    rows = P.trajectory_rows(store, tokenizer, "backend", [i for pair in tasks.values() for i in pair], None)
+    rows = trajectory_rows(store, tokenizer, "backend", [i for pair in tasks.values() for i in pair], None)
     before, after = load(tiny_model_dir), load(tiny_model_dir, result.path)
 
     def gain(trajectory_id):
@@ -111,9 +114,9 @@ def test_multi_turn_dpo_raises_the_chosen_trajectory_against_the_rejected(store,
 def test_a_continued_lora_policy_is_its_own_dpo_reference(store, tiny_model_dir):
     """At a continued run's first step the policy equals its reference: DPO loss log 2, margin 0.
     With the adapter switched off as the reference (the raw base), the trained adapter would show."""
-    first = P.fit_policy(store, P.PolicyConfig(lr=5e-2, lora_rank=4, device="cpu", epochs=2), "rft", base_model=str(tiny_model_dir))
+    first = fit_policy(store, PolicyConfig(lr=5e-2, lora_rank=4, device="cpu", epochs=2), "rft", base_model=str(tiny_model_dir))
     # One optimiser step over all pairs: the epoch's stats are those before the update.
-    again = P.fit_policy(store, P.PolicyConfig(lr=1e-3, lora_rank=4, device="cpu", batch_size=16), "mtdpo", base_model=f"ckpt:{first.checkpoint_id}")
+    again = fit_policy(store, PolicyConfig(lr=1e-3, lora_rank=4, device="cpu", batch_size=16), "mtdpo", base_model=f"ckpt:{first.checkpoint_id}")
     with store.read() as session:
         assert session.get(TrainingRun, again.run_id).parent_checkpoint_id == first.checkpoint_id
     assert again.metrics["steps"] == 1
@@ -122,20 +125,20 @@ def test_a_continued_lora_policy_is_its_own_dpo_reference(store, tiny_model_dir)
 
 
 def test_rejection_fine_tuning_uses_the_papers_batch_and_official_sweet_selection(store, tiny_model_dir):
-    result = P.fit_policy(store, P.PolicyConfig(lora_rank=4, device="cpu", epochs=1), "rft", base_model=str(tiny_model_dir))
+    result = fit_policy(store, PolicyConfig(lora_rank=4, device="cpu", epochs=1), "rft", base_model=str(tiny_model_dir))
     with store.read() as session:
         assert session.get(TrainingRun, result.run_id).config["batch_size"] == 32
     from colbench.models import load_tokenizer
     from colbench.training import sweet
 
     tokenizer = load_tokenizer(str(tiny_model_dir))
-    jobs, _, read = sweet.select_turns(store, P.PolicyConfig(fraction=0.25), None, tokenizer)
+    jobs, _, read = sweet.select_turns(store, PolicyConfig(fraction=0.25), None, tokenizer)
     with store.read() as session:
         first = sorted(t.id for t in queries.graded_since(session, None, family="backend"))[:4]
         turns = session.exec(select(Turn).where(Turn.role == "assistant", Turn.trajectory_id.in_(first))).all()
     # The first quarter of the 16 trajectories, every agent turn of each, as the official actor takes them.
     assert read == 16 and sorted(j.turn_id for j in jobs) == sorted(t.id for t in turns)
-    hashed, _, _ = sweet.select_turns(store, P.PolicyConfig(fraction=0.25, selection="turns"), None, tokenizer)
+    hashed, _, _ = sweet.select_turns(store, PolicyConfig(fraction=0.25, selection="turns"), None, tokenizer)
     assert {j.trajectory_id for j in hashed} - set(first)  # turns from anywhere in the data
 
 
@@ -150,10 +153,10 @@ def test_the_actor_score_is_zero_when_the_critic_knows_nothing_more_than_the_sam
     """Critic = the sampler's own model, without c: its log-prob of every candidate equals the
     sampler's on the same dialogue, so every score is 0. Dropping the sampler term, or reading
     the two terms on different prompts, spreads the scores."""
-    config = P.PolicyConfig(fraction=0.25, candidates=4, pairs_per_turn=1, max_new_tokens=8, sample_batch_size=8, lora_rank=4, device="cpu", lr=1e-3)
+    config = PolicyConfig(fraction=0.25, candidates=4, pairs_per_turn=1, max_new_tokens=8, sample_batch_size=8, lora_rank=4, device="cpu", lr=1e-3)
     try:
-        P.fit_policy(store, config, "sweet", base_model=str(tiny_model_dir), critic_checkpoint=blank_critic)
-    except P.NothingToTrain:
+        fit_policy(store, config, "sweet", base_model=str(tiny_model_dir), critic_checkpoint=blank_critic)
+    except NothingToTrain:
         pass  # identical scores may leave every turn without a pair; the candidates are stored first
     with store.read() as session:
         candidates = session.exec(select(SweetCandidate).where(SweetCandidate.critic_checkpoint_id == blank_critic)).all()
@@ -168,8 +171,8 @@ def test_sweet_training_raises_the_higher_scored_candidates(store, tiny_model_di
     from colbench.models import load_tokenizer
 
     critic = fit_critic(store, CriticConfig(epochs=3, batch_size=4, lr=3e-3, lora_rank=4, heldout_fraction=0.0, device="cpu"), base_model=str(tiny_model_dir))
-    config = P.PolicyConfig(fraction=0.5, candidates=4, pairs_per_turn=2, max_new_tokens=8, sample_batch_size=8, lora_rank=4, device="cpu", lr=5e-3, epochs=3, seed=1)
-    result = P.fit_policy(store, config, "sweet", base_model=str(tiny_model_dir), critic_checkpoint=critic.checkpoint_id)
+    config = PolicyConfig(fraction=0.5, candidates=4, pairs_per_turn=2, max_new_tokens=8, sample_batch_size=8, lora_rank=4, device="cpu", lr=5e-3, epochs=3, seed=1)
+    result = fit_policy(store, config, "sweet", base_model=str(tiny_model_dir), critic_checkpoint=critic.checkpoint_id)
     tokenizer = load_tokenizer(str(tiny_model_dir))
     with store.read() as session:
         pairs = session.exec(select(SweetPair).where(SweetPair.run_id == result.run_id)).all()

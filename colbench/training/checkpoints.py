@@ -11,7 +11,8 @@ import hashlib
 from pathlib import Path
 
 from colbench.models import ModelNotFound, ModelSource, resolve_model
-from colbench.store.models import Checkpoint, TrainingRun, utcnow
+from colbench.store import queries
+from colbench.store.models import Checkpoint, TrainingRun
 
 
 def normalized_model_ref(ref: str) -> str:
@@ -65,10 +66,10 @@ def parse_checkpoint_id(ref) -> int:
 def get_checkpoint(db, ref) -> tuple[Checkpoint, TrainingRun]:
     checkpoint_id = parse_checkpoint_id(ref)
     with db.read() as session:
-        row = session.get(Checkpoint, checkpoint_id)
-        run = session.get(TrainingRun, row.run_id) if row else None
-    if row is None or run is None:
+        found = queries.checkpoint_and_run(session, checkpoint_id)
+    if found is None:
         raise ModelNotFound(f"checkpoint ckpt:{checkpoint_id} not found")
+    row, run = found
     if not Path(row.path).is_dir():
         raise ModelNotFound(f"checkpoint ckpt:{checkpoint_id}: folder {row.path} is missing")
     return row, run
@@ -89,9 +90,78 @@ def fail_run(db, run_id: int | None, exc: BaseException) -> None:
     reason = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
     try:
         with db.write() as session:
-            run = session.get(TrainingRun, run_id)
-            if run is not None:
-                run.status, run.error, run.finished_at = "failed", reason, utcnow()
-                session.add(run)
+            queries.fail_run(session, run_id, reason)
     except Exception:  # the store is gone too; the original error matters more
         pass
+
+
+# ---------------------------------------------------------------- runs
+
+
+def start_run(db, *, kind: str, base_model: str, parent_checkpoint_id: int | None, config: dict) -> int:
+    """A training run's row, marked running, before anything is trained."""
+    with db.write() as session:
+        return queries.start_run(session, kind=kind, base_model=base_model, parent_checkpoint_id=parent_checkpoint_id, config=config)
+
+
+def finish_run(db, run_id: int, *, kind: str, base_model: str, folder: Path, adapter: bool, sha256: str | None,
+               metrics: dict, watermark: int | None, lineage) -> int:
+    """The run is done: its checkpoint row, metrics, data watermark and lineage. Returns the checkpoint id."""
+    import json
+
+    metrics = json.loads(json.dumps(metrics, default=str))  # what the JSON column can hold
+    with db.write() as session:
+        return queries.finish_run(
+            session, run_id, kind=kind, base_model=base_model, path=str(folder), adapter=adapter, sha256=sha256,
+            metrics=metrics, watermark=watermark, lineage=lineage,
+        )
+
+
+# ---------------------------------------------------------------- checkpoints out of the store
+
+
+def export_checkpoint(db, ref, out, *, merge: bool = True, device: str = "cpu", dtype=None) -> Path:
+    """Write a checkpoint as a folder that ``--model DIR`` loads.
+
+    - ``merge`` (adapter checkpoints): base + adapter merged into plain HF weights, with
+      the tokenizer;
+    - without ``merge``: the peft adapter folder as is (its config names the base model),
+      with the tokenizer;
+    - full-weight checkpoints are copied either way.
+    """
+    import shutil
+
+    from colbench.models import ModelSource, load_model, load_tokenizer
+
+    checkpoint, run = get_checkpoint(db, ref)
+    out = Path(out).expanduser().resolve()
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"{out} exists and is not empty")
+    out.mkdir(parents=True, exist_ok=True)
+    if not checkpoint.adapter:
+        shutil.copytree(checkpoint.path, out, dirs_exist_ok=True)
+        return out
+    base = resolve_base(db, checkpoint.base_model)
+    tokenizer = load_tokenizer(base)
+    if not merge:
+        shutil.copytree(checkpoint.path, out, dirs_exist_ok=True)
+        tokenizer.save_pretrained(out)
+        return out
+    model = load_model(ModelSource(base=base.base, adapter=checkpoint.path, ref=f"ckpt:{checkpoint.id}"), device=device, dtype=dtype)
+    merged = model.merge_and_unload()
+    merged.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def list_checkpoints(db) -> list[dict]:
+    with db.read() as session:
+        rows = queries.checkpoints_with_runs(session)
+    return [
+        {
+            "id": c.id, "ref": f"ckpt:{c.id}", "kind": r.kind, "run_id": r.id, "base_model": c.base_model,
+            "adapter": c.adapter, "step": c.step, "path": c.path, "created_at": c.created_at, "metrics": c.metrics or {},
+            "parent": r.parent_checkpoint_id,
+        }
+        for c, r in rows
+    ]

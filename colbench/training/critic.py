@@ -17,7 +17,6 @@ and several GPUs under ``accelerate launch``.
 """
 from __future__ import annotations
 
-import json
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -26,10 +25,18 @@ from typing import Any, Callable
 import torch
 
 from colbench.store import queries
-from colbench.store.models import Checkpoint, TrainingRun, utcnow
 from colbench.training import NothingToTrain
 from colbench.training import data as D
-from colbench.training.checkpoints import checkpoint_folder, fail_run, get_checkpoint, normalized_model_ref, resolve_base, save_model
+from colbench.training.checkpoints import (
+    checkpoint_folder,
+    fail_run,
+    finish_run,
+    get_checkpoint,
+    normalized_model_ref,
+    resolve_base,
+    save_model,
+    start_run,
+)
 from colbench.training.config import DEFAULT_BATCH_SIZE, TrainingConfig, option
 from colbench.training.losses import NORMALIZATIONS, bradley_terry_loss, critic_scores
 from colbench.training.modeling import (
@@ -293,32 +300,17 @@ class CriticRecipe:
 # ---------------------------------------------------------------- the entry point
 
 
+# What makes a critic the same kind of critic: a later fit continues the newest one.
+CONTINUED_SETTINGS = ("family", "split", "training_info", "normalize", "pairs", "full")
+
+
 def latest_critic(db, base_model: str | None, config: CriticConfig) -> int | None:
     """The newest finished critic checkpoint with the same family and settings (training
     info, normalisation, pair rule, LoRA or full), and the same base model when one is named."""
-    from sqlmodel import select
-
+    settings = {name: getattr(config, name) for name in CONTINUED_SETTINGS}
     with db.read() as session:
-        rows = session.exec(
-            select(Checkpoint, TrainingRun)
-            .join(TrainingRun, TrainingRun.id == Checkpoint.run_id)
-            .where(TrainingRun.kind == "critic", TrainingRun.status == "done")
-            .order_by(Checkpoint.id.desc())
-        ).all()
-    rows = [(c, r) for c, r in rows if base_model is None or c.base_model == base_model]
-    for checkpoint, run in rows:
-        c = run.config or {}
-        same = (
-            c.get("family") == config.family
-            and c.get("split") == config.split
-            and c.get("training_info") == config.training_info
-            and c.get("normalize") == config.normalize
-            and c.get("pairs", D.pair_rule(config.family)) == config.pairs
-            and bool(c.get("full")) == config.full
-        )
-        if same:
-            return checkpoint.id
-    return None
+        found = queries.same_run(session, "critic", settings, base_model=base_model)
+    return found[0].id if found else None
 
 
 def fit_critic(
@@ -373,7 +365,10 @@ def fit_critic(
 
     main_process = PartialState(cpu=config.on_cpu).is_main_process  # under accelerate launch, one writer
     recipe = CriticRecipe(db, config, base_model, parent, data, on_progress)
-    run_id = _start_run(db, config, base_model, parent, from_scratch, data) if main_process else None
+    run_id = None
+    if main_process:
+        settings = config.to_json() | {"from_scratch": from_scratch}
+        run_id = start_run(db, kind="critic", base_model=base_model, parent_checkpoint_id=parent[0].id if parent else None, config=settings)
     try:
         recipe.setup()
         recipe.train()
@@ -389,41 +384,13 @@ def fit_critic(
         }
         checkpoint_id = None
         if main_process:
-            checkpoint_id = _finish_run(db, run_id, base_model, folder, adapter, digest, metrics, data, recipe.train_pairs)
+            consumed = sorted({i for p in recipe.train_pairs for i in (p.chosen, p.rejected)})
+            checkpoint_id = finish_run(
+                db, run_id, kind="critic", base_model=base_model, folder=folder, adapter=adapter, sha256=digest,
+                metrics=metrics, watermark=data.watermark, lineage=[(i, None) for i in consumed],
+            )
         return CriticResult(run_id, checkpoint_id, str(folder), metrics)
     except BaseException as exc:
         if main_process:
             fail_run(db, run_id, exc)
         raise
-
-
-def _start_run(db, config, base_model, parent, from_scratch, data) -> int:
-    with db.write() as session:
-        run = TrainingRun(
-            kind="critic",
-            base_model=base_model,
-            parent_checkpoint_id=parent[0].id if parent else None,
-            config=config.to_json() | {"from_scratch": from_scratch},
-            status="running",
-        )
-        session.add(run)
-        session.flush()
-        return run.id
-
-
-def _finish_run(db, run_id, base_model, folder, adapter, digest, metrics, data, train_pairs) -> int:
-    consumed = sorted({i for p in train_pairs for i in (p.chosen, p.rejected)})
-    metrics = json.loads(json.dumps(metrics, default=str))
-    with db.write() as session:
-        checkpoint = Checkpoint(
-            run_id=run_id, kind="critic", base_model=base_model, path=str(folder), adapter=adapter,
-            step=int(metrics.get("steps", 0)), sha256=digest, metrics=metrics,
-        )
-        session.add(checkpoint)
-        run = session.get(TrainingRun, run_id)
-        run.status, run.metrics, run.finished_at = "done", metrics, utcnow()
-        run.data_watermark = data.watermark
-        session.add(run)
-        queries.record_lineage(session, run_id, ((i, None) for i in consumed))
-        session.flush()
-        return checkpoint.id

@@ -26,10 +26,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from sqlmodel import col, select
-
 from colbench.store import queries
-from colbench.store.models import Task, Trajectory
 from colbench.training import sequences as S
 
 TRAINING_INFO_HEADER = "Reference solution (training-time information, hidden from the agent):"
@@ -44,7 +41,6 @@ PAIR_RULE_HELP = (
     "the share of tests passed, which gives pairs to a model that never solves a task outright. Default: the family's."
 )
 _EPS = 1e-9
-_ROWS = 500
 
 
 class DataError(ValueError):
@@ -209,32 +205,8 @@ def read_pairs(
     """
     rule = pair_rule(family, rule)
     with db.read() as session:
-        fresh = [
-            t
-            for t in queries.graded_since(session, watermark, family=family)
-            if t.reward is not None and t.status == "done"
-        ]
-        task_ids = sorted({t.task_id for t in fresh})
-        split_of: dict[int, str] = {}
-        for start in range(0, len(task_ids), _ROWS):
-            chunk = task_ids[start : start + _ROWS]
-            split_of.update({i: s for i, s in session.exec(select(Task.id, Task.split).where(col(Task.id).in_(chunk)))})
-        fresh = [t for t in fresh if split_of.get(t.task_id) == split]
-        task_ids = sorted({t.task_id for t in fresh})
-        top = max((t.graded_seq for t in fresh), default=watermark)
-        pool: list[Graded] = []
-        for start in range(0, len(task_ids), _ROWS):
-            chunk = task_ids[start : start + _ROWS]
-            rows = session.exec(
-                select(Trajectory.id, Trajectory.task_id, Trajectory.reward).where(
-                    col(Trajectory.task_id).in_(chunk),
-                    col(Trajectory.graded_seq).is_not(None),
-                    Trajectory.graded_seq <= (top or 0),
-                    col(Trajectory.reward).is_not(None),
-                    Trajectory.status == "done",
-                )
-            )
-            pool.extend(Graded(i, task, float(reward)) for i, task, reward in rows)
+        fresh, top = queries.trained_data(session, family=family, split=split, watermark=watermark)
+        pool = [Graded(*row) for row in queries.graded_rewards(session, sorted({t.task_id for t in fresh}), top or 0)]
     new_ids = {t.id for t in fresh}
     pairs = build_pairs(pool, rule, None if watermark is None else new_ids)
     return CriticData(pairs=pairs, new_ids=sorted(new_ids), pool_size=len(pool), watermark=top)
@@ -246,16 +218,8 @@ def load_examples(
     """trajectory id → Example, with the reference of its task as c when ``training_info``."""
     ids = sorted(set(trajectory_ids))
     with db.read() as session:
-        rows: dict[int, Trajectory] = {}
-        for start in range(0, len(ids), _ROWS):
-            chunk = ids[start : start + _ROWS]
-            rows.update({t.id: t for t in session.exec(select(Trajectory).where(col(Trajectory.id).in_(chunk)))})
-        task_ids = sorted({t.task_id for t in rows.values()})
-        tasks: dict[int, tuple[str, str]] = {}
-        for start in range(0, len(task_ids), _ROWS):
-            chunk = task_ids[start : start + _ROWS]
-            query = select(Task.id, Task.family, Task.ground_truth).where(col(Task.id).in_(chunk))
-            tasks.update({i: (family, truth) for i, family, truth in session.exec(query)})
+        rows = queries.trajectories_by_id(session, ids)
+        tasks = queries.task_references(session, sorted({t.task_id for t in rows.values()}))
         turns = queries.turns_for(session, ids)
     examples: dict[int, Example] = {}
     for trajectory_id in ids:

@@ -17,10 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
-from sqlalchemy import delete, insert
-from sqlmodel import col, select
-
-from colbench.store.models import CriticScore, Task, Trajectory
+from colbench.store import queries
 from colbench.training import data as D
 from colbench.training import sequences as S
 from colbench.training.checkpoints import get_checkpoint, resolve_base
@@ -291,16 +288,9 @@ def score_turns(
         critic = CriticModel.from_checkpoint(db, critic, device=device)
     if critic.checkpoint_id is None:
         raise ValueError("scores are stored per checkpoint: load the critic from one")
-    with db.read() as session:
-        if trajectory_ids is None:
-            query = select(Trajectory.id).where(Trajectory.status == "done").order_by(col(Trajectory.id).desc())
-            if critic.family:
-                query = query.join(Task, Task.id == Trajectory.task_id).where(Task.family == critic.family)
-            if policy:
-                query = query.where(Trajectory.policy == policy)
-            if limit:
-                query = query.limit(limit)
-            trajectory_ids = list(session.exec(query))
+    if trajectory_ids is None:
+        with db.read() as session:
+            trajectory_ids = queries.finished_trajectory_ids(session, family=critic.family, policy=policy, limit=limit)
     ids = sorted(trajectory_ids)
     written, turns_scored = 0, 0
     total = len(ids)
@@ -316,12 +306,7 @@ def score_turns(
             if turn_id is not None and value is not None
         ]
         with db.write() as session:
-            turn_ids = [r["turn_id"] for r in rows]
-            if turn_ids:
-                session.connection().execute(
-                    delete(CriticScore).where(CriticScore.checkpoint_id == critic.checkpoint_id, col(CriticScore.turn_id).in_(turn_ids))
-                )
-                session.connection().execute(insert(CriticScore.__table__), rows)
+            queries.replace_critic_scores(session, critic.checkpoint_id, rows)
         written += len(rows)
         turns_scored += sum(len(e.turn_rows) for e in ordered)
         done += len(chunk)

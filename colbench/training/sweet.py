@@ -33,12 +33,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Sequence
 
-from sqlalchemy import insert
-from sqlmodel import col, select
-
 from colbench.store import queries
-from colbench.store.models import SweetCandidate, SweetPair, Task
-from colbench.training import policy as P
+from colbench.training import trainer as P
 from colbench.training import sequences as S
 
 _ROWS = 500
@@ -79,18 +75,14 @@ def first_fraction(ids: Sequence[int], fraction: float) -> list[int]:
 
 def select_turns(db, config: P.PolicyConfig, watermark: int | None, tokenizer) -> tuple[list[TurnJob], int | None, int]:
     """(jobs, new watermark, trajectories read): selected agent turns of graded trajectories above the watermark."""
-    fresh, top = P._fresh(db, config.family, config.split, watermark)
+    fresh, top = P.trained_data(db, config, watermark)
     task_of = {t.id: t.task_id for t in fresh}
     ids = sorted(task_of)
     if config.selection == "trajectories":
         ids = first_fraction(ids, config.fraction)
     jobs: list[TurnJob] = []
     with db.read() as session:
-        task_ids = sorted({task_of[i] for i in ids})
-        references: dict[int, str] = {}
-        for start in range(0, len(task_ids), _ROWS):
-            chunk = task_ids[start : start + _ROWS]
-            references.update({i: g for i, g in session.exec(select(Task.id, Task.ground_truth).where(col(Task.id).in_(chunk)))})
+        references = {i: truth for i, (_, truth) in queries.task_references(session, sorted({task_of[i] for i in ids})).items()}
         for start in range(0, len(ids), _ROWS):
             turns = queries.turns_for(session, ids[start : start + _ROWS])
             for trajectory_id, rows in turns.items():
@@ -116,18 +108,10 @@ def sampling_key(config: P.PolicyConfig, base_model: str, parent_id: int | None,
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def stored_candidates(db, key: str, turn_ids: Sequence[int]) -> dict[int, list[SweetCandidate]]:
+def stored_candidates(db, key: str, turn_ids: Sequence[int]) -> dict:
     """turn id → its scored candidates under ``key``, by index (turns with a missing score are left out)."""
-    found: dict[int, list[SweetCandidate]] = {}
-    ids = list(turn_ids)
     with db.read() as session:
-        for start in range(0, len(ids), _ROWS):
-            chunk = ids[start : start + _ROWS]
-            rows = session.exec(
-                select(SweetCandidate).where(SweetCandidate.sampling_key == key, col(SweetCandidate.turn_id).in_(chunk)).order_by(SweetCandidate.turn_id, SweetCandidate.index)
-            )
-            for row in rows:
-                found.setdefault(row.turn_id, []).append(row)
+        found = queries.sweet_candidates(session, key, turn_ids)
     return {t: rows for t, rows in found.items() if rows and all(r.score is not None for r in rows)}
 
 
@@ -199,13 +183,7 @@ def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic, k
                         "advantage": score.advantage, "score": value,
                     })
             with db.write() as session:
-                # A crashed run may have left unscored rows for these turns: replace them.
-                from sqlalchemy import delete
-
-                session.connection().execute(
-                    delete(SweetCandidate).where(SweetCandidate.sampling_key == key, col(SweetCandidate.turn_id).in_([j.turn_id for j in chunk]))
-                )
-                session.connection().execute(insert(SweetCandidate.__table__), rows)
+                queries.replace_sweet_candidates(session, key, [j.turn_id for j in chunk], rows)
             done += len(chunk)
             if on_progress and acc.is_main_process:
                 on_progress("sample", done, len(mine), {})
@@ -249,8 +227,7 @@ def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_ref, ba
             pair_rows.append({"run_id": run_id, "turn_id": job.turn_id, "chosen_id": chosen.id, "rejected_id": rejected.id})
     if pair_rows and recipe.accelerator.is_main_process:
         with db.write() as session:
-            for start in range(0, len(pair_rows), _ROWS):
-                session.connection().execute(insert(SweetPair.__table__), pair_rows[start : start + _ROWS])
+            queries.add_sweet_pairs(session, pair_rows)
     gaps = [max(c.score for c in have[j.turn_id]) - min(c.score for c in have[j.turn_id]) for j in jobs if j.turn_id in have]
     stats |= {
         "sampling_key": key,
@@ -258,3 +235,33 @@ def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_ref, ba
         "score_spread": sum(gaps) / len(gaps) if gaps else None,
     }
     return items, stats
+
+
+# ---------------------------------------------------------------- the recipe
+
+
+def fit(db, config: P.PolicyConfig | None = None, *, critic_checkpoint=None, **run) -> P.PolicyResult:
+    """Train a policy with SWEET-RL's turn-level DPO, its candidates ranked by ``critic_checkpoint``
+    (see trainer.train_policy for ``run``'s options)."""
+    from colbench.training.checkpoints import get_checkpoint
+
+    if critic_checkpoint is None:
+        raise ValueError("sweet needs a critic: pass --critic ckpt:<id>")
+    critic_row, critic_run = get_checkpoint(db, critic_checkpoint)
+    if critic_run.kind != "critic":
+        raise ValueError(f"ckpt:{critic_row.id} is a {critic_run.kind} checkpoint, not a critic")
+
+    def gather(db, config, watermark, tokenizer) -> P.Gathered:
+        jobs, top, read = select_turns(db, config, watermark, tokenizer)
+        if not jobs:
+            raise P.nothing_to_train(config, watermark, f"no agent turns selected among {read} trajectories")
+        return P.Gathered(jobs, {"new_trajectories": read, "selected_turns": len(jobs)}, top)
+
+    def build(db, trainer, gathered, run_id):
+        parent_id = trainer.parent[0].id if trainer.parent else None
+        items, info = build_items(db, trainer, gathered.data, run_id, critic_row.id, trainer.base_model, parent_id, trainer.on_progress)
+        if not items:
+            raise P.NothingToTrain("sweet: no pairs (every turn's candidates were identical or too few)")
+        return items, info, sorted({(it.source.trajectory_id, it.source.turn_id) for it in items})
+
+    return P.train_policy(db, config or P.PolicyConfig(), "sweet", gather=gather, build=build, critic=critic_row.id, **run)

@@ -1,0 +1,455 @@
+"""What the policy recipes share: their config, their training items, one training loop, and
+the bookkeeping around a run (the recipes are sweet.py, rft.py and mtdpo.py).
+
+What the policy trains on is exactly what it read and wrote (sequences.py): each
+agent turn's stored prompt ids and sampled ids, never a re-rendering of the dialogue.
+Its trainable tokens are the agent turns' sampled ids (the end-of-turn token included
+when the turn stopped). The DPO reference is the policy as training starts (a fresh
+LoRA adapter starts at zero, so that is the base model; a continued LoRA policy is its
+starting adapter; a full fine-tune is its starting weights): reference log-probs are
+computed once, before the first step. Log-probs entering a loss are float32. The same
+code runs on CPU, one GPU (bfloat16 weights) and several GPUs under ``accelerate launch``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, NamedTuple, Sequence
+
+import torch
+
+from colbench.store import queries
+from colbench.training import NothingToTrain
+from colbench.training import data as D
+from colbench.training import sequences as S
+from colbench.training.checkpoints import checkpoint_folder, fail_run, finish_run, get_checkpoint, normalized_model_ref, resolve_base, save_model, start_run
+from colbench.training.config import DEFAULT_BATCH_SIZE, TrainingConfig, option
+from colbench.training.losses import by_owner, policy_dpo_loss, sequence_logps, sft_loss
+from colbench.training.modeling import (
+    TokenLogProbs,
+    attach_lora,
+    enable_activation_checkpointing,
+    evaluating,
+    load_adapter,
+    load_base,
+    trainable_parameters,
+)
+
+ALGOS = ("sweet", "rft", "mtdpo")
+DEFAULT_EPOCHS = {"sweet": 1, "mtdpo": 1, "rft": 4}
+DEFAULT_BATCH = {"sweet": DEFAULT_BATCH_SIZE, "mtdpo": DEFAULT_BATCH_SIZE, "rft": 32}
+SCORES = ("sampler", "critic")
+SELECTIONS = ("trajectories", "turns")
+FRONTEND_RFT_THRESHOLD = 0.8
+_EPS = 1e-9
+
+Progress = Callable[[str, int, int, dict], None]  # (stage, done, total, latest metrics)
+
+
+@dataclass
+class PolicyConfig(TrainingConfig):
+    """How to train a policy. Each field's help is its documentation (``PolicyConfig.help()``);
+    the optimisation fields are :class:`~colbench.training.config.TrainingConfig`'s."""
+
+    family: str = option("backend", "Task family whose stored trajectories are the training data (backend or frontend).")
+    split: str = option("train", "Task split to read. Never the test split.")
+    beta: float = option(0.1, "DPO β (sweet, mtdpo; paper: 0.1).")
+    nll_weight: float = option(0.01, "Weight of the NLL term on the chosen side, added to the DPO loss (sweet, mtdpo; paper: 0.01). The NLL is the mean over the chosen sequences' agent tokens.")
+    # sweet
+    fraction: float = option(0.1, "sweet: share of the stored data to sample candidates for (paper: 10%; more steps overfit). What it is a share of: see selection.")
+    selection: str = option(
+        "trajectories",
+        "sweet: 'trajectories' (default, the official code's): the first fraction of the graded trajectories (by id, at "
+        "least one), with every agent turn of each. 'turns': that fraction of all agent turns, picked by a seeded hash "
+        "of the turn's id, so a rerun picks the same turns.",
+    )
+    candidates: int = option(16, "sweet: candidates sampled per turn from the current policy (paper: 16).")
+    pairs_per_turn: int = option(4, "sweet: pairs per turn, each a random top-half candidate (chosen) against a random bottom-half one (rejected), without repeats (paper: 4).")
+    temperature: float = option(1.0, "sweet: sampling temperature of the candidates (paper: 1.0).")
+    max_new_tokens: int = option(1024, "sweet: most tokens per candidate (paper: 1024).")
+    score: str = option(
+        "sampler",
+        "sweet: what ranks the candidates. 'sampler' (default, the paper): the critic's mean log-prob given the "
+        "training-time information c minus the sampler's own mean log-prob of the candidate (the sampler plays the "
+        "reference of A). 'critic': the critic's own advantage, its mean log-prob minus its frozen reference's, both given c.",
+    )
+    sample_batch_size: int = option(16, "sweet: rows (turn × candidate) decoded together when sampling; candidates of a few turns are stored after each generate call.")
+    # mtdpo
+    pairs: str | None = option(None, "mtdpo: " + D.PAIR_RULE_HELP)
+    # rft
+    rft_threshold: float | None = option(
+        None,
+        "rft: what counts as successful. Unset: backend trajectories whose every test passes (the paper's "
+        "definition), and per frontend task its best page when its similarity reaches 0.8. Set: per task, its best "
+        "trajectory when its reward (share of tests passed, or similarity) reaches this.",
+    )
+    epochs: int | None = option(None, "Passes over the training data. Default: 1 for sweet (paper) and mtdpo, 4 for rft (paper).")
+    max_len: int = option(2048, "Most tokens of context an agent turn is trained with (the turn itself is never cut). A longer prompt keeps its last max_len tokens, in a row of its own.")
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.family not in ("backend", "frontend"):
+            raise ValueError(f"family must be backend or frontend; got {self.family!r}")
+        if self.score not in SCORES:
+            raise ValueError(f"score must be one of {', '.join(SCORES)}; got {self.score!r}")
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}; got {self.selection!r}")
+        if not 0 < self.fraction <= 1:
+            raise ValueError("fraction must be in (0, 1]")
+        if self.candidates < 2:
+            raise ValueError("candidates must be at least 2 (pairs need a top and a bottom half)")
+        for name in ("pairs_per_turn", "max_len", "max_new_tokens", "sample_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.epochs is not None and self.epochs < 1:
+            raise ValueError("epochs must be at least 1")
+        self.pairs = D.pair_rule(self.family, self.pairs)
+
+    def epochs_for(self, algo: str) -> int:
+        return self.epochs if self.epochs is not None else DEFAULT_EPOCHS[algo]
+
+    def for_algo(self, algo: str) -> "PolicyConfig":
+        """This config with the algorithm's defaults filled in (epochs, batch size)."""
+        import dataclasses
+
+        return dataclasses.replace(
+            self, epochs=self.epochs_for(algo), batch_size=self.batch_size if self.batch_size is not None else DEFAULT_BATCH[algo]
+        )
+
+
+@dataclass
+class PolicyResult:
+    run_id: int | None
+    checkpoint_id: int | None
+    path: str | None
+    metrics: dict
+
+
+
+# ---------------------------------------------------------------- training items
+
+
+@dataclass
+class PairItem:
+    """A DPO pair: chosen and rejected rows (one row each for sweet; a trajectory's rows for
+    mtdpo); ``ref`` holds their reference log-probs once computed."""
+
+    chosen: list[S.Seq]
+    rejected: list[S.Seq]
+    ref: tuple[float, float] | None = None
+    source: Any = None  # what it came from (a sweet pair, a trajectory pair), for lineage
+
+
+@dataclass
+class SftItem:
+    seq: S.Seq
+    source: Any = None
+
+
+def pair_rows(items: Sequence[PairItem]) -> tuple[list[S.Seq], list[int]]:
+    """The rows of B pairs, chosen sides first, and each row's owner: i for pair i's chosen rows, B + i for its rejected."""
+    rows, owner = [], []
+    for side, offset in (("chosen", 0), ("rejected", len(items))):
+        for i, item in enumerate(items):
+            side_rows = getattr(item, side)
+            rows += side_rows
+            owner += [offset + i] * len(side_rows)
+    return rows, owner
+
+
+
+def trajectory_rows(db, tokenizer, family: str, trajectory_ids: Sequence[int], max_len: int | None) -> dict[int, list[S.Seq]]:
+    """trajectory id → its agent turns as the policy read and sampled them, packed into rows."""
+    ids = sorted(set(trajectory_ids))
+    with db.read() as session:
+        turns = queries.turns_for(session, ids)
+    return {i: S.pack(S.agent_turns(tokenizer, family, turns[i]), max_len=max_len) for i in ids}
+
+
+def trained_data(db, config: "PolicyConfig", watermark: int | None):
+    """Graded, finished trajectories of the config's family and split above the watermark, and the new watermark."""
+    with db.read() as session:
+        return queries.trained_data(session, family=config.family, split=config.split, watermark=watermark)
+
+
+# ---------------------------------------------------------------- the training loop
+
+
+class PolicyTrainer:
+    """setup_model() → [items] → setup_training(items) → train() → save(): the loop every policy recipe shares."""
+
+    def __init__(self, db, config: PolicyConfig, algo: str, source, parent, on_progress: Progress | None = None):
+        self.db, self.config, self.algo = db, config, algo
+        self.source = source  # the ModelSource of the base weights
+        self.parent = parent  # (Checkpoint, TrainingRun) of the policy to continue, or None
+        self.on_progress = on_progress
+        self.metrics: dict[str, Any] = {}
+
+    # -------------------------------------------------- setup
+
+    def setup_model(self) -> None:
+        from accelerate import Accelerator
+
+        from colbench.models import load_tokenizer
+
+        cfg = self.config
+        torch.manual_seed(cfg.seed)
+        self.accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=cfg.on_cpu)
+        self.device = self.accelerator.device
+        self.tokenizer = load_tokenizer(self.source)
+        self.model = self._load_model(str(self.device))
+
+    def _load_model(self, device: str):
+        cfg = self.config
+        if self.parent is not None:
+            checkpoint, _ = self.parent
+            if checkpoint.adapter:
+                if cfg.full:
+                    raise ValueError(f"ckpt:{checkpoint.id} is a LoRA policy; continue it without --full")
+                return load_adapter(load_base(self.source, device, cfg.dtype), checkpoint.path, trainable=True)
+            from colbench.models import ModelSource
+
+            model = load_base(ModelSource(base=checkpoint.path, ref=f"ckpt:{checkpoint.id}"), device, cfg.dtype)
+            return model if cfg.full else attach_lora(model, rank=cfg.lora_rank, alpha=2 * cfg.lora_rank)
+        model = load_base(self.source, device, cfg.dtype)
+        return model if cfg.full else attach_lora(model, rank=cfg.lora_rank, alpha=2 * cfg.lora_rank)
+
+    def setup_training(self, items: list) -> None:
+        cfg = self.config
+        self.items = items
+        self.dpo = isinstance(items[0], PairItem)
+        if self.dpo:
+            self._reference_logps()
+        if cfg.gradient_checkpointing:
+            enable_activation_checkpointing(self.model)
+        self.model.train()
+        self.scorer = TokenLogProbs(self.model)
+        params = trainable_parameters(self.model)
+        if not params:
+            raise RuntimeError("the model has no trainable parameters")
+        self.epochs = cfg.epochs_for(self.algo)
+        self.total_steps = cfg.optimizer_steps(len(items), self.epochs, self.accelerator.num_processes)
+        self.optimizer, scheduler = cfg.optimizer(params, self.total_steps)
+        generator = torch.Generator().manual_seed(cfg.seed)
+        loader = torch.utils.data.DataLoader(list(range(len(items))), batch_size=cfg.batch_size, shuffle=True, generator=generator, collate_fn=list)
+        self.scorer, self.optimizer, self.loader, self.scheduler = self.accelerator.prepare(self.scorer, self.optimizer, loader, scheduler)
+
+    @torch.no_grad()
+    def _reference_logps(self) -> None:
+        """Each pair's reference log-probs (summed over agent tokens), computed once before training.
+
+        The reference is the policy as training starts, i.e. the model as loaded: a fresh
+        LoRA adapter (zero at start) gives the base model, a continued policy its starting
+        adapter or weights. Under several processes each computes a share; the shares are gathered.
+        """
+        from accelerate.utils import gather_object
+
+        acc = self.accelerator
+        mine = list(range(acc.process_index, len(self.items), acc.num_processes))
+        scorer = TokenLogProbs(self.model)
+        found: dict[int, tuple[float, float]] = {}
+        with evaluating(self.model):
+            for start in range(0, len(mine), self.config.batch_size):
+                chunk = mine[start : start + self.config.batch_size]
+                rows, owner = pair_rows([self.items[i] for i in chunk])
+                ids, mask, turns = (t.to(self.device) for t in D.collate(rows, self.tokenizer.pad_token_id))
+                per_row = sequence_logps(scorer(ids, mask, turns >= 0), turns >= 0).float()
+                sides = by_owner(per_row, torch.tensor(owner, device=per_row.device), 2 * len(chunk)).cpu().tolist()
+                for k, i in enumerate(chunk):
+                    found[i] = (sides[k], sides[len(chunk) + k])
+        if acc.num_processes > 1:
+            merged: dict[int, tuple[float, float]] = {}
+            for part in gather_object([found]):
+                merged.update(part)
+            found = merged
+        for i, item in enumerate(self.items):
+            item.ref = found[i]
+
+    # -------------------------------------------------- train
+
+    def step_loss(self, scorer, batch: list) -> tuple[torch.Tensor, dict, int]:
+        """(loss, stats, tokens) of one batch of item indices."""
+        items = [self.items[i] for i in batch]
+        cfg = self.config
+        if self.dpo:
+            seqs, owner = pair_rows(items)
+        else:
+            seqs = [it.seq for it in items]
+        ids, mask, turns = (t.to(self.device) for t in D.collate(seqs, self.tokenizer.pad_token_id))
+        logps = scorer(ids, mask, turns >= 0)
+        tokens = sum(len(s.input_ids) for s in seqs)
+        if not self.dpo:
+            loss, stats = sft_loss(logps, turns)
+            return loss, stats, tokens
+        ref_chosen = torch.tensor([it.ref[0] for it in items], dtype=torch.float32, device=self.device)
+        ref_rejected = torch.tensor([it.ref[1] for it in items], dtype=torch.float32, device=self.device)
+        owner = torch.tensor(owner, device=self.device)
+        loss, stats = policy_dpo_loss(logps, turns, owner, ref_chosen, ref_rejected, cfg.beta, cfg.nll_weight)
+        return loss, stats, tokens
+
+    def train(self) -> None:
+        cfg, acc = self.config, self.accelerator
+        step, tokens, started = 0, 0, time.perf_counter()
+        for epoch in range(self.epochs):
+            history: list[dict] = []
+            for batch in self.loader:
+                with acc.accumulate(self.scorer):
+                    loss, stats, n = self.step_loss(self.scorer, batch)
+                    acc.backward(loss)
+                    if acc.sync_gradients and cfg.max_grad_norm > 0:
+                        acc.clip_grad_norm_(self.scorer.parameters(), cfg.max_grad_norm)
+                    self.optimizer.step()
+                    self.scheduler.step()
+                    self.optimizer.zero_grad()
+                history.append(stats)
+                tokens += n
+                if acc.sync_gradients:
+                    step += 1
+                    if self.on_progress and acc.is_main_process:
+                        self.on_progress("train", step, self.total_steps, {"epoch": epoch + 1, **stats})
+            mean = {k: sum(h[k] for h in history) / len(history) for k in history[0]} if history else {}
+            self.metrics.setdefault("epochs", []).append({"epoch": epoch + 1, **mean})
+        elapsed = time.perf_counter() - started
+        last = self.metrics["epochs"][-1] if self.metrics.get("epochs") else {}
+        self.metrics.update(
+            {f"train_{k}": v for k, v in last.items() if k != "epoch"}
+            | {
+                "steps": step,
+                "train_seconds": round(elapsed, 3),
+                "tokens_per_second": round(tokens / elapsed, 1) if elapsed > 0 else None,
+            }
+        )
+
+    # -------------------------------------------------- save
+
+    def save(self, folder: Path) -> tuple[bool, str | None]:
+        self.accelerator.wait_for_everyone()
+        if not self.accelerator.is_main_process:
+            return True, None
+        model = self.accelerator.unwrap_model(self.scorer).lm
+        return save_model(model, self.tokenizer, folder)
+
+
+
+# ---------------------------------------------------------------- a run, start to finish
+
+
+class Gathered(NamedTuple):
+    """What a recipe read before any model loads (so that nothing to train writes no run)."""
+
+    data: Any  # the recipe's own: items, or what it builds them from
+    info: dict  # figures for the run's metrics
+    watermark: int | None  # the highest graded_seq read
+
+
+def train_policy(
+    db,
+    config: "PolicyConfig",
+    algo: str,
+    *,
+    gather: Callable[[Any, "PolicyConfig", int | None, Any], Gathered],
+    build: Callable[[Any, "PolicyTrainer", Gathered, int], tuple[list, dict, list]] | None = None,
+    base_model: str | None = None,
+    parent_checkpoint=None,
+    from_scratch: bool = False,
+    critic: int | None = None,
+    on_progress: Progress | None = None,
+) -> PolicyResult:
+    """The run around a recipe: resolve what it continues, read its data, record the run,
+    train, save, and record checkpoint, metrics and lineage (or mark the run failed).
+
+    - ``base_model``: smollm2 (default), a folder, a hub id, or ``ckpt:<id>``. A LoRA
+      policy checkpoint given here is continued, as with ``parent_checkpoint``.
+    - ``parent_checkpoint`` (``<id>`` or ``"ckpt:<id>"``): continue that policy (its
+      base, its adapter) on data graded after its run's watermark (all data with
+      ``from_scratch``). Otherwise all stored data is read.
+    - ``gather(db, config, watermark, tokenizer)`` reads the data and raises
+      :class:`NothingToTrain` when there is none; ``build(db, trainer, gathered, run_id)``
+      turns it into (items, extra info, lineage) once the model is loaded (default: the
+      gathered data are the items, and each item's source is a trajectory id or a pair).
+    """
+    config = config.for_algo(algo)
+    base_model = normalized_model_ref(base_model) if base_model else None
+    if parent_checkpoint is None and base_model and base_model.startswith("ckpt:"):
+        checkpoint, run = get_checkpoint(db, base_model)
+        if checkpoint.adapter:  # an adapter cannot be the base of another: continue it instead
+            parent_checkpoint, from_scratch = checkpoint.id, True
+    parent, watermark = None, None
+    if parent_checkpoint is not None:
+        parent = get_checkpoint(db, parent_checkpoint)
+        checkpoint, run = parent
+        if checkpoint.kind != "policy" and not str(run.kind).startswith("policy"):
+            raise ValueError(f"ckpt:{checkpoint.id} is a {run.kind} checkpoint, not a policy")
+        watermark = None if from_scratch else run.data_watermark
+        base_model = checkpoint.base_model if checkpoint.adapter or config.full else f"ckpt:{checkpoint.id}"
+    base_model = base_model or "smollm2"
+    source = resolve_base(db, base_model)
+
+    from accelerate import PartialState
+
+    from colbench.models import load_tokenizer
+
+    state = PartialState(cpu=config.on_cpu)
+    gathered = gather(db, config, watermark, load_tokenizer(source))
+    run_id = None
+    if state.is_main_process:
+        settings = run_settings(config, algo, critic) | {"from_scratch": from_scratch}
+        run_id = start_run(db, kind=f"policy:{algo}", base_model=base_model, parent_checkpoint_id=parent[0].id if parent else None, config=settings)
+    if state.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        run_id = broadcast_object_list([run_id])[0]
+    try:
+        trainer = PolicyTrainer(db, config, algo, source, parent, on_progress)
+        trainer.base_model = base_model
+        trainer.setup_model()
+        if build is None:
+            items, extra = gathered.data, {}
+            lineage = sorted({(i, None) for it in items for i in _trajectories_of(it.source)})
+        else:
+            items, extra, lineage = build(db, trainer, gathered, run_id)
+        trainer.setup_training(items)
+        trainer.train()
+        folder = checkpoint_folder(db, "policy", run_id, config.out)
+        adapter, digest = trainer.save(folder)
+        size = {"pairs": len(items)} if trainer.dpo else {"trajectories": len({it.source for it in items})}
+        metrics = trainer.metrics | gathered.info | extra | size
+        checkpoint_id = None
+        if state.is_main_process:
+            checkpoint_id = finish_run(
+                db, run_id, kind="policy", base_model=base_model, folder=folder, adapter=adapter, sha256=digest,
+                metrics=metrics, watermark=gathered.watermark, lineage=lineage,
+            )
+        return PolicyResult(run_id, checkpoint_id, str(folder), metrics)
+    except BaseException as exc:
+        if state.is_main_process:
+            fail_run(db, run_id, exc)
+        raise
+
+
+def _trajectories_of(source) -> tuple[int, ...]:
+    """The trajectory ids an item came from: one (rft), or both sides of a pair (mtdpo)."""
+    return (source,) if isinstance(source, int) else (source.chosen, source.rejected)
+
+
+def nothing_to_train(config: "PolicyConfig", watermark, why: str) -> NothingToTrain:
+    since = "" if watermark is None else f" graded after watermark {watermark}"
+    return NothingToTrain(f"nothing to train on in {config.family}/{config.split}{since}: {why}")
+
+
+# Settings that only one algorithm reads; a run records its own and not the others'.
+ALGO_ONLY_FIELDS = {
+    "sweet": ("fraction", "selection", "candidates", "pairs_per_turn", "temperature", "max_new_tokens", "score", "sample_batch_size"),
+    "mtdpo": ("pairs",),
+    "rft": ("rft_threshold",),
+}
+
+
+def run_settings(config: PolicyConfig, algo: str, critic_checkpoint_id: int | None) -> dict:
+    """What a policy run records as its config: the settings that decide what it trains."""
+    others = {name for other, names in ALGO_ONLY_FIELDS.items() if other != algo for name in names}
+    settings = {k: v for k, v in config.for_algo(algo).to_json().items() if k not in others}
+    return settings | {"algo": algo, "critic_checkpoint_id": critic_checkpoint_id}
+
+
