@@ -26,7 +26,7 @@ import torch
 def build_model(name: str, device: str):
     from transformers import AutoModelForCausalLM
 
-    from colbench.models import load_tokenizer, resolve_model
+    from colbench.model_refs import load_tokenizer, resolve_model
     from tiny_model import tiny_model_folder
 
     if name == "tiny":

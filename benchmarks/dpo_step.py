@@ -49,7 +49,7 @@ NLL = 0.01
 
 
 def model_folder(name: str) -> str:
-    from colbench.models import resolve_model
+    from colbench.model_refs import resolve_model
     from tiny_model import tiny_model_folder
 
     if name != "tiny":
@@ -201,7 +201,7 @@ def _our_items(args):
 
 def worker_ours(args) -> dict:
     """Like for like: the reference forward (adapter disabled) inside every step."""
-    from colbench.models import ModelSource, load_tokenizer
+    from colbench.model_refs import ModelSource, load_tokenizer
     from colbench.training.losses import sequence_logps
     from colbench.training.modeling import TokenLogProbs, adapter_disabled, attach_lora, enable_activation_checkpointing, load_base
     from colbench.training.data import collate
@@ -249,7 +249,7 @@ def worker_ours(args) -> dict:
 
 def worker_recipe(args) -> dict:
     """PolicyTrainer as `colbench policy fit` runs it: reference log-probs once, then the steps."""
-    from colbench.models import ModelSource
+    from colbench.model_refs import ModelSource
     from colbench.training.trainer import PolicyConfig, PolicyTrainer
 
     cuda = args.device.startswith("cuda")

@@ -20,8 +20,8 @@ from colbench.engines.base import SamplingParams
 from colbench.envs.backend import BackendEnv
 from colbench.grading.grader import Grader
 from colbench.rollout import Rollout, RolloutConfig
-from colbench.runner import build_engine, select_tasks
-from colbench.simulators.builtin import BuiltinSimulator
+from colbench.wiring import build_engine, select_tasks
+from colbench.simulators.rulebased.backend import BuiltinSimulator
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.store.models import Trajectory

@@ -15,7 +15,7 @@ import threading
 import click
 import typer
 
-from colbench.cli import common, critic, data, db, evaluate, experiment, inspect, policy, rollout
+from colbench.cli import common, critic, db, evaluate, experiment, inspect, policy, rollout, tasks, trajectories
 
 INTERRUPTED = "interrupted; everything finished before the interrupt is stored, rerun to go on"
 
@@ -42,7 +42,8 @@ app.add_typer(critic.app, name="critic")
 app.add_typer(policy.app, name="policy")
 app.add_typer(policy.checkpoint_app, name="checkpoint")
 app.add_typer(experiment.app, name="experiment")
-data.register(app)
+app.add_typer(tasks.app, name="tasks")
+trajectories.register(app)
 inspect.register(app)
 rollout.register(app)
 evaluate.register(app)

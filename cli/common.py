@@ -1,6 +1,8 @@
 """What every command shares: the open store, one-line errors, progress bars, JSON output."""
 from __future__ import annotations
 
+from enum import Enum
+
 import json
 import sys
 from contextlib import contextmanager
@@ -86,3 +88,32 @@ def count_lines(path) -> int | None:
             return sum(1 for line in handle if line.strip())
     except OSError:
         return None
+
+
+# Choices several commands take.
+class Family(str, Enum):
+    backend = "backend"
+    frontend = "frontend"
+
+
+class Split(str, Enum):
+    train = "train"
+    test = "test"
+
+
+class Status(str, Enum):
+    pending = "pending"
+    running = "running"
+    done = "done"
+    failed = "failed"
+
+
+def print_import(summary, as_json: bool, what: str) -> None:
+    """One line on an import (or its summary as JSON)."""
+    if as_json:
+        print_json(summary.__dict__)
+        return
+    line = f"{summary.path}: {summary.added} {what} added, {summary.skipped} already stored"
+    if what == "trajectories":
+        line += f", {summary.tasks_added} new tasks"
+    console.print(line)

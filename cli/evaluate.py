@@ -22,7 +22,7 @@ def evaluate(
     counts; "sim. failures" is how many had a turn where the simulated human failed to reply. Backend rows
     name the grading their rewards were made under (official: the official ColBench grader's semantics)."""
     from colbench.eval import as_dict, evaluate as run_eval
-    from colbench.runner import parse_task_selector
+    from colbench.wiring import parse_task_selector
 
     family, split = parse_task_selector(tasks)
     results = run_eval(state.db(), family, split, policies=policy or None, simulator=simulator, setting=setting, max_k=k, grading=grading)

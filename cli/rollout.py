@@ -45,7 +45,7 @@ def rollout(
     what is missing and duplicates nothing.
     """
     from colbench.rollout import Rollout, RolloutConfig
-    from colbench.runner import build_engine, build_env, build_simulator, parse_task_selector, select_tasks
+    from colbench.wiring import build_engine, build_env, build_simulator, parse_task_selector, select_tasks
 
     config = RolloutConfig(
         tasks=tasks, limit=limit, samples_per_task=samples_per_task, seed=seed,
@@ -53,8 +53,6 @@ def rollout(
         candidates=candidates if rerank_critic else 1, rerank_critic=rerank_critic,
     )
     family, _ = parse_task_selector(tasks)
-    if family == "frontend" and simulator == "builtin":
-        simulator = "builtin-frontend"
     if engine == "openai" and not base_url:
         raise ValueError("--engine openai needs --base-url (or $OPENAI_BASE_URL)")
     db = state.db()
@@ -70,7 +68,7 @@ def rollout(
 
             critic = CriticModel.from_checkpoint(db, rerank_critic, device=device)
         with build_engine(db, engine, model, **engine_options) as policy:
-            human = build_simulator(db, simulator, engine)
+            human = build_simulator(db, simulator, engine, family=family)
             try:
                 stats = _run_with_progress(Rollout, db, policy, human, env, config, chosen, quiet=as_json, critic=critic)
             finally:
@@ -121,7 +119,7 @@ def grade(
 ) -> None:
     """Re-grade stored backend answers in the sandbox (e.g. after importing official trajectories, or under another --grading)."""
     from colbench.grading.grader import Grader
-    from colbench.grade import regrade
+    from colbench.grading.regrade import regrade
 
     with Grader(sandbox=sandbox, workers=workers, grading=grading) as grader, progress_bar("grading", None, enabled=not as_json) as advance:
         _sandbox_warning(grader)

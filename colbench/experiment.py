@@ -22,7 +22,7 @@ from typing import Any, Callable, ContextManager
 from colbench.eval import PolicyEval, as_dict, evaluate
 from colbench.rollout import Rollout, RolloutConfig, RolloutStats
 from colbench.grading.semantics import check_grading
-from colbench.runner import build_engine, build_env, build_simulator, select_tasks
+from colbench.wiring import build_engine, build_env, build_simulator, select_tasks
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.training import NothingToTrain

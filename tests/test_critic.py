@@ -30,7 +30,7 @@ REFERENCE = "def add(a, b):\n    return a + b\n"
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_model_dir):
-    from colbench.models import load_tokenizer
+    from colbench.model_refs import load_tokenizer
 
     return load_tokenizer(str(tiny_model_dir))
 

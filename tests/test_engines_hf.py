@@ -184,12 +184,12 @@ HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
 
 def test_vllm_missing_is_a_clear_error(monkeypatch):
-    import colbench.models
+    import colbench.model_refs
 
     # Whether or not vLLM is installed here, make its import fail.
     monkeypatch.setitem(sys.modules, "vllm", None)
     # And check it fails before any model work (resolving "smollm2" may convert for ~40 s).
-    monkeypatch.setattr(colbench.models, "embedded_model_dir", lambda: pytest.fail("resolved the model first"))
+    monkeypatch.setattr(colbench.model_refs, "embedded_model_dir", lambda: pytest.fail("resolved the model first"))
     with pytest.raises(EngineError) as err:
         make_engine("vllm", "smollm2")
     assert str(err.value) == "vLLM is not installed: pip install 'colbench[vllm]'"

@@ -18,7 +18,7 @@ from colbench.render.browser import Renderer
 from colbench.render.storage import ScreenshotStore
 from colbench.rollout import Rollout, RolloutConfig
 from colbench.similarity import make_similarity
-from colbench.simulators.frontend_builtin import FrontendBuiltinSimulator
+from colbench.simulators.rulebased.frontend import FrontendBuiltinSimulator
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.store.models import Screenshot, Task, Trajectory
@@ -203,7 +203,7 @@ def _stop(db, where: str) -> None:
 def test_reward_is_the_last_page_shown_in_any_turn(sqlite_url, tmp_path, openai_server, renderer, stopped):
     """As officially: an answer with no HTML keeps the page of an earlier turn; no page at all is black.
     Also when the episode is rebuilt from its stored turns (a process stopped before grading, or mid-dialogue)."""
-    from colbench.simulators.frontend_builtin import ALL_GOOD
+    from colbench.simulators.rulebased.frontend import ALL_GOOD
 
     db = Database(sqlite_url)
     tasks = bakery_and_clinic(db, tmp_path)

@@ -13,7 +13,7 @@ from colbench.protocol import REPLY_LIMIT
 from colbench.render import Renderer, black_png
 from colbench.simulators import make_simulator
 from colbench.simulators.base import SimRequest
-from colbench.simulators.frontend_builtin import ALL_GOOD, FrontendBuiltinSimulator, colour_name
+from colbench.simulators.rulebased.frontend import ALL_GOOD, FrontendBuiltinSimulator, colour_name
 from colbench.simulators.vision import VisionEndpointSimulator, build_vision_messages, frontend_request
 from colbench.tasks.spec import TaskSpec
 

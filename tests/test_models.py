@@ -15,7 +15,7 @@ import torch
 from colbench import models
 from colbench.engines import SamplingParams
 from colbench.engines.hf import HFEngine
-from colbench.models import ModelNotFound, ModelSource, load_model, load_tokenizer, resolve_model
+from colbench.model_refs import ModelNotFound, ModelSource, load_model, load_tokenizer, resolve_model
 
 SLOW = os.environ.get("COLBENCH_SLOW") == "1"
 
@@ -196,7 +196,7 @@ def test_concurrent_processes_convert_once(tmp_path):
         f"""
         import time
         from pathlib import Path
-        from colbench.models import convert_once
+        from colbench.model_refs import convert_once
 
         def build(tmp):
             with open({str(tmp_path / "builds.log")!r}, "a") as log:

@@ -22,7 +22,7 @@ from colbench.training import data as D
 from colbench.training import mtdpo, rft
 from colbench.training.checkpoints import export_checkpoint
 from colbench.training.policy import fit_policy
-from colbench.training.trainer import NothingToTrain, PolicyConfig, trajectory_rows
+from colbench.training.trainer import NothingToTrain, PolicyConfig
 from colbench.training import sequences as S
 from colbench.training.losses import policy_dpo_loss, sft_loss, turn_sums
 from colbench.training.modeling import TokenLogProbs, adapter_disabled, attach_lora, load_adapter
@@ -40,7 +40,7 @@ SMALL = dict(batch_size=4, max_len=192, lora_rank=4, device="cpu", lr=1e-3)
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_model_dir):
-    from colbench.models import load_tokenizer
+    from colbench.model_refs import load_tokenizer
 
     return load_tokenizer(str(tiny_model_dir))
 
@@ -315,8 +315,8 @@ def test_export_merge_gives_base_plus_adapter_logps_and_ckpt_works_in_an_engine(
     db, _, _ = trained
     result = fit_policy(db, PolicyConfig(**dict(SMALL, lr=5e-2), epochs=1), "rft", base_model=str(tiny_model_dir))
     ref = f"ckpt:{result.checkpoint_id}"
-    from colbench.models import load_model, resolve_model
-    from colbench.runner import checkpoint_lookup
+    from colbench.model_refs import load_model, resolve_model
+    from colbench.wiring import checkpoint_lookup
 
     source = resolve_model(ref, checkpoint_lookup(db))
     assert source.adapter == result.path
@@ -338,7 +338,7 @@ def test_export_merge_gives_base_plus_adapter_logps_and_ckpt_works_in_an_engine(
     assert resolve_model(str(plain)).adapter == str(plain)
 
     from colbench.engines.base import SamplingParams
-    from colbench.runner import build_engine
+    from colbench.wiring import build_engine
 
     engine = build_engine(db, "hf", ref, device="cpu")
     generation = engine.generate([S.conversation("backend", DIALOGUE[:1])], SamplingParams(max_new_tokens=4, seed=0))[0]

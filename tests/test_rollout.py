@@ -18,7 +18,7 @@ from colbench.grading.grader import Grader
 from colbench.official import import_tasks, import_trajectories, spec_of
 from colbench.protocol import ANSWER_MARKER, MAX_AGENT_TURNS, NO_RESPONSE
 from colbench.rollout import Rollout, RolloutConfig
-from colbench.simulators.builtin import BuiltinSimulator
+from colbench.simulators.rulebased.backend import BuiltinSimulator
 from colbench.simulators.endpoint import EndpointSimulator
 from colbench.store import queries
 from colbench.store.db import Database

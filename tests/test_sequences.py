@@ -19,7 +19,7 @@ DIALOGUE = [
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_model_dir):
-    from colbench.models import load_tokenizer
+    from colbench.model_refs import load_tokenizer
 
     return load_tokenizer(str(tiny_model_dir))
 

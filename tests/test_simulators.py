@@ -10,7 +10,7 @@ import pytest
 from colbench.engines.openai import OpenAIEngine
 from colbench.simulators import make_simulator
 from colbench.simulators.base import SimRequest
-from colbench.simulators.builtin import DONT_KNOW, FRONTEND_REPLY, NOTHING_MORE, BuiltinSimulator
+from colbench.simulators.rulebased.backend import DONT_KNOW, FRONTEND_REPLY, NOTHING_MORE, BuiltinSimulator
 from colbench.simulators.endpoint import EndpointSimulator
 from colbench.simulators.local import LocalModelSimulator
 from colbench.simulators.prompts import build_messages

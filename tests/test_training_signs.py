@@ -14,8 +14,6 @@ from colbench.official import import_trajectories
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.store.models import SweetCandidate, SweetPair, TrainingRun, Turn
-from colbench.training import mtdpo, rft
-from colbench.training.checkpoints import export_checkpoint
 from colbench.training.policy import fit_policy
 from colbench.training.trainer import NothingToTrain, PolicyConfig, trajectory_rows
 from colbench.training import sequences as S
@@ -53,7 +51,7 @@ def store(tmp_path_factory):
 
 
 def load(tiny_model_dir, adapter=None):
-    from colbench.models import ModelSource, load_model
+    from colbench.model_refs import ModelSource, load_model
 
     return load_model(ModelSource(base=str(tiny_model_dir), adapter=adapter, ref="test"), device="cpu").eval()
 
@@ -95,7 +93,7 @@ def test_a_critic_learns_which_side_of_its_pairs_is_better(store, tiny_model_dir
 
 
 def test_multi_turn_dpo_raises_the_chosen_trajectory_against_the_rejected(store, tiny_model_dir):
-    from colbench.models import load_tokenizer
+    from colbench.model_refs import load_tokenizer
 
     config = PolicyConfig(lr=5e-3, lora_rank=4, device="cpu", epochs=3, batch_size=4)
     result = fit_policy(store, config, "mtdpo", base_model=str(tiny_model_dir))
@@ -128,7 +126,7 @@ def test_rejection_fine_tuning_uses_the_papers_batch_and_official_sweet_selectio
     result = fit_policy(store, PolicyConfig(lora_rank=4, device="cpu", epochs=1), "rft", base_model=str(tiny_model_dir))
     with store.read() as session:
         assert session.get(TrainingRun, result.run_id).config["batch_size"] == 32
-    from colbench.models import load_tokenizer
+    from colbench.model_refs import load_tokenizer
     from colbench.training import sweet
 
     tokenizer = load_tokenizer(str(tiny_model_dir))
@@ -168,7 +166,7 @@ def test_the_actor_score_is_zero_when_the_critic_knows_nothing_more_than_the_sam
 def test_sweet_training_raises_the_higher_scored_candidates(store, tiny_model_dir):
     """SWEET's pairs put the higher-scored candidate on the chosen side, and training raises it
     against the rejected one. A critic trained on the GOOD/BAD pairs ranks the candidates."""
-    from colbench.models import load_tokenizer
+    from colbench.model_refs import load_tokenizer
 
     critic = fit_critic(store, CriticConfig(epochs=3, batch_size=4, lr=3e-3, lora_rank=4, heldout_fraction=0.0, device="cpu"), base_model=str(tiny_model_dir))
     config = PolicyConfig(fraction=0.5, candidates=4, pairs_per_turn=2, max_new_tokens=8, sample_batch_size=8, lora_rank=4, device="cpu", lr=5e-3, epochs=3, seed=1)

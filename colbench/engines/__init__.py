@@ -15,7 +15,7 @@ __all__ = ["Engine", "EngineError", "Generation", "Message", "Sample", "Sampling
 def make_engine(kind: str, model_ref: str, **opts) -> Engine:
     """Build an engine: ``hf`` (alias ``transformers``), ``vllm`` or ``openai``.
 
-    For ``hf`` and ``vllm``, ``model_ref`` goes through ``colbench.models.resolve_model``
+    For ``hf`` and ``vllm``, ``model_ref`` goes through ``colbench.model_refs.resolve_model``
     (pass ``checkpoint_lookup=`` to resolve ``ckpt:<id>``); other options go to the
     engine. For ``openai``, ``model_ref`` is the served model's name and ``base_url``
     the server's address.

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import torch
 
 from colbench.engines.base import Engine, EngineError, Generation, Message, Sample, SamplingParams
-from colbench.models import ModelSource, load_model, load_tokenizer, resolve_model
+from colbench.model_refs import ModelSource, load_model, load_tokenizer, resolve_model
 
 
 class HFEngine(Engine):

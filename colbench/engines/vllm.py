@@ -10,7 +10,7 @@ import dataclasses
 import time
 
 from colbench.engines.base import Engine, EngineError, Generation, Message, Sample, SamplingParams
-from colbench.models import ModelSource, resolve_model
+from colbench.model_refs import ModelSource, resolve_model
 
 MISSING = "vLLM is not installed: pip install 'colbench[vllm]'"
 

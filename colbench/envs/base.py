@@ -24,7 +24,7 @@ class Grade:
     metric: str  # "tests", or the similarity's name ("ssim-edges", "clip:<model>")
     success: bool | None = None  # backend only: every test passed
     error: str | None = None
-    tests: list = field(default_factory=list)  # backend: grading.grader.TestResult rows
+    tests: list = field(default_factory=list)  # backend: grading.grader.TestOutcome rows
     screenshot: str | None = None  # frontend: sha256 of the final page's render
     grading: str | None = None  # backend: the grading semantics (grading/semantics.py)
 

@@ -33,11 +33,13 @@ from .semantics import DEFAULT_GRADING, SCOPE, banned_text, check_grading, code_
 from .sandboxes import SandboxUnavailable, resolve
 from .sandboxes.plain import WARNING
 
-__all__ = ["Grader", "GradeReport", "TestResult", "SandboxUnavailable"]
+__all__ = ["Grader", "GradeReport", "TestOutcome", "SandboxUnavailable"]
 
 
 @dataclass
-class TestResult:
+class TestOutcome:
+    """One test of a graded answer (stored as a store.models.TestResult row)."""
+
     __test__ = False  # not a pytest class, despite the name
 
     name: str  # "test1"
@@ -51,7 +53,7 @@ class TestResult:
 
 @dataclass
 class GradeReport:
-    tests: list[TestResult] = field(default_factory=list)
+    tests: list[TestOutcome] = field(default_factory=list)
     fraction_passed: float = 0.0  # the reward
     success: bool = False  # every test passed, and there was at least one
     error: str | None = None  # task-level: "syntax error: ...", "sandbox crashed", ...
@@ -179,7 +181,7 @@ def _report(names: list[str], calls: list[str], reference: Run, answer: Run, gra
             error = "reference output is None"
         if answer.error and not answer.sandbox_failed:
             error = task_error  # the answer never ran: say why on every row
-        tests.append(TestResult(name, call, ref.value, got.value, passed, error, got.duration_s))
+        tests.append(TestOutcome(name, call, ref.value, got.value, passed, error, got.duration_s))
     passed_count = sum(t.passed for t in tests)
     return GradeReport(
         tests=tests,

@@ -1,13 +1,13 @@
 """Simulated humans. ``make_simulator`` builds one from a short spec string:
 
-- ``builtin``: the deterministic rule-based stand-in (CPU, CI; not for paper numbers);
+- ``builtin``: the deterministic rule-based stand-in of the task family (CPU, CI; not for
+  paper numbers; see ``rulebased/``);
 - ``endpoint:<base_url>#<model>``: a model behind an OpenAI-compatible server,
   e.g. ``endpoint:http://127.0.0.1:8000/v1#meta-llama/Llama-3.1-70B-Instruct``;
 - ``local:<model_ref>``: a model in this process, built by ``engine_factory(model_ref)``.
 
 Frontend tasks (the simulated human compares screenshots, see ``SimRequest.images``/``dom``):
 
-- ``builtin-frontend``: the deterministic stand-in comparing the two pages' rendered DOM;
 - ``vision:<base_url>#<model>``: a vision-language model behind an OpenAI-compatible server.
 """
 from __future__ import annotations
@@ -19,14 +19,15 @@ from colbench.simulators.base import SimReply, SimRequest, Simulator
 
 SPEC_HELP = (
     "expected 'builtin', 'endpoint:<base_url>#<model>' or 'local:<model_ref>' "
-    "(frontend: 'builtin-frontend' or 'vision:<base_url>#<model>')"
+    "(frontend: 'builtin' or 'vision:<base_url>#<model>')"
 )
 
 
-def make_simulator(spec: str, engine_factory: Callable[[str], Engine] | None = None) -> Simulator:
+def make_simulator(spec: str, engine_factory: Callable[[str], Engine] | None = None, family: str = "backend") -> Simulator:
+    """The simulator a spec names, for tasks of ``family`` (``builtin`` is the family's rule-based one)."""
     kind, _, rest = spec.strip().partition(":")
-    if kind == "builtin" and not rest:
-        from colbench.simulators.builtin import BuiltinSimulator
+    if kind == "builtin" and not rest and family == "backend":
+        from colbench.simulators.rulebased.backend import BuiltinSimulator
 
         return BuiltinSimulator()
     if kind == "endpoint":
@@ -36,8 +37,8 @@ def make_simulator(spec: str, engine_factory: Callable[[str], Engine] | None = N
         from colbench.simulators.endpoint import EndpointSimulator
 
         return EndpointSimulator(model, base_url)
-    if kind == "builtin-frontend" and not rest:
-        from colbench.simulators.frontend_builtin import FrontendBuiltinSimulator
+    if kind in ("builtin", "builtin-frontend") and not rest:  # the second: its stored name, still accepted
+        from colbench.simulators.rulebased.frontend import FrontendBuiltinSimulator
 
         return FrontendBuiltinSimulator()
     if kind == "vision":

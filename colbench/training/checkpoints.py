@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from colbench.models import ModelNotFound, ModelSource, resolve_model
+from colbench.model_refs import ModelNotFound, ModelSource, resolve_model
 from colbench.store import queries
 from colbench.store.models import Checkpoint, TrainingRun
 
@@ -77,7 +77,7 @@ def get_checkpoint(db, ref) -> tuple[Checkpoint, TrainingRun]:
 
 def resolve_base(db, ref: str) -> ModelSource:
     """A base model reference (smollm2, a path, a hub id, ckpt:<id>) → what to load."""
-    from colbench.runner import checkpoint_lookup
+    from colbench.wiring import checkpoint_lookup
 
     return resolve_model(ref, checkpoint_lookup(db))
 
@@ -131,7 +131,7 @@ def export_checkpoint(db, ref, out, *, merge: bool = True, device: str = "cpu", 
     """
     import shutil
 
-    from colbench.models import ModelSource, load_model, load_tokenizer
+    from colbench.model_refs import ModelSource, load_model, load_tokenizer
 
     checkpoint, run = get_checkpoint(db, ref)
     out = Path(out).expanduser().resolve()

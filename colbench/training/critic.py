@@ -123,7 +123,7 @@ class CriticRecipe:
         self.accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=cfg.on_cpu)
         device = str(self.accelerator.device)
         self.source = resolve_base(self.db, self.base_model)
-        from colbench.models import load_tokenizer
+        from colbench.model_refs import load_tokenizer
 
         self.tokenizer = load_tokenizer(self.source)
         self.train_pairs, self.heldout_pairs = D.split_heldout(self.data.pairs, cfg.heldout_fraction, cfg.seed)
@@ -158,7 +158,7 @@ class CriticRecipe:
                 return load_adapter(load_base(self.source, device, cfg.dtype), checkpoint.path, trainable=True)
             if not cfg.full:
                 raise ValueError(f"ckpt:{checkpoint.id} holds full weights; continue it with --full")
-            from colbench.models import ModelSource
+            from colbench.model_refs import ModelSource
 
             return load_base(ModelSource(base=checkpoint.path, ref=f"ckpt:{checkpoint.id}"), device, cfg.dtype)
         model = load_base(self.source, device, cfg.dtype)

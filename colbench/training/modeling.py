@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from colbench.models import ModelSource, load_model, quiet_peft_renames
+from colbench.model_refs import ModelSource, load_model, quiet_peft_renames
 from colbench.training.losses import token_logps_from_logits
 
 

@@ -67,7 +67,7 @@ class CriticModel:
 
     @classmethod
     def from_checkpoint(cls, db, ref, device: str = "auto", dtype=None, batch_size: int = 8) -> "CriticModel":
-        from colbench.models import ModelSource, load_tokenizer, resolve_device
+        from colbench.model_refs import ModelSource, load_tokenizer, resolve_device
 
         checkpoint, run = get_checkpoint(db, ref)
         if run.kind != "critic":

@@ -191,7 +191,7 @@ class PolicyTrainer:
     def setup_model(self) -> None:
         from accelerate import Accelerator
 
-        from colbench.models import load_tokenizer
+        from colbench.model_refs import load_tokenizer
 
         cfg = self.config
         torch.manual_seed(cfg.seed)
@@ -208,7 +208,7 @@ class PolicyTrainer:
                 if cfg.full:
                     raise ValueError(f"ckpt:{checkpoint.id} is a LoRA policy; continue it without --full")
                 return load_adapter(load_base(self.source, device, cfg.dtype), checkpoint.path, trainable=True)
-            from colbench.models import ModelSource
+            from colbench.model_refs import ModelSource
 
             model = load_base(ModelSource(base=checkpoint.path, ref=f"ckpt:{checkpoint.id}"), device, cfg.dtype)
             return model if cfg.full else attach_lora(model, rank=cfg.lora_rank, alpha=2 * cfg.lora_rank)
@@ -388,7 +388,7 @@ def train_policy(
 
     from accelerate import PartialState
 
-    from colbench.models import load_tokenizer
+    from colbench.model_refs import load_tokenizer
 
     state = PartialState(cpu=config.on_cpu)
     gathered = gather(db, config, watermark, load_tokenizer(source))

@@ -28,7 +28,7 @@ def select_tasks(db: Database, selector: str, limit: int | None) -> list[Task]:
 
 
 def checkpoint_lookup(db: Database):
-    """ckpt:<id> → (base model, adapter folder, merged folder), for colbench.models.resolve_model."""
+    """ckpt:<id> → (base model, adapter folder, merged folder), for colbench.model_refs.resolve_model."""
 
     def lookup(checkpoint_id: str):
         with db.read() as session:
@@ -48,10 +48,10 @@ def build_engine(db: Database, kind: str, model: str, **options):
     return make_engine(kind, model, **options)
 
 
-def build_simulator(db: Database, spec: str, engine_kind: str = "hf"):
+def build_simulator(db: Database, spec: str, engine_kind: str = "hf", family: str = "backend"):
     from colbench.simulators import make_simulator
 
-    return make_simulator(spec, engine_factory=lambda ref: build_engine(db, engine_kind, ref))
+    return make_simulator(spec, engine_factory=lambda ref: build_engine(db, engine_kind, ref), family=family)
 
 
 def build_env(

@@ -1,4 +1,4 @@
-"""Getting data in and out: `tasks import|ls`, `trajectories import`, `export`, `ls`."""
+"""`colbench tasks`: import the official format, list, validate and generate tasks."""
 from __future__ import annotations
 
 from enum import Enum
@@ -7,31 +7,12 @@ from pathlib import Path
 import typer
 
 from colbench.cli import views
-from colbench.cli.common import console, count_lines, fail, print_json, progress_bar, state
+from colbench.cli.common import Family, Split, console, count_lines, fail, print_import, print_json, progress_bar, state
+
+app = typer.Typer(help="Tasks: import the official format, list what is stored, validate, generate.", no_args_is_help=True)
 
 
-class Family(str, Enum):
-    backend = "backend"
-    frontend = "frontend"
-
-
-class Split(str, Enum):
-    train = "train"
-    test = "test"
-
-
-class Status(str, Enum):
-    pending = "pending"
-    running = "running"
-    done = "done"
-    failed = "failed"
-
-
-tasks_app = typer.Typer(help="Tasks: import the official format, list what is stored.", no_args_is_help=True)
-trajectories_app = typer.Typer(help="Trajectories: import the official offline format.", no_args_is_help=True)
-
-
-@tasks_app.command("import")
+@app.command("import")
 def tasks_import(
     file: Path = typer.Argument(..., help="Official task JSONL: one task a line."),
     family: Family = typer.Option(..., "--family", help="Which task family the file holds."),
@@ -44,10 +25,10 @@ def tasks_import(
     db = state.db()
     with progress_bar(f"importing {file.name}", count_lines(file), enabled=not as_json) as advance:
         summary = import_tasks(db, file, family=family.value, split=split.value, progress=advance)
-    _report(summary, as_json, "tasks")
+    print_import(summary, as_json, "tasks")
 
 
-@tasks_app.command("ls")
+@app.command("ls")
 def tasks_ls(
     family: Family = typer.Option(None, "--family"),
     split: Split = typer.Option(None, "--split"),
@@ -74,7 +55,7 @@ class SandboxChoice(str, Enum):
     none = "none"
 
 
-@tasks_app.command("validate")
+@app.command("validate")
 def tasks_validate(
     file: Path = typer.Argument(None, help="Task JSONL to check (official format; naive_solution optional)."),
     builtin: bool = typer.Option(False, "--builtin", help="Check the built-in task sets instead of a file."),
@@ -121,7 +102,7 @@ def tasks_validate(
         raise typer.Exit(1)
 
 
-@tasks_app.command("generate")
+@app.command("generate")
 def tasks_generate(
     sources: list[Path] = typer.Option(..., "--source", help="Web text: a plain text file (split into passages at blank lines) or JSONL with a 'text' field. Repeat for more files."),
     endpoint: str = typer.Option(None, "--endpoint", help="URL#MODEL of an OpenAI-compatible server (the API key comes from $COLBENCH_API_KEY or $OPENAI_API_KEY)."),
@@ -156,7 +137,7 @@ def tasks_generate(
         url, name = parse_endpoint(endpoint)
         engine = make_engine("openai", name, base_url=url, logprobs=False)
     else:
-        from colbench.runner import checkpoint_lookup
+        from colbench.wiring import checkpoint_lookup
 
         name = model
         engine = make_engine(engine_kind, model, checkpoint_lookup=checkpoint_lookup(db))
@@ -193,99 +174,3 @@ def tasks_generate(
         f"{summary.stored} new tasks stored as {summary.source} ({split.value})",
         highlight=False,
     )
-
-
-@trajectories_app.command("import")
-def trajectories_import(
-    file: Path = typer.Argument(..., help="Official offline trajectory JSONL."),
-    policy: str = typer.Option(None, "--policy", help="Name the policy that produced them. Default: import:<file stem>."),
-    family: Family = typer.Option(None, "--family", help="Task family. Default: backend if the task has test_cases."),
-    split: Split = typer.Option(Split.train, "--split", help="Split for tasks not stored yet."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable summary."),
-) -> None:
-    """Import trajectories, with each assistant turn's input and output, the answer and the reward."""
-    from colbench.official import import_trajectories
-
-    db = state.db()
-    with progress_bar(f"importing {file.name}", count_lines(file), enabled=not as_json) as advance:
-        summary = import_trajectories(
-            db, file, policy=policy, family=family and family.value, split=split.value, progress=advance
-        )
-    _report(summary, as_json, "trajectories")
-
-
-def _report(summary, as_json: bool, what: str) -> None:
-    if as_json:
-        print_json(summary.__dict__)
-        return
-    line = f"{summary.path}: {summary.added} {what} added, {summary.skipped} already stored"
-    if what == "trajectories":
-        line += f", {summary.tasks_added} new tasks"
-    console.print(line)
-
-
-class ExportFormat(str, Enum):
-    official = "official"
-
-
-def export(
-    out: Path = typer.Option(Path("export"), "--out", help="Folder to write into."),
-    fmt: ExportFormat = typer.Option(ExportFormat.official, "--format", help="Output format."),
-    family: Family = typer.Option(None, "--family"),
-    split: Split = typer.Option(None, "--split"),
-    policy: str = typer.Option(None, "--policy", help="Only this policy's trajectories."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable summary."),
-) -> None:
-    """Write tasks (<family>_<split>_tasks.jsonl) and trajectories (trajectories.jsonl) in the official format."""
-    from colbench.official import export_official
-
-    with progress_bar("exporting", None, enabled=not as_json) as advance:
-        summary = export_official(
-            state.db(), out, family=family and family.value, split=split and split.value, policy=policy, progress=advance
-        )
-    if as_json:
-        print_json(summary.files)
-        return
-    for path, count in summary.files.items():
-        console.print(f"{path}: {count} records")
-    if not summary.files:
-        console.print("nothing to export")
-
-
-def ls(
-    task: int = typer.Option(None, "--task", help="Only this task id."),
-    policy: str = typer.Option(None, "--policy"),
-    status: Status = typer.Option(None, "--status"),
-    family: Family = typer.Option(None, "--family"),
-    split: Split = typer.Option(None, "--split"),
-    min_reward: float = typer.Option(None, "--min-reward"),
-    max_reward: float = typer.Option(None, "--max-reward"),
-    limit: int = typer.Option(50, "--limit", help="At most this many rows (0: all)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
-) -> None:
-    """List trajectories, newest first."""
-    from colbench.store import queries
-
-    flt = queries.TrajectoryFilter(
-        task_id=task,
-        policy=policy,
-        status=status and status.value,
-        family=family and family.value,
-        split=split and split.value,
-        min_reward=min_reward,
-        max_reward=max_reward,
-        limit=limit or None,
-    )
-    with state.db().read() as session:
-        rows = queries.find_trajectories(session, flt)
-    if as_json:
-        print_json([views.trajectory_summary(t, task_row, n) for t, task_row, n in rows])
-        return
-    console.print(views.trajectories_table(rows))
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(tasks_app, name="tasks")
-    app.add_typer(trajectories_app, name="trajectories")
-    app.command("export")(export)
-    app.command("ls")(ls)

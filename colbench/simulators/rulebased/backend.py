@@ -31,7 +31,7 @@ import time
 import zlib
 
 from colbench.simulators.base import SimReply, SimRequest, Simulator
-from colbench.simulators.facts import Analysis, Fact, text_terms
+from colbench.simulators.rulebased.facts import Analysis, Fact, text_terms
 
 CACHE_SIZE = 256  # analysed references kept; one is re-read only if evicted
 

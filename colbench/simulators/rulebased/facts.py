@@ -9,7 +9,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from colbench.simulators.english import (
+from colbench.simulators.rulebased.english import (
     STR_METHODS,
     Speaker,
     format_spec_words,

@@ -1,0 +1,97 @@
+"""Trajectories in and out: `trajectories import`, `ls`, `export`."""
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from colbench.cli import views
+from colbench.cli.common import Family, Split, Status, console, count_lines, print_import, print_json, progress_bar, state
+
+app = typer.Typer(help="Trajectories: import the official offline format.", no_args_is_help=True)
+
+
+@app.command("import")
+def trajectories_import(
+    file: Path = typer.Argument(..., help="Official offline trajectory JSONL."),
+    policy: str = typer.Option(None, "--policy", help="Name the policy that produced them. Default: import:<file stem>."),
+    family: Family = typer.Option(None, "--family", help="Task family. Default: backend if the task has test_cases."),
+    split: Split = typer.Option(Split.train, "--split", help="Split for tasks not stored yet."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable summary."),
+) -> None:
+    """Import trajectories, with each assistant turn's input and output, the answer and the reward."""
+    from colbench.official import import_trajectories
+
+    db = state.db()
+    with progress_bar(f"importing {file.name}", count_lines(file), enabled=not as_json) as advance:
+        summary = import_trajectories(
+            db, file, policy=policy, family=family and family.value, split=split.value, progress=advance
+        )
+    print_import(summary, as_json, "trajectories")
+
+
+class ExportFormat(str, Enum):
+    official = "official"
+
+
+def export(
+    out: Path = typer.Option(Path("export"), "--out", help="Folder to write into."),
+    fmt: ExportFormat = typer.Option(ExportFormat.official, "--format", help="Output format."),
+    family: Family = typer.Option(None, "--family"),
+    split: Split = typer.Option(None, "--split"),
+    policy: str = typer.Option(None, "--policy", help="Only this policy's trajectories."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable summary."),
+) -> None:
+    """Write tasks (<family>_<split>_tasks.jsonl) and trajectories (trajectories.jsonl) in the official format."""
+    from colbench.official import export_official
+
+    with progress_bar("exporting", None, enabled=not as_json) as advance:
+        summary = export_official(
+            state.db(), out, family=family and family.value, split=split and split.value, policy=policy, progress=advance
+        )
+    if as_json:
+        print_json(summary.files)
+        return
+    for path, count in summary.files.items():
+        console.print(f"{path}: {count} records")
+    if not summary.files:
+        console.print("nothing to export")
+
+
+def ls(
+    task: int = typer.Option(None, "--task", help="Only this task id."),
+    policy: str = typer.Option(None, "--policy"),
+    status: Status = typer.Option(None, "--status"),
+    family: Family = typer.Option(None, "--family"),
+    split: Split = typer.Option(None, "--split"),
+    min_reward: float = typer.Option(None, "--min-reward"),
+    max_reward: float = typer.Option(None, "--max-reward"),
+    limit: int = typer.Option(50, "--limit", help="At most this many rows (0: all)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """List trajectories, newest first."""
+    from colbench.store import queries
+
+    flt = queries.TrajectoryFilter(
+        task_id=task,
+        policy=policy,
+        status=status and status.value,
+        family=family and family.value,
+        split=split and split.value,
+        min_reward=min_reward,
+        max_reward=max_reward,
+        limit=limit or None,
+    )
+    with state.db().read() as session:
+        rows = queries.find_trajectories(session, flt)
+    if as_json:
+        print_json([views.trajectory_summary(t, task_row, n) for t, task_row, n in rows])
+        return
+    console.print(views.trajectories_table(rows))
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="trajectories")
+    root.command("export")(export)
+    root.command("ls")(ls)
