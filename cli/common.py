@@ -44,8 +44,9 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, (OSError,)) and getattr(exc, "strerror", None):
         target = getattr(exc, "filename", None)
         return f"{exc.strerror}: {target}" if target else exc.strerror
-    user_facing = ("StoreError", "FormatError", "ModelNotFound", "EngineError", "EndpointError", "SandboxUnavailable", "UsageError")
-    if type(exc).__name__ in user_facing or isinstance(exc, ValueError):
+    from colbench.errors import ColbenchError
+
+    if isinstance(exc, (ColbenchError, ValueError)):
         return text or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

@@ -15,6 +15,8 @@ An optional ``hf:`` prefix is accepted on local paths and hub ids.
 """
 from __future__ import annotations
 
+from colbench.errors import ColbenchError
+
 import importlib.util
 import json
 import os
@@ -37,7 +39,7 @@ CheckpointLookup = Callable[[str], "tuple[str, str | None, str | None]"]
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
-class ModelNotFound(LookupError):
+class ModelNotFound(ColbenchError, LookupError):
     """A model reference that cannot be resolved or loaded; the message is one line."""
 
     def __init__(self, message: str):

@@ -10,6 +10,8 @@ everything goes in one transaction. A bad line names its file and line number.
 """
 from __future__ import annotations
 
+from colbench.errors import ColbenchError
+
 import hashlib
 import json
 from dataclasses import dataclass
@@ -26,7 +28,7 @@ TASK_FIELDS = ("problem_description", "ground_truth", "test_cases", "hidden_info
 Progress = Callable[[int], None]  # called with the number of lines just handled
 
 
-class FormatError(ValueError):
+class FormatError(ColbenchError, ValueError):
     """A record that does not follow the official format. The message names file and line."""
 
 

@@ -10,6 +10,8 @@ One client is safe to share between threads (httpx's connection pool is).
 """
 from __future__ import annotations
 
+from colbench.errors import ColbenchError
+
 import email.utils
 import json
 import os
@@ -27,7 +29,7 @@ API_KEY_ENV = ("COLBENCH_API_KEY", "OPENAI_API_KEY")
 MAX_RETRY_AFTER_S = 120.0
 
 
-class EndpointError(RuntimeError):
+class EndpointError(ColbenchError, RuntimeError):
     """A chat request failed; ``str(err)`` is one line naming the endpoint and the cause."""
 
     def __init__(self, message: str, *, status: int | None = None):

@@ -1,8 +1,10 @@
 """The store's one error type, apart from the engine so that migrations can raise it too."""
 from __future__ import annotations
 
+from colbench.errors import ColbenchError
 
-class StoreError(RuntimeError):
+
+class StoreError(ColbenchError, RuntimeError):
     """A problem with the database worth one line to the user."""
 
 

@@ -10,6 +10,8 @@ the quantity SWEET-RL subtracts ("the sampler's own mean log-prob").
 """
 from __future__ import annotations
 
+from colbench.errors import ColbenchError
+
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -78,5 +80,5 @@ class Engine(ABC):
         self.close()
 
 
-class EngineError(RuntimeError):
+class EngineError(ColbenchError, RuntimeError):
     """A generation request failed for a reason worth one line to the user."""

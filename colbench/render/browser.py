@@ -35,6 +35,8 @@ rollout calls it from one thread; the lock-free hand-off costs nothing there.)
 """
 from __future__ import annotations
 
+from colbench.errors import ColbenchError
+
 import asyncio
 import io
 import itertools
@@ -75,7 +77,7 @@ CHROMIUM_ARGS = [
 ]
 
 
-class RendererUnavailable(RuntimeError):
+class RendererUnavailable(ColbenchError, RuntimeError):
     """The browser cannot be started (not installed, or it crashed at launch)."""
 
 

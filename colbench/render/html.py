@@ -23,6 +23,8 @@ garbage an agent writes, and the browser does the real parsing afterwards.
 """
 from __future__ import annotations
 
+from colbench.errors import ColbenchError
+
 import os
 import re
 from functools import lru_cache
@@ -33,7 +35,7 @@ TAILWIND_VERSION = "2.2.19"  # keep in step with assets/package.json
 TAILWIND_ENV = "COLBENCH_TAILWIND_CSS"  # an explicit stylesheet path wins over the installed one
 
 
-class TailwindMissing(RuntimeError):
+class TailwindMissing(ColbenchError, RuntimeError):
     pass
 
 

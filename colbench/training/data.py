@@ -22,6 +22,8 @@ the share of tests passed) gives pairs to a model that never solves a task outri
 """
 from __future__ import annotations
 
+from colbench.errors import ColbenchError
+
 import hashlib
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -43,7 +45,7 @@ PAIR_RULE_HELP = (
 _EPS = 1e-9
 
 
-class DataError(ValueError):
+class DataError(ColbenchError, ValueError):
     """Training data that cannot be built; the message is one line."""
 
 

@@ -5,6 +5,8 @@ a Channel: bytes in (jobs), bytes out (result lines), and a way to kill it all.
 """
 from __future__ import annotations
 
+from colbench.errors import ColbenchError
+
 import os
 import select
 import subprocess
@@ -16,7 +18,7 @@ HERE = Path(__file__).resolve().parent.parent
 SANDBOX_PYTHON = "/usr/bin/python3"  # Debian's: the pyenv/venv ones live under /root
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(ColbenchError, RuntimeError):
     """No sandbox of the asked kind works on this machine."""
 
 

@@ -1,0 +1,13 @@
+"""The one base of every error a user can cause and fix.
+
+A ``ColbenchError``'s message is one line written for the person at the command line
+(what went wrong and, where it helps, what to do); the CLI prints it and exits 1 without
+a traceback. Each kind subclasses it where it is raised (StoreError, FormatError,
+ModelNotFound, EngineError, EndpointError, SandboxUnavailable, NothingToTrain, ...), so a
+caller can catch one kind or all of them, and nothing is recognised by its name.
+"""
+from __future__ import annotations
+
+
+class ColbenchError(Exception):
+    """An error with a one-line message for the user."""
