@@ -4,12 +4,16 @@ from __future__ import annotations
 import json
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
 from colbench.cli.common import console, err_console, print_json, progress_bar, state
+from colbench.cli.options import flags_from
+from colbench.experiment import CRITIC_SET, POLICY_SET, ExperimentConfig, study_critic, study_policy
+from colbench.training.config import CriticConfig, PolicyConfig
 
 app = typer.Typer(help="Whole studies: rollouts, critics, policies and evaluation in one resumable command.", no_args_is_help=True)
 
@@ -38,31 +42,14 @@ class _RichReporter:
 
 
 @app.command("backend")
+@flags_from(PolicyConfig, into="policy", prefix="policy-", exclude=POLICY_SET, defaults=study_policy())
+@flags_from(CriticConfig, into="critic", prefix="critic-", exclude=CRITIC_SET, defaults=study_critic())
+@flags_from(ExperimentConfig, into="study", exclude={"critic", "policy"})
 def backend(
-    model: str = typer.Option("smollm2", "--model", help="The base model every policy starts from: smollm2 (embedded), a local folder or a hub id."),
+    study: ExperimentConfig,
+    critic: CriticConfig,
+    policy: PolicyConfig,
     folder: Path = typer.Option(None, "--dir", help="Where the study keeps its store (unless --db is given), checkpoints and results.md/json. Default: experiments/backend-<model>."),
-    train_tasks: int = typer.Option(16, "--train-tasks", min=1, help="The first N backend train tasks."),
-    test_tasks: int = typer.Option(10, "--test-tasks", min=1, help="The first N backend test tasks."),
-    samples_per_task: int = typer.Option(4, "--samples-per-task", "-k", min=1, help="Zero-shot trajectories per train task (critic pairs need a fully correct one and a lower one)."),
-    test_samples: int = typer.Option(1, "--test-samples", min=1, help="Trajectories per test task and policy."),
-    temperature: float = typer.Option(1.0, "--temperature", min=0.0, help="Sampling temperature of rollouts and SWEET's candidates (the protocol: 1.0)."),
-    max_new_tokens: int = typer.Option(1024, "--max-new-tokens", min=1, help="Tokens per agent turn and per candidate (the protocol: 1024)."),
-    batch_size: int = typer.Option(16, "--batch-size", min=1, help="Episodes or candidate rows decoded together."),
-    simulator: str = typer.Option("builtin", "--simulator", help="Simulated human: builtin, endpoint:<url>#<model> or local:<model>."),
-    sandbox: str = typer.Option("auto", "--sandbox", help="Grading sandbox: auto, docker, bwrap or none (unsafe)."),
-    grading: str = typer.Option("official", "--grading", help="Backend grading: official (the official ColBench grader's outcomes, the default) or strict."),
-    pairs: str = typer.Option("correct", "--pairs", help="Critic and multi-turn DPO pairs: correct (the paper's backend rule) or margin (rewards ≥ 0.1 apart, for a model that never solves a task outright)."),
-    rft_threshold: float = typer.Option(None, "--rft-threshold", help="Rejection fine-tuning: per task, its best trajectory when its share of tests passed reaches this. Default: every fully correct trajectory (the paper)."),
-    critic_epochs: int = typer.Option(4, "--critic-epochs", min=1, help="Critic passes over its pairs (paper: 4)."),
-    candidates: int = typer.Option(16, "--candidates", min=2, help="SWEET: candidates per selected turn (paper: 16)."),
-    fraction: float = typer.Option(0.1, "--fraction", min=0.0, max=1.0, help="SWEET: share of the train trajectories (the first by id) whose turns get candidates (the official actor: 10%)."),
-    lr: float = typer.Option(None, "--lr", help="Peak learning rate of every trainer (default: the trainers' LoRA default, 2e-5)."),
-    lora_rank: int = typer.Option(16, "--lora-rank", min=1, help="LoRA rank of every adapter."),
-    max_len: int = typer.Option(2048, "--max-len", min=16, help="Most tokens per training sequence."),
-    gradient_checkpointing: bool = typer.Option(True, "--gradient-checkpointing/--no-gradient-checkpointing", help="Recompute activations in the backward pass (without it, SWEET's pairs of long dialogues can need tens of GB)."),
-    ablation: bool = typer.Option(True, "--ablation/--no-ablation", help="Also the critic without training-time info, and SWEET-RL on it."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the train rollouts (test rollouts: seed + 1) and of the trainers."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
 ) -> None:
     """Zero-shot rollouts on train (k per task) → critic (and its ablation) → rft, mtdpo and
@@ -70,16 +57,14 @@ def backend(
 
     Every stage is stored; rerunning the same command skips what is done and goes on where
     it stopped. Sizes default to a CPU-sized study; the paper's scale is thousands of tasks.
+    The study's settings are ExperimentConfig's (colbench/experiment.py); --critic-* and
+    --policy-* are the trainers' own (colbench/training/config.py).
     """
-    from colbench.experiment import BackendExperiment, ExperimentConfig
+    from colbench.experiment import BackendExperiment
     from colbench.store.db import Database
 
-    config = ExperimentConfig(
-        model=model, train_tasks=train_tasks, test_tasks=test_tasks, samples_per_task=samples_per_task, test_samples=test_samples,
-        temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size, simulator=simulator, sandbox=sandbox, grading=grading,
-        pairs=pairs, rft_threshold=rft_threshold, critic_epochs=critic_epochs, candidates=candidates, fraction=fraction, lr=lr, lora_rank=lora_rank, max_len=max_len, gradient_checkpointing=gradient_checkpointing,
-        ablation=ablation, seed=seed, device=device,
-    )
+    config = replace(study, critic=critic, policy=policy)
+    model = config.model
     folder = (folder or Path("experiments") / f"backend-{_slug(model)}").resolve()
     folder.mkdir(parents=True, exist_ok=True)
     db = state.db() if state.db_url else Database(f"sqlite:///{folder / 'colbench.db'}")
@@ -126,9 +111,10 @@ def _recipe(cfg: dict) -> str:
     """The grading, pair rule and rft threshold, flagged when they leave the paper's backend recipe."""
     grading = cfg.get("grading", "strict")  # results written before the grading was recorded were strict
     text = "grading: official" if grading == "official" else f"grading: {grading} (not the official grader's semantics)"
-    pairs = cfg.get("pairs", "correct")
+    policy = cfg.get("policy") or cfg  # results written before the trainers' configs were embedded kept them flat
+    pairs = (cfg.get("critic") or cfg).get("pairs") or "correct"
     text += "; pairs: fully correct vs lower (the paper's)" if pairs == "correct" else "; pairs: rewards ≥ 0.1 apart (not the paper's backend rule)"
-    threshold = cfg.get("rft_threshold")
+    threshold = policy.get("rft_threshold")
     return text + ("; rft: fully correct trajectories" if threshold is None else f"; rft: each task's best trajectory with ≥ {threshold:.0%} tests passed (not the paper's)")
 
 

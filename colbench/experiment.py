@@ -16,20 +16,22 @@ stopping the study: with a small model that is a result, not an error.
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable, ContextManager
+from dataclasses import asdict, dataclass, field, replace
+from typing import Callable, ContextManager
 
+from colbench import protocol
 from colbench.eval import PolicyEval, as_dict, evaluate
-from colbench.rollout import Rollout, RolloutConfig, RolloutStats
-from colbench.grading.semantics import check_grading
-from colbench.wiring import build_engine, build_env, build_simulator, select_tasks
+from colbench.grading.semantics import DEFAULT_GRADING, GRADINGS
+from colbench.options import check, help_of, option
+from colbench.rollout import RolloutConfig, RolloutStats, run as run_rollout
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.training import NothingToTrain
 from colbench.training.checkpoints import normalized_model_ref
-from colbench.training.critic import CriticConfig, fit_critic
+from colbench.training.config import CriticConfig, PolicyConfig
+from colbench.training.critic import fit_critic
 from colbench.training.policy import fit_policy
-from colbench.training.trainer import PolicyConfig, run_settings
+from colbench.training.trainer import run_settings
 
 # The paper's backend results with Llama-3.1-8B-Instruct (% tests passed, success), for
 # the table's reference column; sweet-rl-facts.md has the source.
@@ -49,59 +51,56 @@ ARM_TITLES = {
 }
 
 
-def _help(default: Any, text: str) -> Any:
-    return field(default=default, metadata={"help": text})
+def study_critic() -> CriticConfig:
+    """The study's critic defaults: activation checkpointing on (a batch of 1,500-token dialogues
+    on SmolLM2-135M took more than 24 GB without it)."""
+    return CriticConfig(family="backend", gradient_checkpointing=True)
+
+
+def study_policy() -> PolicyConfig:
+    """The study's policy defaults (see study_critic)."""
+    return PolicyConfig(family="backend", gradient_checkpointing=True)
+
+
+# Settings the study sets on every trainer itself (from its own fields, or per arm).
+STUDY_SET = {"family", "split", "seed", "device", "out"}
+CRITIC_SET = STUDY_SET | {"training_info"}
+POLICY_SET = STUDY_SET | {"temperature", "max_new_tokens", "sample_batch_size"}
 
 
 @dataclass
 class ExperimentConfig:
-    """The study's size and settings. Each field's help is its documentation."""
+    """The study's size and settings. Each field's help is its documentation; the trainers'
+    settings are the embedded critic and policy configs (``--critic-*``, ``--policy-*``)."""
 
-    model: str = _help("smollm2", "The base model every arm starts from: smollm2 (embedded), a local folder or a hub id.")
-    train_tasks: int | None = _help(16, "The first N backend train tasks (None: all).")
-    test_tasks: int | None = _help(10, "The first N backend test tasks (None: all).")
-    samples_per_task: int = _help(4, "k zero-shot trajectories per train task: the critic's pairs need a fully correct one and a lower one of the same task.")
-    test_samples: int = _help(1, "Trajectories per test task and policy.")
-    temperature: float = _help(1.0, "Sampling temperature of every rollout and of SWEET's candidates (the protocol: 1.0).")
-    max_new_tokens: int = _help(1024, "Tokens per agent turn, and per SWEET candidate (the protocol: 1024).")
-    batch_size: int = _help(16, "Episodes (rollouts) or rows (SWEET sampling) decoded together.")
-    simulator: str = _help("builtin", "The simulated human: builtin, endpoint:<url>#<model> or local:<model>.")
-    sandbox: str = _help("auto", "Grading sandbox: auto, docker, bwrap or none (unsafe).")
-    grading: str = _help("official", "Backend grading semantics of every rollout: official (the official ColBench grader's outcomes) or strict. A grade is made when its rollout runs; `colbench grade --grading` re-grades stored ones.")
-    pairs: str = _help("correct", "Critic and multi-turn DPO pairs: correct (the paper's backend rule) or margin (rewards ≥ 0.1 apart, for models that never solve a task outright).")
-    rft_threshold: float | None = _help(None, "Rejection fine-tuning keeps, per task, its best trajectory when its share of tests passed reaches this. Default: every fully correct trajectory (the paper).")
-    critic_epochs: int = _help(4, "Critic passes over its pairs (paper: 4).")
-    candidates: int = _help(16, "SWEET: candidates per selected turn (paper: 16).")
-    fraction: float = _help(0.1, "SWEET: share of the train trajectories whose agent turns get candidates, the first ones by id (the official actor: 10%).")
-    lr: float | None = _help(None, "Peak learning rate of every trainer (default: each trainer's LoRA default).")
-    lora_rank: int = _help(16, "LoRA rank of every adapter.")
-    max_len: int = _help(2048, "Most tokens per training sequence.")
-    gradient_checkpointing: bool = _help(
-        True,
-        "Recompute activations in the backward pass. On by default: a batch of 8 SWEET pairs of 1,500-token "
-        "dialogues on SmolLM2-135M took more than 24 GB without it (the attention maps of every layer are kept).",
-    )
-    ablation: bool = _help(True, "Also train the critic without training-time info and a SWEET policy on it.")
-    seed: int = _help(0, "Seed of the train rollouts (the test rollouts use seed + 1) and of every trainer.")
-    device: str = _help("auto", "auto, cpu or cuda, for generation and training.")
+    model: str = option("smollm2", "The base model every arm starts from: smollm2 (embedded), a local folder or a hub id.")
+    train_tasks: int | None = option(16, "The first N backend train tasks (None: all).", min=1)
+    test_tasks: int | None = option(10, "The first N backend test tasks (None: all).", min=1)
+    samples_per_task: int = option(4, "k zero-shot trajectories per train task: the critic's pairs need a fully correct one and a lower one of the same task.", min=1, flags=("--samples-per-task", "-k"))
+    test_samples: int = option(1, "Trajectories per test task and policy.", min=1)
+    temperature: float = option(protocol.TEMPERATURE, "Sampling temperature of every rollout and of SWEET's candidates (the protocol: 1.0).", min=0.0)
+    max_new_tokens: int = option(protocol.MAX_NEW_TOKENS, "Tokens per agent turn, and per SWEET candidate (the protocol: 1024).", min=1)
+    batch_size: int = option(16, "Episodes (rollouts) or rows (SWEET sampling) decoded together.", min=1)
+    simulator: str = option("builtin", "The simulated human: builtin, endpoint:<url>#<model> or local:<model>.")
+    sandbox: str = option("auto", "Grading sandbox: auto, docker, bwrap or none (unsafe).", choices=("auto", "docker", "bwrap", "none"))
+    grading: str = option(DEFAULT_GRADING, "Backend grading semantics of every rollout: official (the official ColBench grader's outcomes) or strict. A grade is made when its rollout runs; `colbench grade --grading` re-grades stored ones.", choices=GRADINGS)
+    ablation: bool = option(True, "Also train the critic without training-time info and a SWEET policy on it.")
+    seed: int = option(0, "Seed of the train rollouts (the test rollouts use seed + 1) and of every trainer.")
+    device: str = option("auto", "auto, cpu or cuda, for generation and training.")
+    critic: CriticConfig = field(default_factory=study_critic, metadata={"help": "The critics' settings (family, split, training info, seed and device are the study's)."})
+    policy: PolicyConfig = field(default_factory=study_policy, metadata={"help": "The policies' settings (SWEET samples at the study's temperature and tokens per turn)."})
 
     def __post_init__(self):
-        for name in ("samples_per_task", "test_samples", "max_new_tokens", "batch_size", "critic_epochs", "lora_rank", "max_len"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        for name in ("train_tasks", "test_tasks"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        if self.candidates < 2:
-            raise ValueError("candidates must be at least 2")
-        check_grading(self.grading)
+        check(self)
 
     @classmethod
     def help(cls) -> dict[str, str]:
-        return {f.name: f.metadata.get("help", "") for f in fields(cls)}
+        return help_of(cls)
 
-    def rollout(self, split: str) -> RolloutConfig:
+    def rollout(self, model: str, split: str) -> RolloutConfig:
         return RolloutConfig(
+            model=model,
+            simulator=self.simulator,
             tasks=f"backend:{split}",
             limit=self.train_tasks if split == "train" else self.test_tasks,
             samples_per_task=self.samples_per_task if split == "train" else self.test_samples,
@@ -109,19 +108,18 @@ class ExperimentConfig:
             temperature=self.temperature,
             max_new_tokens=self.max_new_tokens,
             batch_size=self.batch_size,
+            sandbox=self.sandbox,
+            grading=self.grading,
+            device=self.device,
         )
 
-    def critic(self, training_info: bool) -> CriticConfig:
-        return CriticConfig(
-            family="backend", training_info=training_info, pairs=self.pairs, epochs=self.critic_epochs, lr=self.lr, lora_rank=self.lora_rank,
-            max_len=self.max_len, gradient_checkpointing=self.gradient_checkpointing, seed=self.seed, device=self.device,
-        )
+    def critic_settings(self, training_info: bool) -> CriticConfig:
+        return replace(self.critic, family="backend", split="train", training_info=training_info, seed=self.seed, device=self.device)
 
-    def policy(self) -> PolicyConfig:
-        return PolicyConfig(
-            family="backend", pairs=self.pairs, rft_threshold=self.rft_threshold, candidates=self.candidates, fraction=self.fraction, temperature=self.temperature,
-            max_new_tokens=self.max_new_tokens, sample_batch_size=self.batch_size, lr=self.lr, lora_rank=self.lora_rank,
-            max_len=self.max_len, gradient_checkpointing=self.gradient_checkpointing, seed=self.seed, device=self.device,
+    def policy_settings(self) -> PolicyConfig:
+        return replace(
+            self.policy, family="backend", split="train", temperature=self.temperature, max_new_tokens=self.max_new_tokens,
+            sample_batch_size=self.batch_size, seed=self.seed, device=self.device,
         )
 
 
@@ -198,7 +196,7 @@ class BackendExperiment:
             if arm.model:
                 by_policy[self.rollout(arm.model, "test")] = arm
         results = evaluate(self.db, "backend", "test", policies=list(by_policy), simulator=self.simulator_ref,
-                           setting=cfg.rollout("test").setting(), grading=cfg.grading)
+                           setting=cfg.rollout(cfg.model, "test").setting(), grading=cfg.grading)
         for result in results:
             by_policy[result.policy].result = result
         return ExperimentResult(cfg, train, critics, arms)
@@ -207,29 +205,17 @@ class BackendExperiment:
 
     def rollout(self, model: str, split: str) -> str:
         """Roll ``model`` out on a split (finishing what is missing); returns its policy name."""
-        cfg = self.config
-        config = cfg.rollout(split)
-        tasks = select_tasks(self.db, config.tasks, config.limit)
-        env, close_env = build_env(self.db, "backend", sandbox=cfg.sandbox, grading=cfg.grading)
-        try:
-            with build_engine(self.db, "hf", model, device=cfg.device) as engine:
-                human = build_simulator(self.db, cfg.simulator)
-                try:
-                    with self.report.progress(f"{split}: {model}") as update:
-                        def on_progress(stats: RolloutStats) -> None:
-                            update(stats.already_done + stats.finished, stats.total)
+        with self.report.progress(f"{split}: {model}") as update:
+            def on_progress(stats: RolloutStats) -> None:
+                update(stats.already_done + stats.finished, stats.total)
 
-                        Rollout(self.db, engine, human, env, config, on_progress=on_progress).run(tasks)
-                    self.simulator_ref = human.ref
-                finally:
-                    human.close()
-                return engine.model_ref
-        finally:
-            close_env()
+            result = run_rollout(self.db, self.config.rollout(model, split), on_progress=on_progress)
+        self.simulator_ref = result.simulator
+        return result.policy
 
     def train_summary(self, policy: str) -> dict:
         results = evaluate(self.db, "backend", "train", policies=[policy], simulator=self.simulator_ref,
-                           setting=self.config.rollout("train").setting(), grading=self.config.grading, record=False)
+                           setting=self.config.rollout(self.config.model, "train").setting(), grading=self.config.grading, record=False)
         if not results:
             return {"policy": policy, "trajectories": 0}
         r = results[0]
@@ -237,7 +223,7 @@ class BackendExperiment:
                 "tests_passed": r.reward.mean, "success": r.success.mean, "tasks_with_a_success": r.best_of_k[max(r.best_of_k)]}
 
     def critic(self, training_info: bool) -> dict:
-        config = self.config.critic(training_info)
+        config = self.config.critic_settings(training_info)
         done = self._finished_run("critic", config.to_json())
         if done:
             return done
@@ -253,7 +239,7 @@ class BackendExperiment:
         algo = "sweet" if key.startswith("sweet") else key
         if critic is not None and "checkpoint" not in critic:
             return Arm(key, training={"skipped": "its critic could not be trained"})
-        config = self.config.policy()
+        config = self.config.policy_settings()
         critic_id = int(critic["checkpoint"].removeprefix("ckpt:")) if critic else None
         done = self._finished_run(f"policy:{algo}", run_settings(config, algo, critic_id))
         if done:

@@ -1,32 +1,27 @@
-"""A small synchronous client for OpenAI-compatible chat endpoints.
+"""A thin adapter over the official ``openai`` SDK for OpenAI-compatible chat endpoints
+(OpenAI, vLLM's ``vllm serve``, and the many servers that copy them).
 
-It speaks ``POST {base_url}/chat/completions`` (OpenAI, vLLM's ``vllm serve``, and the
-many servers that copy them) and nothing else. It retries what is worth retrying
-(connection errors, timeouts, 429 and 5xx), gives up at once on other 4xx, and turns
-every failure into an ``EndpointError`` whose message is one line naming the
-endpoint and the cause, so a failed run says what went wrong in a log line.
-
-One client is safe to share between threads (httpx's connection pool is).
+The SDK does the HTTP work: the timeout, and retries of what is worth retrying (connection
+errors, timeouts, 408, 409, 429, 5xx) with exponential backoff, jitter and Retry-After.
+This module adds what a run needs on top: every failure becomes an ``EndpointError`` whose
+message is one line naming the endpoint and the cause, so a failed run says what went wrong
+in a log line, and replies come back as plain objects carrying the token log-probs.
+One client is safe to share between threads (the SDK's is).
 """
 from __future__ import annotations
 
-from colbench.errors import ColbenchError
-
-import email.utils
 import json
 import os
-import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import openai
+
+from colbench.errors import ColbenchError
 
 #: Environment variables searched, in order, for an API key when none is passed.
 API_KEY_ENV = ("COLBENCH_API_KEY", "OPENAI_API_KEY")
-
-# A server asking us to wait longer than this is capped, so one bad header cannot stall a run.
-MAX_RETRY_AFTER_S = 120.0
 
 
 class EndpointError(ColbenchError, RuntimeError):
@@ -66,12 +61,7 @@ class ChatCompletion:
 
 
 def resolve_api_key(api_key: str | None) -> str | None:
-    if api_key:
-        return api_key
-    for name in API_KEY_ENV:
-        if os.environ.get(name):
-            return os.environ[name]
-    return None
+    return api_key or next((os.environ[name] for name in API_KEY_ENV if os.environ.get(name)), None)
 
 
 def _one_line(text: str, limit: int = 200) -> str:
@@ -79,162 +69,78 @@ def _one_line(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class _Retryable(Exception):
-    """Internal: an attempt failed in a way worth another try."""
-
-    def __init__(self, kind: str, cause: str, retry_after: float | None = None, status: int | None = None):
-        super().__init__(cause)
-        self.kind = kind  # "unreachable" | "timeout" | "transport" | "http"
-        self.cause = cause
-        self.retry_after = retry_after
-        self.status = status
+def _tries(err: openai.APIError) -> int:
+    # The SDK numbers each attempt in a request header, so the last request tells how many were sent.
+    return int(err.request.headers.get("x-stainless-retry-count") or 0) + 1
 
 
-def _parse_retry_after(value: str | None) -> float | None:
-    """Retry-After is either seconds or an HTTP date (RFC 9110)."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _error_detail(response: httpx.Response) -> str:
-    """The server's own error message if it sent the OpenAI error shape, else the body."""
-    try:
-        body = response.json()
-        err = body.get("error") if isinstance(body, dict) else None
-        if isinstance(err, dict) and err.get("message"):
-            return _one_line(err["message"], 160)
-        if isinstance(err, str):
-            return _one_line(err, 160)
-        if isinstance(body, dict) and body.get("message"):
-            return _one_line(body["message"], 160)
-    except (ValueError, AttributeError):
-        pass
-    return _one_line(response.text, 160) or response.reason_phrase
-
-
-def _describe_transport_error(exc: httpx.TransportError) -> str:
-    text = str(exc).lower()
+def _no_response(exc: BaseException) -> str:
+    """Why no response came, from the transport error the SDK keeps as the cause."""
+    name, text = type(exc).__name__, str(exc).lower()  # by name: httpx or httpx2, by SDK version
     if "refused" in text:
         return "connection refused"
-    if isinstance(exc, httpx.RemoteProtocolError) or "disconnected" in text or "reset" in text:
+    if name == "RemoteProtocolError" or "disconnected" in text or "reset" in text:
         return "connection closed without a response"
     if "name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
         return "host name not found"
-    return _one_line(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, 120)
+    return _one_line(f"{name}: {exc}" if str(exc) else name, 120)
 
 
-def _parse_choice(raw: dict[str, Any]) -> ChatChoice:
-    message = raw.get("message") or {}
-    content = message.get("content")
+def _status_detail(err: openai.APIStatusError) -> str:
+    """The server's own error message (the SDK has unwrapped ``{"error": ...}``), else the body."""
+    message = err.body.get("message") if isinstance(err.body, dict) else err.body
+    if isinstance(message, str) and message.strip():
+        return _one_line(message, 160)
+    return _one_line(err.response.text, 160) or err.response.reason_phrase
+
+
+def _choice(raw: Any) -> ChatChoice:
+    content = raw.message.content
     if isinstance(content, list):  # some servers answer with content parts
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    logprobs = None
-    lp = raw.get("logprobs")
-    if isinstance(lp, dict) and lp.get("content") is not None:
-        logprobs = [
-            TokenLogprob(
-                token=t.get("token", ""),
-                logprob=float(t["logprob"]),
-                top=[(x.get("token", ""), float(x["logprob"])) for x in (t.get("top_logprobs") or [])],
-            )
-            for t in lp["content"]
-        ]
+    lp = raw.logprobs.content if raw.logprobs is not None else None
     return ChatChoice(
-        index=int(raw.get("index", 0)),
-        text=content or "",
-        finish_reason=raw.get("finish_reason") or "stop",
-        logprobs=logprobs,
+        index=int(raw.index or 0), text=content or "", finish_reason=raw.finish_reason or "stop",
+        logprobs=None if lp is None else [
+            TokenLogprob(t.token, float(t.logprob), [(x.token, float(x.logprob)) for x in t.top_logprobs or []])
+            for t in lp
+        ],
     )
 
 
 class OpenAIClient:
-    """Chat completions against one OpenAI-compatible endpoint.
+    """Chat completions against one OpenAI-compatible endpoint. A request is sent at most
+    ``max_retries + 1`` times; the SDK picks the waits (Retry-After when the server sends one)."""
 
-    ``max_retries`` is how many times a retryable failure is tried again, so a request
-    is sent at most ``max_retries + 1`` times. Waits grow as ``backoff_s * 2**k`` (capped
-    at ``max_backoff_s``) with jitter, unless the server sends Retry-After.
-    """
-
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str | None = None,
-        *,
-        timeout_s: float = 60.0,
-        max_retries: int = 3,
-        backoff_s: float = 0.5,
-        max_backoff_s: float = 20.0,
-        max_connections: int = 16,
-    ):
+    def __init__(self, base_url: str, api_key: str | None = None, *, timeout_s: float = 60.0, max_retries: int = 3):
         self.base_url = base_url.rstrip("/")
         self.timeout_s = float(timeout_s)
-        self.max_retries = max(0, int(max_retries))
-        self.backoff_s = backoff_s
-        self.max_backoff_s = max_backoff_s
-        headers = {"Content-Type": "application/json"}
         key = resolve_api_key(api_key)
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        self._http = httpx.Client(
-            headers=headers,
-            timeout=httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-        )
-        self._rng = random.Random()
+        # A local server may want no key, but the SDK insists on one: it gets a placeholder
+        # and every request leaves the Authorization header out.
+        self._headers: dict[str, Any] = {} if key else {"Authorization": openai.Omit()}
+        self._sdk = openai.OpenAI(base_url=self.base_url, api_key=key or "unused", timeout=self.timeout_s,
+                                  max_retries=max(0, int(max_retries)))
 
-    # -- public API -------------------------------------------------------------------------
-
-    def chat(
-        self,
-        model: str,
-        messages: list[dict[str, Any]],
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        n: int = 1,
-        seed: int | None = None,
-        logprobs: bool = False,
-        top_logprobs: int | None = None,
-        stop: list[str] | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> ChatCompletion:
+    def chat(self, model: str, messages: list[dict[str, Any]], *, temperature: float | None = None,
+             max_tokens: int | None = None, n: int = 1, seed: int | None = None, logprobs: bool = False,
+             top_logprobs: int | None = None) -> ChatCompletion:
         """One chat completion with ``n`` choices. Messages may carry image parts
         (``{"type": "image_url", ...}``); they are sent as given."""
-        payload: dict[str, Any] = {"model": model, "messages": messages, "n": n}
-        if temperature is not None:
-            payload["temperature"] = temperature
-        if max_tokens is not None:
-            payload["max_tokens"] = max_tokens
-        if seed is not None:
-            payload["seed"] = seed
-        if logprobs or top_logprobs:
-            payload["logprobs"] = True
-            if top_logprobs:
-                payload["top_logprobs"] = top_logprobs
-        if stop:
-            payload["stop"] = stop
-        if extra:
-            payload.update(extra)
-
+        # Only what was asked for is sent: some servers reject fields they do not know (logprobs).
+        asked = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed,
+                 "logprobs": True if logprobs or top_logprobs else None, "top_logprobs": top_logprobs or None}
         start = time.monotonic()
-        body = self._post_json("/chat/completions", payload)
+        raw = self._call(self._sdk.chat.completions.create, model=model, messages=messages, n=n,
+                         **{k: v for k, v in asked.items() if v is not None})
         try:
             completion = ChatCompletion(
-                choices=sorted((_parse_choice(c) for c in body["choices"]), key=lambda c: c.index),
-                usage={k: int(v) for k, v in (body.get("usage") or {}).items() if isinstance(v, (int, float))},
-                model=body.get("model", model),
-                id=body.get("id", ""),
+                choices=sorted((_choice(c) for c in raw.choices), key=lambda c: c.index),
+                usage={k: int(v) for k, v in dict(raw.usage or {}).items() if isinstance(v, (int, float))},
+                model=getattr(raw, "model", None) or model,
+                id=getattr(raw, "id", None) or "",
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:  # the SDK does not validate replies
             raise EndpointError(
                 f"endpoint {self.base_url} sent a malformed chat completion: {_one_line(repr(exc), 120)}"
             ) from None
@@ -242,11 +148,10 @@ class OpenAIClient:
         return completion
 
     def list_models(self) -> list[str]:
-        body = self._request("GET", "/models", None)
-        return [m.get("id", "") for m in body.get("data", [])]
+        return [m.id for m in self._call(self._sdk.models.list).data]
 
     def close(self) -> None:
-        self._http.close()
+        self._sdk.close()
 
     def __enter__(self):
         return self
@@ -254,74 +159,31 @@ class OpenAIClient:
     def __exit__(self, *exc):
         self.close()
 
-    # -- internals ---------------------------------------------------------------------------
-
-    def _post_json(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
-        return self._request("POST", path, payload)
-
-    def _request(self, method: str, path: str, payload: dict[str, Any] | None) -> dict[str, Any]:
-        url = self.base_url + path
-        tries = 0
-        while True:
-            tries += 1
-            try:
-                return self._attempt(method, url, payload)
-            except _Retryable as failure:
-                if tries > self.max_retries:
-                    raise self._give_up(failure, tries) from None
-                time.sleep(self._delay(tries, failure.retry_after))
-
-    def _attempt(self, method: str, url: str, payload: dict[str, Any] | None) -> dict[str, Any]:
+    def _call(self, method, **kwargs) -> Any:
+        """One SDK call, its retries included; any failure becomes one ``EndpointError``."""
+        where = f"endpoint {self.base_url}"
         try:
-            response = self._http.request(method, url, json=payload)
-        except httpx.TimeoutException:
-            raise _Retryable("timeout", f"no response within {self.timeout_s:g}s") from None
-        except httpx.TransportError as exc:
-            kind = "unreachable" if isinstance(exc, httpx.ConnectError) else "transport"
-            raise _Retryable(kind, _describe_transport_error(exc)) from None
-
-        status = response.status_code
-        if status == 429 or status >= 500:
-            raise _Retryable(
-                "http",
-                f"HTTP {status}: {_error_detail(response)}",
-                retry_after=_parse_retry_after(response.headers.get("retry-after")),
-                status=status,
-            )
-        if status >= 400:
-            # A client error will not fix itself: report it at once.
-            raise EndpointError(
-                f"endpoint {self.base_url} rejected the request: HTTP {status}: {_error_detail(response)}",
-                status=status,
-            )
-        try:
-            body = response.json()
-        except ValueError:
-            raise EndpointError(
-                f"endpoint {self.base_url} sent a response that is not JSON: {_one_line(response.text, 80)!r}",
-                status=status,
-            ) from None
-        if not isinstance(body, dict):
-            raise EndpointError(f"endpoint {self.base_url} sent a JSON {type(body).__name__}, not an object")
-        return body
-
-    def _delay(self, tries: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, MAX_RETRY_AFTER_S)
-        ceiling = min(self.max_backoff_s, self.backoff_s * 2 ** (tries - 1))
-        # "Equal jitter": at least half the ceiling, so waits still grow, spread so that
-        # many clients failing together do not retry in lockstep.
-        return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
-
-    def _give_up(self, failure: _Retryable, tries: int) -> EndpointError:
-        plural = "try" if tries == 1 else "tries"
-        if failure.kind == "unreachable":
-            what = f"unreachable after {tries} {plural}"
-        elif failure.kind == "timeout":
-            what = f"timed out after {tries} {plural}"
-        else:
-            what = f"failed after {tries} {plural}"
-        return EndpointError(f"endpoint {self.base_url} {what}: {failure.cause}", status=failure.status)
+            result = method(**kwargs, extra_headers=self._headers)
+        except json.JSONDecodeError as err:  # the body said it was JSON
+            raise EndpointError(f"{where} sent a response that is not JSON: {_one_line(err.doc, 80)!r}") from None
+        except openai.APIError as err:
+            tries = _tries(err)
+            count = f"{tries} {'try' if tries == 1 else 'tries'}"
+            if isinstance(err, openai.APITimeoutError):  # before APIConnectionError: it is one
+                raise EndpointError(f"{where} timed out after {count}: no response within {self.timeout_s:g}s") from None
+            if isinstance(err, openai.APIConnectionError):
+                what = "unreachable" if type(err.__cause__).__name__ == "ConnectError" else "failed"
+                raise EndpointError(f"{where} {what} after {count}: {_no_response(err.__cause__ or err)}") from None
+            if not isinstance(err, openai.APIStatusError):  # e.g. the SDK's response validation
+                raise EndpointError(f"{where} failed: {_one_line(f'{type(err).__name__}: {err}', 160)}") from None
+            status, detail = err.status_code, _status_detail(err)
+            if tries == 1 and status != 429 and status < 500:
+                # A client error will not fix itself: the SDK reported it at once.
+                raise EndpointError(f"{where} rejected the request: HTTP {status}: {detail}", status=status) from None
+            raise EndpointError(f"{where} failed after {count}: HTTP {status}: {detail}", status=status) from None
+        if isinstance(result, str):  # the SDK hands back the text of a body that is not JSON
+            raise EndpointError(f"{where} sent a response that is not JSON: {_one_line(result, 80)!r}")
+        return result
 
 
 def dumps_messages(messages: list[dict[str, Any]]) -> str:

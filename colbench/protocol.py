@@ -12,6 +12,8 @@ import re
 ANSWER_MARKER = "I WANT TO ANSWER:"
 THINKING_MARKER = "OUTPUT:"
 MAX_AGENT_TURNS = 10
+TEMPERATURE = 1.0  # the agent samples at 1.0, at evaluation too
+MAX_NEW_TOKENS = 1024  # per agent turn
 REPLY_LIMIT = {"backend": 400, "frontend": 1000}
 # The human's reply when the simulator could not give one: as officially, the dialogue
 # goes on with it and the trajectory is graded like any other.

@@ -20,6 +20,8 @@ from datetime import timedelta
 from typing import Callable
 
 from colbench import protocol
+from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP, GRADINGS
+from colbench.options import check, option
 from colbench.engines.base import Engine, SamplingParams
 from colbench.envs.base import Env, Episode, Grade
 from colbench.official import spec_of
@@ -31,25 +33,43 @@ from colbench.store.models import Task, Trajectory, Turn, utcnow
 
 @dataclass
 class RolloutConfig:
-    """How `colbench rollout` runs. Field help is the documentation of its flags."""
+    """How a rollout runs: the flags of `colbench rollout` (each field's help is its documentation)."""
 
-    tasks: str = "backend:test"  # FAMILY:SPLIT of stored tasks (built-in tasks are added on first use)
-    limit: int | None = None  # only the first N tasks of the split (by id)
-    samples_per_task: int = 1  # trajectories per task (k, for best-of-k and critic pairs)
-    seed: int = 0  # base seed for sampling
-    temperature: float = 1.0  # the protocol samples at 1.0, at evaluation too
-    max_new_tokens: int = 1024  # per agent turn (the protocol's limit)
-    batch_size: int = 16  # episodes stepped together in one generate call
-    stale_after_s: float = 600.0  # take over a running trajectory whose worker has been silent this long
-    candidates: int = 1  # best-of-N: sample this many candidates per agent turn ...
-    rerank_critic: str | None = None  # ... and keep the one this critic (ckpt:<id>) ranks highest
+    model: str = option("smollm2", "Policy: 'smollm2' (embedded), a local folder, a hub id, ckpt:<id>, or a served model name with --engine openai.")
+    engine: str = option("hf", "Generation engine: hf (transformers), vllm, or openai.", choices=("hf", "transformers", "vllm", "openai"))
+    base_url: str | None = option(None, "Server URL for --engine openai (default: $OPENAI_BASE_URL).")
+    simulator: str = option("builtin", "Simulated human: builtin (the family's rule-based one), endpoint:<url>#<model>, local:<model>, or for frontend vision:<url>#<model>.")
+    tasks: str = option("backend:test", "FAMILY:SPLIT of stored tasks (built-in tasks are added on first use).")
+    limit: int | None = option(None, "Only the first N tasks of the split (by id).", min=1)
+    samples_per_task: int = option(1, "Trajectories per task (k, for best-of-k and critic pairs).", min=1, flags=("--samples-per-task", "-k"))
+    seed: int = option(0, "Base sampling seed.")
+    temperature: float = option(protocol.TEMPERATURE, "Sampling temperature (the protocol samples at 1.0, at evaluation too).", min=0.0)
+    max_new_tokens: int = option(protocol.MAX_NEW_TOKENS, "Tokens per agent turn (the protocol's limit: 1024).", min=1)
+    batch_size: int = option(16, "Episodes stepped together in one generate call.", min=1)
+    sandbox: str = option("auto", "Grading sandbox: auto (docker, else bwrap), docker, bwrap, or none (unsafe).", choices=("auto", "docker", "bwrap", "none"))
+    grade_workers: int = option(2, "Sandboxed grading workers.", min=1)
+    grading: str = option(DEFAULT_GRADING, "Backend grading semantics. " + GRADING_HELP, choices=GRADINGS)
+    clip: str | None = option(None, "Frontend reward: CLIP ViT-B/32 weights (folder or hub id). Default: the weight-free ssim-edges similarity.")
+    device: str = option("auto", "auto, cpu or cuda (hf engine, and the critic of --rerank-critic).")
+    rerank_critic: str | None = option(None, "Best-of-N: a critic checkpoint (ckpt:<id>) that picks the best of --candidates samples at every agent turn.")
+    candidates: int = option(16, "Samples per agent turn for --rerank-critic.", min=2)
+    stale_after_s: float = option(600.0, "Take over a running trajectory whose worker has been silent this long (seconds).", min=0.0)
+
+    def __post_init__(self):
+        check(self)
+        if self.engine == "openai" and not (self.base_url or os.environ.get("OPENAI_BASE_URL")):
+            raise ValueError("--engine openai needs --base-url (or $OPENAI_BASE_URL)")
+
+    @property
+    def samples_per_turn(self) -> int:
+        return self.candidates if self.rerank_critic else 1
 
     def setting(self) -> str:
         """What besides the policy and simulator shapes a trajectory; part of its slot's identity."""
         parts = []
-        if self.temperature != 1.0:
+        if self.temperature != protocol.TEMPERATURE:
             parts.append(f"t={self.temperature:g}")
-        if self.max_new_tokens != 1024:
+        if self.max_new_tokens != protocol.MAX_NEW_TOKENS:
             parts.append(f"max={self.max_new_tokens}")
         if self.rerank_critic:
             parts.append(f"best-of-{self.candidates}:{self.rerank_critic}")
@@ -211,7 +231,7 @@ class Rollout:
         params = SamplingParams(
             temperature=self.config.temperature,
             max_new_tokens=self.config.max_new_tokens,
-            n=self.config.candidates if self.critic else 1,
+            n=self.config.samples_per_turn,
             seed=self.config.seed * 1_000_003 + step,
         )
         generations = self.engine.generate([e.conversation() for e in movers], params)
@@ -328,3 +348,42 @@ def save_grades(db: Database, session, grades: dict[int, Grade]) -> None:
     """Write test rows, reward and success for graded trajectories (replacing earlier grades)."""
     db.lock_for_sequence(session)
     queries.save_grades(session, grades)
+
+
+# ---------------------------------------------------------------- the front door
+
+
+@dataclass
+class RolloutResult:
+    stats: RolloutStats
+    policy: str  # the policy's model reference, as stored with every trajectory
+    simulator: str
+    graded_by: str  # the sandbox backend, or the frontend similarity's name
+
+
+def run(db: Database, config: RolloutConfig, *, on_progress: Callable[[RolloutStats], None] | None = None) -> RolloutResult:
+    """Roll a policy out as ``config`` says: tasks, engine, simulated human, grader, critic
+    for best-of-N; everything is stored, and a rerun finishes what is missing. The one way
+    in for `colbench rollout` and the experiment."""
+    from colbench.wiring import build_engine, build_env, build_simulator, parse_task_selector, select_tasks
+
+    family, _ = parse_task_selector(config.tasks)
+    chosen = select_tasks(db, config.tasks, config.limit)
+    env, close_env = build_env(db, family, sandbox=config.sandbox, workers=config.grade_workers, clip=config.clip, grading=config.grading)
+    try:
+        critic = None
+        if config.rerank_critic:
+            from colbench.training.scoring import CriticModel
+
+            critic = CriticModel.from_checkpoint(db, config.rerank_critic, device=config.device)
+        options = {"base_url": config.base_url or os.environ.get("OPENAI_BASE_URL")} if config.engine == "openai" else {"device": config.device}
+        with build_engine(db, config.engine, config.model, **options) as policy:
+            human = build_simulator(db, config.simulator, config.engine, family=family)
+            try:
+                stats = Rollout(db, policy, human, env, config, critic=critic, on_progress=on_progress).run(chosen)
+            finally:
+                human.close()
+        graded_by = env.grader.backend if family == "backend" else env.similarity.name
+        return RolloutResult(stats, policy.model_ref, human.ref, graded_by)
+    finally:
+        close_env()

@@ -63,7 +63,7 @@ def test_conversations_run_concurrently(openai_server):
 
 def test_failure_is_one_line_engine_error(openai_server):
     openai_server.fail_next(10, 500)
-    with OpenAIEngine("policy", openai_server.base_url, max_retries=1, concurrency=1, backoff_s=0.01) as engine:
+    with OpenAIEngine("policy", openai_server.base_url, max_retries=1, concurrency=1) as engine:
         with pytest.raises(EngineError) as err:
             engine.generate([conv("x")], SamplingParams())
     assert str(err.value) == f"endpoint {openai_server.base_url} failed after 2 tries: HTTP 500: injected failure 500"

@@ -16,8 +16,8 @@ from officialdata import backend_task, trajectory
 
 TINY_STUDY = [
     "--train-tasks", "1", "-k", "1", "--test-tasks", "2", "--max-new-tokens", "4", "--batch-size", "4",
-    "--critic-epochs", "1", "--candidates", "2", "--fraction", "0.5", "--lr", "1e-3", "--lora-rank", "4",
-    "--max-len", "160", "--sandbox", "bwrap", "--device", "cpu",
+    "--critic-epochs", "1", "--policy-candidates", "2", "--policy-fraction", "0.5", "--critic-lr", "1e-3", "--policy-lr", "1e-3",
+    "--critic-lora-rank", "4", "--policy-lora-rank", "4", "--critic-max-len", "160", "--policy-max-len", "160", "--sandbox", "bwrap", "--device", "cpu",
 ]
 
 
@@ -91,7 +91,7 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
     assert counts(db) == before  # nothing retrained, nothing rolled out again
     assert "SWEET-RL" in out and "held-out pair accuracy" in out
     # A SWEET-only setting changes: only the SWEET policies are trained again (and rolled out).
-    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", *TINY_STUDY, "--candidates", "3")
+    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", *TINY_STUDY, "--policy-candidates", "3")
     assert code == 0, err
     with db.read() as session:
         new_runs = session.exec(select(TrainingRun).where(TrainingRun.id > max(runs))).all()
@@ -113,5 +113,5 @@ def test_a_study_without_any_success_reports_what_could_not_be_trained(tiny_mode
 
 
 def test_experiment_flags_are_checked(cli, tmp_path):
-    code, out, err = cli("experiment", "backend", "--dir", str(tmp_path), "--candidates", "1")
+    code, out, err = cli("experiment", "backend", "--dir", str(tmp_path), "--policy-candidates", "1")
     assert code != 0 and "candidates" in err

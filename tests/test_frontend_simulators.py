@@ -173,7 +173,7 @@ def test_vision_simulator_told_in_words_when_the_turn_showed_no_page(renders):
 
 
 def test_vision_simulator_errors_become_replies(openai_server, renders):
-    sim = VisionEndpointSimulator("m", openai_server.base_url, max_retries=0, backoff_s=0)
+    sim = VisionEndpointSimulator("m", openai_server.base_url, max_retries=0)
     openai_server.fail_next(1, 500)
     good = frontend_request(TASK, [], renders["same"], renders["reference"])
     backend = SimRequest(TaskSpec(family="backend", problem_description="x", ground_truth="y"), [])

@@ -123,7 +123,7 @@ def test_simulator_failure_goes_on_with_no_response_and_is_graded(sqlite_url, tm
     tasks = stored_tasks(db, tmp_path, n=3)
     openai_server.set_responder(agent_and_flaky_human)
     engine = OpenAIEngine("scripted", openai_server.base_url)
-    human = EndpointSimulator("human", openai_server.base_url, max_retries=1, backoff_s=0.01)
+    human = EndpointSimulator("human", openai_server.base_url, max_retries=1)
     stats = Rollout(db, engine, human, env, RolloutConfig()).run(tasks)
     assert (stats.finished, stats.graded, stats.no_replies) == (3, 3, 1)
     with db.read() as session:

@@ -327,7 +327,7 @@ def test_endpoint_simulator_request(openai_server):
 def test_endpoint_simulator_failure_is_a_reply_not_an_exception(openai_server, closed_port):
     openai_server.fail_next(10, 500)
     spec = task(SHIPPING)
-    sim = EndpointSimulator("m", openai_server.base_url, max_retries=1, backoff_s=0.01)
+    sim = EndpointSimulator("m", openai_server.base_url, max_retries=1)
     [reply] = sim.reply([SimRequest(spec, DIALOGUE)])
     assert reply.text == "" and reply.error == f"endpoint {openai_server.base_url} failed after 2 tries: HTTP 500: injected failure 500"
     down = EndpointSimulator("m", f"http://127.0.0.1:{closed_port}/v1", max_retries=0)

@@ -25,7 +25,6 @@ class OpenAIEngine(Engine):
         concurrency: int = 8,
         *,
         logprobs: bool = True,
-        backoff_s: float = 0.5,
     ):
         """``logprobs=False`` for servers that reject the ``logprobs`` field."""
         self.model = model
@@ -33,14 +32,8 @@ class OpenAIEngine(Engine):
         self.model_ref = f"openai:{model}@{self.base_url}"
         self.concurrency = max(1, int(concurrency))
         self.logprobs = logprobs
-        self.client = OpenAIClient(
-            self.base_url,
-            api_key,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            backoff_s=backoff_s,
-            max_connections=self.concurrency,
-        )
+        # The thread pool in generate() is what bounds requests in flight.
+        self.client = OpenAIClient(self.base_url, api_key, timeout_s=timeout_s, max_retries=max_retries)
 
     def render_prompt(self, conversation: list[Message]) -> str:
         return dumps_messages(conversation)

@@ -32,21 +32,14 @@ class EndpointSimulator(Simulator):
         max_retries: int = 3,
         concurrency: int = 8,
         max_tokens: int = 256,
-        backoff_s: float = 0.5,
     ):
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.ref = f"{self.kind}:{self.base_url}#{model}"
         self.concurrency = max(1, int(concurrency))
         self.max_tokens = max_tokens
-        self.client = OpenAIClient(
-            self.base_url,
-            api_key,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            backoff_s=backoff_s,
-            max_connections=self.concurrency,
-        )
+        # The thread pool in reply() is what bounds requests in flight.
+        self.client = OpenAIClient(self.base_url, api_key, timeout_s=timeout_s, max_retries=max_retries)
 
     def reply(self, requests: list[SimRequest]) -> list[SimReply]:
         if not requests:

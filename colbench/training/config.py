@@ -1,23 +1,29 @@
-"""What every trainer shares: the optimisation settings, their defaults and documentation,
-and the optimiser and schedule built from them."""
+"""Every trainer's settings, declared once with their defaults, bounds and help (the documentation
+and the command line, see colbench.options): the optimisation settings they share, the critic's, the
+policy's; and the optimiser and schedule built from them. Nothing here imports torch until used."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Iterable
+from dataclasses import asdict, dataclass
+from typing import Iterable
 
-import torch
+from colbench.options import check, help_of, option
+from colbench.tasks.spec import FAMILIES
 
 LORA_LR = 2e-5
 FULL_LR = 2e-7
-DEFAULT_BATCH_SIZE = 8  # the paper's critic and DPO batch; rejection fine-tuning uses 32 (policy.DEFAULT_BATCH)
+DEFAULT_BATCH_SIZE = 8  # the paper's critic and DPO batch; rejection fine-tuning uses 32 (DEFAULT_BATCH)
+NORMALIZATIONS = ("turn", "trajectory", "none")
+MIN_REWARD_GAP = 0.1
+PAIR_RULES = ("correct", "margin")
+PAIR_RULE_BY_FAMILY = {"backend": "correct", "frontend": "margin"}  # the paper's
+PAIR_RULE_HELP = (
+    "How trajectories of the same task make preference pairs. 'correct' (backend default, the paper's): only tasks "
+    "with a fully correct trajectory; the first one is chosen against every lower one. 'margin' (frontend default, "
+    f"the paper's): every two trajectories whose rewards differ by at least {MIN_REWARD_GAP}; on backend the reward is "
+    "the share of tests passed, which gives pairs to a model that never solves a task outright. Default: the family's."
+)
 
-
-def option(default: Any, text: str) -> Any:
-    """A dataclass field whose help text is its documentation (``Config.help()``, the CLI)."""
-    if isinstance(default, (list, dict, tuple)):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": text})
-    return field(default=default, metadata={"help": text})
 
 
 @dataclass
@@ -29,28 +35,23 @@ class TrainingConfig:
         f"Peak learning rate. Default {LORA_LR:g} with LoRA, {FULL_LR:g} with full fine-tuning. The paper's 2e-7 is "
         "for full fine-tuning of an 8B model; a rank-16 LoRA adapter (B starts at zero, scale α/r=2) barely moves at "
         "that rate. LoRA wants about 10x a full fine-tune's rate, and this toolkit's models are far smaller than 8B "
-        "(which also tolerates larger rates); 2e-5 is 100x.",
-    )
-    batch_size: int | None = option(None, f"Examples (pairs; trajectory rows for rft) per forward/backward pass and process. Default: {DEFAULT_BATCH_SIZE}, and 32 for rft (the paper's).")
-    grad_accum: int = option(1, "Passes per optimiser step. Effective batch = batch_size x grad_accum x processes. Lower batch_size and raise this to save memory.")
-    lora_rank: int = option(16, "LoRA rank r (α = 2r, no dropout, every linear layer but the output layer).")
+        "(which also tolerates larger rates); 2e-5 is 100x.", min=0.0)
+    batch_size: int | None = option(None, f"Examples (pairs; trajectory rows for rft) per forward/backward pass and process. Default: {DEFAULT_BATCH_SIZE}, and 32 for rft (the paper's).", min=1)
+    grad_accum: int = option(1, "Passes per optimiser step. Effective batch = batch_size x grad_accum x processes. Lower batch_size and raise this to save memory.", min=1)
+    lora_rank: int = option(16, "LoRA rank r (α = 2r, no dropout, every linear layer but the output layer).", min=1)
     full: bool = option(False, "Full fine-tuning instead of LoRA. Reference log-probs are computed before training, so no second model is kept; the checkpoint holds full weights.")
     gradient_checkpointing: bool = option(False, "Activation checkpointing: recompute activations in the backward pass (less memory, ~30% slower).")
     seed: int = option(0, "Seed for data selection, sampling, pair picks, data order and torch.")
-    warmup_ratio: float = option(0.03, "Linear warm-up as a share of the optimiser steps (rounded down), then cosine decay to 0 (paper: 3%).")
+    warmup_ratio: float = option(0.03, "Linear warm-up as a share of the optimiser steps (rounded down), then cosine decay to 0 (paper: 3%).", min=0.0)
     adam_betas: tuple[float, float] = option((0.9, 0.95), "AdamW betas (paper: 0.9, 0.95).")
-    weight_decay: float = option(0.0, "AdamW weight decay.")
-    max_grad_norm: float = option(1.0, "Gradient clipping by global norm (paper: 1.0); 0 turns it off.")
+    weight_decay: float = option(0.0, "AdamW weight decay.", min=0.0)
+    max_grad_norm: float = option(1.0, "Gradient clipping by global norm (paper: 1.0); 0 turns it off.", min=0.0)
     device: str = option("auto", "auto (cuda when available), cpu or cuda. Under accelerate launch each process takes its own GPU.")
     dtype: str | None = option(None, "Model weights' dtype: float32 on CPU, bfloat16 on GPU by default. Log-probs entering a loss are float32 either way.")
     out: str | None = option(None, "Checkpoint folder. Default: checkpoints/<kind>-<run id> beside the database.")
 
     def __post_init__(self):
-        for name in ("batch_size", "grad_accum"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:  # None: the algorithm's default
-                raise ValueError(f"{name} must be at least 1")
-        if not self.full and self.lora_rank < 1:
-            raise ValueError("lora_rank must be at least 1 (or use full fine-tuning)")
+        check(self)  # every field's declared bounds
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError("warmup_ratio must be in [0, 1)")
         self.adam_betas = tuple(self.adam_betas)
@@ -61,6 +62,8 @@ class TrainingConfig:
 
     @property
     def on_cpu(self) -> bool:
+        import torch
+
         return self.device == "cpu" or (self.device == "auto" and not torch.cuda.is_available())
 
     def to_json(self) -> dict:
@@ -68,18 +71,125 @@ class TrainingConfig:
 
     @classmethod
     def help(cls) -> dict[str, str]:
-        return {f.name: f.metadata.get("help", "") for f in fields(cls)}
+        return help_of(cls)
 
     def optimizer_steps(self, examples: int, epochs: int, processes: int = 1) -> int:
         """Optimiser steps for ``epochs`` passes over ``examples`` split across ``processes``."""
         batches = math.ceil(examples / self.batch_size / processes)
         return max(1, epochs * math.ceil(batches / self.grad_accum))
 
-    def optimizer(self, params: Iterable[torch.nn.Parameter], total_steps: int):
+    def optimizer(self, params: Iterable, total_steps: int):
         """AdamW with linear warm-up and cosine decay over ``total_steps`` optimiser steps."""
+        import torch
         from transformers import get_cosine_schedule_with_warmup
 
         optimizer = torch.optim.AdamW(params, lr=self.learning_rate, betas=self.adam_betas, weight_decay=self.weight_decay)
         # Rounded down: a run of a few steps starts at its peak rate rather than spending its first step at 0.
         schedule = get_cosine_schedule_with_warmup(optimizer, int(self.warmup_ratio * total_steps), total_steps)
         return optimizer, schedule
+
+
+def pair_rule(family: str, rule: str | None = None) -> str:
+    """The rule to use: ``rule`` when given, else the family's paper rule."""
+    rule = rule or PAIR_RULE_BY_FAMILY.get(family)
+    if rule not in PAIR_RULES:
+        raise ValueError(f"pair rule must be one of {', '.join(PAIR_RULES)}; got {rule!r}")
+    return rule
+
+
+# ---------------------------------------------------------------- the critic
+
+
+@dataclass
+class CriticConfig(TrainingConfig):
+    """How to fit a critic. Each field's help is its documentation (``CriticConfig.help()``);
+    the optimisation fields are :class:`~colbench.training.config.TrainingConfig`'s."""
+
+    family: str = option("backend", "Task family whose trajectories make the pairs: backend (best fully correct vs each lower) or frontend (every pair ≥ 0.1 apart).", choices=FAMILIES)
+    split: str = option("train", "Task split to train on. Never the test split: the critic reads the reference solution.")
+    beta: float = option(0.1, "β in Σ_t β·A(o_t,a_t,c), the score Bradley-Terry compares (paper: 0.1).", min=0.0)
+    normalize: str = option(
+        "turn",
+        "Length normalisation of A: 'turn' (default) divides each turn's summed log-ratio by that turn's "
+        "token count, as the paper's formula does; 'trajectory' divides every turn by the trajectory's total "
+        "agent tokens, as the official code does; 'none' is the paper's ablation. Per turn is the default "
+        "because A is a per-turn quantity: the actor ranks single-turn candidates of different lengths with "
+        "it, so the critic is trained in the units it is used in, and no turn's advantage depends on the "
+        "length of the others. Without normalisation the paper's actor collapses to ever-shorter turns.", choices=NORMALIZATIONS)
+    pairs: str | None = option(None, PAIR_RULE_HELP, choices=PAIR_RULES)
+    training_info: bool = option(True, "Give the critic the training-time information c (the reference solution) as a text prefix. False is the paper's ablation.")
+    epochs: int = option(4, "Passes over the training pairs (paper: 4 for backend, 8 for frontend).", min=1)
+    max_len: int = option(2048, "Most tokens of c plus the context an agent turn is read with (the turn itself is never cut). Beyond it c keeps its first max_len/2 tokens and the context its last ones; candidates are scored with the very same cut.", min=16)
+    heldout_fraction: float = option(0.1, "Share of tasks whose pairs are held out for the pair-accuracy check (whole tasks; at least one task when there are two or more).", min=0.0, flags=("--heldout-fraction", "--heldout"))
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.batch_size is None:
+            self.batch_size = DEFAULT_BATCH_SIZE
+        if not 0 <= self.heldout_fraction < 1:
+            raise ValueError("heldout_fraction must be in [0, 1)")
+        self.pairs = pair_rule(self.family, self.pairs)
+
+
+# ---------------------------------------------------------------- the policy
+
+
+ALGOS = ("sweet", "rft", "mtdpo")
+DEFAULT_EPOCHS = {"sweet": 1, "mtdpo": 1, "rft": 4}
+DEFAULT_BATCH = {"sweet": DEFAULT_BATCH_SIZE, "mtdpo": DEFAULT_BATCH_SIZE, "rft": 32}
+SCORES = ("sampler", "critic")
+SELECTIONS = ("trajectories", "turns")
+@dataclass
+class PolicyConfig(TrainingConfig):
+    """How to train a policy. Each field's help is its documentation (``PolicyConfig.help()``);
+    the optimisation fields are :class:`~colbench.training.config.TrainingConfig`'s."""
+
+    family: str = option("backend", "Task family whose stored trajectories are the training data (backend or frontend).", choices=FAMILIES)
+    split: str = option("train", "Task split to read. Never the test split.")
+    beta: float = option(0.1, "DPO β (sweet, mtdpo; paper: 0.1).", min=0.0)
+    nll_weight: float = option(0.01, "Weight of the NLL term on the chosen side, added to the DPO loss (sweet, mtdpo; paper: 0.01). The NLL is the mean over the chosen sequences' agent tokens.", min=0.0, flags=("--nll-weight", "--nll"))
+    # sweet
+    fraction: float = option(0.1, "sweet: share of the stored data to sample candidates for (paper: 10%; more steps overfit). What it is a share of: see selection.", min=0.0, max=1.0)
+    selection: str = option(
+        "trajectories",
+        "sweet: 'trajectories' (default, the official code's): the first fraction of the graded trajectories (by id, at "
+        "least one), with every agent turn of each. 'turns': that fraction of all agent turns, picked by a seeded hash "
+        "of the turn's id, so a rerun picks the same turns.", choices=SELECTIONS)
+    candidates: int = option(16, "sweet: candidates sampled per turn from the current policy (paper: 16).", min=2)
+    pairs_per_turn: int = option(4, "sweet: pairs per turn, each a random top-half candidate (chosen) against a random bottom-half one (rejected), without repeats (paper: 4).", min=1)
+    temperature: float = option(1.0, "sweet: sampling temperature of the candidates (paper: 1.0).", min=0.0)
+    max_new_tokens: int = option(1024, "sweet: most tokens per candidate (paper: 1024).", min=1)
+    score: str = option(
+        "sampler",
+        "sweet: what ranks the candidates. 'sampler' (default, the paper): the critic's mean log-prob given the "
+        "training-time information c minus the sampler's own mean log-prob of the candidate (the sampler plays the "
+        "reference of A). 'critic': the critic's own advantage, its mean log-prob minus its frozen reference's, both given c.", choices=SCORES)
+    sample_batch_size: int = option(16, "sweet: rows (turn × candidate) decoded together when sampling; candidates of a few turns are stored after each generate call.", min=1)
+    # mtdpo
+    pairs: str | None = option(None, "mtdpo: " + PAIR_RULE_HELP, choices=PAIR_RULES)
+    # rft
+    rft_threshold: float | None = option(
+        None,
+        "rft: what counts as successful. Unset: backend trajectories whose every test passes (the paper's "
+        "definition), and per frontend task its best page when its similarity reaches 0.8. Set: per task, its best "
+        "trajectory when its reward (share of tests passed, or similarity) reaches this.",
+    )
+    epochs: int | None = option(None, "Passes over the training data. Default: 1 for sweet (paper) and mtdpo, 4 for rft (paper).", min=1)
+    max_len: int = option(2048, "Most tokens of context an agent turn is trained with (the turn itself is never cut). A longer prompt keeps its last max_len tokens, in a row of its own.", min=16)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.fraction == 0:
+            raise ValueError("fraction must be above 0")
+        self.pairs = pair_rule(self.family, self.pairs)
+
+    def epochs_for(self, algo: str) -> int:
+        return self.epochs if self.epochs is not None else DEFAULT_EPOCHS[algo]
+
+    def for_algo(self, algo: str) -> "PolicyConfig":
+        """This config with the algorithm's defaults filled in (epochs, batch size)."""
+        import dataclasses
+
+        return dataclasses.replace(
+            self, epochs=self.epochs_for(algo), batch_size=self.batch_size if self.batch_size is not None else DEFAULT_BATCH[algo]
+        )

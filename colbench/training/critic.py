@@ -37,8 +37,8 @@ from colbench.training.checkpoints import (
     save_model,
     start_run,
 )
-from colbench.training.config import DEFAULT_BATCH_SIZE, TrainingConfig, option
-from colbench.training.losses import NORMALIZATIONS, bradley_terry_loss, critic_scores
+from colbench.training.config import CriticConfig
+from colbench.training.losses import bradley_terry_loss, critic_scores
 from colbench.training.modeling import (
     TokenLogProbs,
     adapter_disabled,
@@ -51,45 +51,6 @@ from colbench.training.modeling import (
 )
 
 Progress = Callable[[int, int, dict], None]  # (optimizer steps done, total, latest metrics)
-
-
-@dataclass
-class CriticConfig(TrainingConfig):
-    """How to fit a critic. Each field's help is its documentation (``CriticConfig.help()``);
-    the optimisation fields are :class:`~colbench.training.config.TrainingConfig`'s."""
-
-    family: str = option("backend", "Task family whose trajectories make the pairs: backend (best fully correct vs each lower) or frontend (every pair ≥ 0.1 apart).")
-    split: str = option("train", "Task split to train on. Never the test split: the critic reads the reference solution.")
-    beta: float = option(0.1, "β in Σ_t β·A(o_t,a_t,c), the score Bradley-Terry compares (paper: 0.1).")
-    normalize: str = option(
-        "turn",
-        "Length normalisation of A: 'turn' (default) divides each turn's summed log-ratio by that turn's "
-        "token count, as the paper's formula does; 'trajectory' divides every turn by the trajectory's total "
-        "agent tokens, as the official code does; 'none' is the paper's ablation. Per turn is the default "
-        "because A is a per-turn quantity: the actor ranks single-turn candidates of different lengths with "
-        "it, so the critic is trained in the units it is used in, and no turn's advantage depends on the "
-        "length of the others. Without normalisation the paper's actor collapses to ever-shorter turns.",
-    )
-    pairs: str | None = option(None, D.PAIR_RULE_HELP)
-    training_info: bool = option(True, "Give the critic the training-time information c (the reference solution) as a text prefix. False is the paper's ablation.")
-    epochs: int = option(4, "Passes over the training pairs (paper: 4 for backend, 8 for frontend).")
-    max_len: int = option(2048, "Most tokens of c plus the context an agent turn is read with (the turn itself is never cut). Beyond it c keeps its first max_len/2 tokens and the context its last ones; candidates are scored with the very same cut.")
-    heldout_fraction: float = option(0.1, "Share of tasks whose pairs are held out for the pair-accuracy check (whole tasks; at least one task when there are two or more).")
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.batch_size is None:
-            self.batch_size = DEFAULT_BATCH_SIZE
-        if self.normalize not in NORMALIZATIONS:
-            raise ValueError(f"normalize must be one of {', '.join(NORMALIZATIONS)}; got {self.normalize!r}")
-        if self.family not in ("backend", "frontend"):
-            raise ValueError(f"family must be backend or frontend; got {self.family!r}")
-        for name in ("epochs", "max_len"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        if not 0 <= self.heldout_fraction < 1:
-            raise ValueError("heldout_fraction must be in [0, 1)")
-        self.pairs = D.pair_rule(self.family, self.pairs)
 
 
 @dataclass

@@ -30,18 +30,10 @@ from typing import Iterable, Sequence
 
 from colbench.store import queries
 from colbench.training import sequences as S
+from colbench.training.config import MIN_REWARD_GAP, PAIR_RULES, pair_rule
 
 TRAINING_INFO_HEADER = "Reference solution (training-time information, hidden from the agent):"
 SUCCESS_REWARD = 1.0
-MIN_REWARD_GAP = 0.1
-PAIR_RULES = ("correct", "margin")
-PAIR_RULE_BY_FAMILY = {"backend": "correct", "frontend": "margin"}  # the paper's
-PAIR_RULE_HELP = (
-    "How trajectories of the same task make preference pairs. 'correct' (backend default, the paper's): only tasks "
-    "with a fully correct trajectory; the first one is chosen against every lower one. 'margin' (frontend default, "
-    f"the paper's): every two trajectories whose rewards differ by at least {MIN_REWARD_GAP}; on backend the reward is "
-    "the share of tests passed, which gives pairs to a model that never solves a task outright. Default: the family's."
-)
 _EPS = 1e-9
 
 
@@ -111,14 +103,6 @@ class Graded:
     id: int
     task_id: int
     reward: float
-
-
-def pair_rule(family: str, rule: str | None = None) -> str:
-    """The rule to use: ``rule`` when given, else the family's paper rule."""
-    rule = rule or PAIR_RULE_BY_FAMILY.get(family)
-    if rule not in PAIR_RULES:
-        raise DataError(f"pair rule must be one of {', '.join(PAIR_RULES)}; got {rule!r}")
-    return rule
 
 
 def build_pairs(trajectories: Iterable[Graded], rule: str, new_ids: set[int] | None = None) -> list[Pair]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-NORMALIZATIONS = ("turn", "trajectory", "none")
+from colbench.training.config import NORMALIZATIONS
 
 
 def bradley_terry_loss(chosen_scores: torch.Tensor, rejected_scores: torch.Tensor) -> torch.Tensor:

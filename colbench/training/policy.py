@@ -4,7 +4,8 @@ items, train with trainer.py's loop); this module only picks one."""
 from __future__ import annotations
 
 from colbench.training import mtdpo, rft, sweet
-from colbench.training.trainer import ALGOS, PolicyConfig, PolicyResult, Progress
+from colbench.training.config import ALGOS, PolicyConfig
+from colbench.training.trainer import PolicyResult, Progress
 
 RECIPES = {"sweet": sweet.fit, "rft": rft.fit, "mtdpo": mtdpo.fit}
 assert tuple(RECIPES) == ALGOS

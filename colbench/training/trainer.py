@@ -24,7 +24,7 @@ from colbench.training import NothingToTrain
 from colbench.training import data as D
 from colbench.training import sequences as S
 from colbench.training.checkpoints import checkpoint_folder, fail_run, finish_run, get_checkpoint, normalized_model_ref, resolve_base, save_model, start_run
-from colbench.training.config import DEFAULT_BATCH_SIZE, TrainingConfig, option
+from colbench.training.config import PolicyConfig
 from colbench.training.losses import by_owner, policy_dpo_loss, sequence_logps, sft_loss
 from colbench.training.modeling import (
     TokenLogProbs,
@@ -36,86 +36,10 @@ from colbench.training.modeling import (
     trainable_parameters,
 )
 
-ALGOS = ("sweet", "rft", "mtdpo")
-DEFAULT_EPOCHS = {"sweet": 1, "mtdpo": 1, "rft": 4}
-DEFAULT_BATCH = {"sweet": DEFAULT_BATCH_SIZE, "mtdpo": DEFAULT_BATCH_SIZE, "rft": 32}
-SCORES = ("sampler", "critic")
-SELECTIONS = ("trajectories", "turns")
 FRONTEND_RFT_THRESHOLD = 0.8
 _EPS = 1e-9
 
 Progress = Callable[[str, int, int, dict], None]  # (stage, done, total, latest metrics)
-
-
-@dataclass
-class PolicyConfig(TrainingConfig):
-    """How to train a policy. Each field's help is its documentation (``PolicyConfig.help()``);
-    the optimisation fields are :class:`~colbench.training.config.TrainingConfig`'s."""
-
-    family: str = option("backend", "Task family whose stored trajectories are the training data (backend or frontend).")
-    split: str = option("train", "Task split to read. Never the test split.")
-    beta: float = option(0.1, "DPO β (sweet, mtdpo; paper: 0.1).")
-    nll_weight: float = option(0.01, "Weight of the NLL term on the chosen side, added to the DPO loss (sweet, mtdpo; paper: 0.01). The NLL is the mean over the chosen sequences' agent tokens.")
-    # sweet
-    fraction: float = option(0.1, "sweet: share of the stored data to sample candidates for (paper: 10%; more steps overfit). What it is a share of: see selection.")
-    selection: str = option(
-        "trajectories",
-        "sweet: 'trajectories' (default, the official code's): the first fraction of the graded trajectories (by id, at "
-        "least one), with every agent turn of each. 'turns': that fraction of all agent turns, picked by a seeded hash "
-        "of the turn's id, so a rerun picks the same turns.",
-    )
-    candidates: int = option(16, "sweet: candidates sampled per turn from the current policy (paper: 16).")
-    pairs_per_turn: int = option(4, "sweet: pairs per turn, each a random top-half candidate (chosen) against a random bottom-half one (rejected), without repeats (paper: 4).")
-    temperature: float = option(1.0, "sweet: sampling temperature of the candidates (paper: 1.0).")
-    max_new_tokens: int = option(1024, "sweet: most tokens per candidate (paper: 1024).")
-    score: str = option(
-        "sampler",
-        "sweet: what ranks the candidates. 'sampler' (default, the paper): the critic's mean log-prob given the "
-        "training-time information c minus the sampler's own mean log-prob of the candidate (the sampler plays the "
-        "reference of A). 'critic': the critic's own advantage, its mean log-prob minus its frozen reference's, both given c.",
-    )
-    sample_batch_size: int = option(16, "sweet: rows (turn × candidate) decoded together when sampling; candidates of a few turns are stored after each generate call.")
-    # mtdpo
-    pairs: str | None = option(None, "mtdpo: " + D.PAIR_RULE_HELP)
-    # rft
-    rft_threshold: float | None = option(
-        None,
-        "rft: what counts as successful. Unset: backend trajectories whose every test passes (the paper's "
-        "definition), and per frontend task its best page when its similarity reaches 0.8. Set: per task, its best "
-        "trajectory when its reward (share of tests passed, or similarity) reaches this.",
-    )
-    epochs: int | None = option(None, "Passes over the training data. Default: 1 for sweet (paper) and mtdpo, 4 for rft (paper).")
-    max_len: int = option(2048, "Most tokens of context an agent turn is trained with (the turn itself is never cut). A longer prompt keeps its last max_len tokens, in a row of its own.")
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.family not in ("backend", "frontend"):
-            raise ValueError(f"family must be backend or frontend; got {self.family!r}")
-        if self.score not in SCORES:
-            raise ValueError(f"score must be one of {', '.join(SCORES)}; got {self.score!r}")
-        if self.selection not in SELECTIONS:
-            raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}; got {self.selection!r}")
-        if not 0 < self.fraction <= 1:
-            raise ValueError("fraction must be in (0, 1]")
-        if self.candidates < 2:
-            raise ValueError("candidates must be at least 2 (pairs need a top and a bottom half)")
-        for name in ("pairs_per_turn", "max_len", "max_new_tokens", "sample_batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        if self.epochs is not None and self.epochs < 1:
-            raise ValueError("epochs must be at least 1")
-        self.pairs = D.pair_rule(self.family, self.pairs)
-
-    def epochs_for(self, algo: str) -> int:
-        return self.epochs if self.epochs is not None else DEFAULT_EPOCHS[algo]
-
-    def for_algo(self, algo: str) -> "PolicyConfig":
-        """This config with the algorithm's defaults filled in (epochs, batch size)."""
-        import dataclasses
-
-        return dataclasses.replace(
-            self, epochs=self.epochs_for(algo), batch_size=self.batch_size if self.batch_size is not None else DEFAULT_BATCH[algo]
-        )
 
 
 @dataclass

@@ -32,7 +32,7 @@ def smol_tokenizer_dir():
 
     Converted from the embedded GGUF once (~10 s) and kept in the colbench cache dir, so
     later sessions reuse it."""
-    from colbench import models
+    from colbench import model_refs as models
 
     try:
         return models.embedded_tokenizer_dir()
@@ -78,7 +78,7 @@ def embedded_model_dir():
     """The real SmolLM2-135M-Instruct as a transformers directory (~40 s the first time)."""
     if not SLOW:
         pytest.skip("loads the real 135M model: set COLBENCH_SLOW=1")
-    from colbench import models
+    from colbench import model_refs as models
 
     try:
         return models.embedded_model_dir()

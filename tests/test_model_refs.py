@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from colbench import models
+from colbench import model_refs as models
 from colbench.engines import SamplingParams
 from colbench.engines.hf import HFEngine
 from colbench.model_refs import ModelNotFound, ModelSource, load_model, load_tokenizer, resolve_model
