@@ -7,6 +7,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Iterable
 
+from colbench.errors import ColbenchError
 from colbench.options import check, help_of, option
 from colbench.tasks.spec import FAMILIES
 
@@ -89,11 +90,15 @@ class TrainingConfig:
         return optimizer, schedule
 
 
+class DataError(ColbenchError, ValueError):
+    """Training data that cannot be built; the message is one line."""
+
+
 def pair_rule(family: str, rule: str | None = None) -> str:
     """The rule to use: ``rule`` when given, else the family's paper rule."""
     rule = rule or PAIR_RULE_BY_FAMILY.get(family)
     if rule not in PAIR_RULES:
-        raise ValueError(f"pair rule must be one of {', '.join(PAIR_RULES)}; got {rule!r}")
+        raise DataError(f"pair rule must be one of {', '.join(PAIR_RULES)}; got {rule!r}")
     return rule
 
 

@@ -22,7 +22,6 @@ the share of tests passed) gives pairs to a model that never solves a task outri
 """
 from __future__ import annotations
 
-from colbench.errors import ColbenchError
 
 import hashlib
 from dataclasses import dataclass, field
@@ -30,15 +29,11 @@ from typing import Iterable, Sequence
 
 from colbench.store import queries
 from colbench.training import sequences as S
-from colbench.training.config import MIN_REWARD_GAP, PAIR_RULES, pair_rule
+from colbench.training.config import MIN_REWARD_GAP, PAIR_RULES, DataError, pair_rule
 
 TRAINING_INFO_HEADER = "Reference solution (training-time information, hidden from the agent):"
 SUCCESS_REWARD = 1.0
 _EPS = 1e-9
-
-
-class DataError(ColbenchError, ValueError):
-    """Training data that cannot be built; the message is one line."""
 
 
 def training_info_text(reference: str | None) -> str:
