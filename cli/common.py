@@ -56,31 +56,54 @@ def print_json(payload: Any) -> None:
 
 
 @contextmanager
-def progress_bar(description: str, total: int | None, *, enabled: bool = True) -> Iterator[Any]:
-    """A Rich progress bar on stderr; yields `advance(n, total=None)`.
+def reporting(description: str, total: int | None = None, *, enabled: bool = True) -> Iterator[Any]:
+    """The one progress display: a Rich bar on stderr, fed by colbench.progress's protocol.
 
-    Silent when disabled (e.g. --json) and when stderr is not a terminal, so logs and
-    pipes get the one-line summary and errors, not bar frames.
+    Yields ``on_progress(stage, done, total, figures)``. The bar restarts when the stage
+    changes (a SWEET run samples, then trains) and shows the figures that matter beside it
+    (loss, turns/s, success so far), with elapsed time and ETA. ``total`` is a first guess
+    (e.g. the lines of a file) until the work reports its own. Silent when disabled (e.g.
+    --json) and when stderr is not a terminal, so logs get the summary, not bar frames.
     """
     if not enabled or not err_console.is_terminal:
-        yield lambda n=1, total=None: None
+        yield lambda stage, done, total=None, figures=None: None
         return
     columns = [
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
+        TextColumn("{task.fields[figures]}"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     ]
     with Progress(*columns, console=err_console, transient=False) as progress:
-        task = progress.add_task(description, total=total)
+        guess = total
+        bar = progress.add_task(description, total=guess, figures="")
+        current = [None]
 
-        def advance(n: int = 1, total: int | None = None) -> None:
-            if total is not None:
-                progress.update(task, total=total)
-            progress.advance(task, n)
+        def on_progress(stage: str, done: int, total: int | None = None, figures: dict | None = None) -> None:
+            if stage != current[0]:
+                progress.reset(bar, total=total if total is not None else guess, description=f"{description}: {stage}")
+                current[0] = stage
+            shown = {"total": total} if total is not None else {}
+            progress.update(bar, completed=done, figures=_figures(figures or {}), **shown)
 
-        yield advance
+        yield on_progress
+
+
+def _figures(figures: dict) -> str:
+    """The figures worth a glance, short: loss 0.693, 2.41 turns/s, success 20% of 5."""
+    parts = []
+    if figures.get("loss") is not None:
+        parts.append(f"loss {figures['loss']:.4f}")
+    if figures.get("turns_per_s") is not None:
+        parts.append(f"{figures['turns_per_s']:.2f} turns/s")
+    if figures.get("accepted") is not None:
+        parts.append(f"{figures['accepted']} accepted")
+    if figures.get("graded"):
+        success = figures.get("success")
+        parts.append(f"success {success:.0%} of {figures['graded']}" if success is not None else f"{figures['graded']} graded")
+    return "  ".join(parts)
 
 
 def count_lines(path) -> int | None:

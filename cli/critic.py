@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import typer
 
-from colbench.cli.common import console, print_json, progress_bar, state
+from colbench.cli.common import console, print_json, reporting, state
 from colbench.cli.options import flags_from
 from colbench.training.config import CriticConfig
 
@@ -27,10 +27,7 @@ def fit(
     """
     from colbench.training.critic import fit_critic
 
-    with progress_bar("critic", None, enabled=not as_json) as advance:
-        def on_progress(step: int, total: int, info: dict) -> None:
-            advance(1, total=total)
-
+    with reporting("critic", enabled=not as_json) as on_progress:
         result = fit_critic(state.db(), config, base_model=model, parent_checkpoint=parent, from_scratch=from_scratch, on_progress=on_progress)
     metrics = result.metrics
     if as_json:
@@ -56,13 +53,7 @@ def score(
     """Write the critic's per-turn advantage A(o_t,a_t,c) for stored trajectories (see `colbench inspect`)."""
     from colbench.training.scoring import score_turns
 
-    with progress_bar("scoring", None, enabled=not as_json) as advance:
-        seen = [0]
-
-        def on_progress(done: int, total: int) -> None:
-            advance(done - seen[0], total=total)
-            seen[0] = done
-
+    with reporting("scoring", enabled=not as_json) as on_progress:
         summary = score_turns(state.db(), critic, policy=policy, limit=limit, device=device, on_progress=on_progress)
     if as_json:
         print_json(summary)

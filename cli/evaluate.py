@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import typer
-from rich.table import Table
 
+from colbench.cli import views
 from colbench.cli.common import console, print_json, state
-from colbench.protocol import NO_RESPONSE
 
 
 def evaluate(
@@ -32,29 +31,9 @@ def evaluate(
     if not results:
         console.print(f"no graded {family} trajectories on the {split} split")
         raise typer.Exit(1)
-    table = Table(title=f"{family}:{split}", title_justify="left")
-    if family == "backend":
-        headers = ("policy", "simulator", "grading", "tasks", "trajectories", "sim. failures", "% tests passed (95% CI)", "success (95% CI)", "best-of-k success")
-    else:
-        headers = ("policy", "simulator", "tasks", "trajectories", "sim. failures", "similarity (95% CI)", "metric", "win rate vs")
-    for name in headers:
-        table.add_column(name, justify="left" if name in ("policy", "simulator", "grading", "metric", "win rate vs") else "right")
-    for r in results:
-        counts = (r.label, r.simulator) + ((r.grading or "–",) if family == "backend" else ()) + (str(r.n_tasks), str(r.n_trajectories), str(r.simulator_failures))
-        reward = f"{r.reward.mean:.1%} [{r.reward.low:.1%}, {r.reward.high:.1%}]"
-        if family == "backend":
-            success = f"{r.success.mean:.1%} [{r.success.low:.1%}, {r.success.high:.1%}]"
-            best = "  ".join(f"@{k} {v:.1%}" for k, v in r.best_of_k.items()) if len(r.best_of_k) > 1 else ""
-            table.add_row(*counts, reward, success, best)
-        else:
-            wins = "  ".join(f"{other} {rate:.1%}" for other, rate in r.win_rate.items())
-            table.add_row(*counts, f"{r.reward.mean:.3f} [{r.reward.low:.3f}, {r.reward.high:.3f}]", r.metric, wins)
-    console.print(table)
-    if any(r.simulator_failures for r in results):
-        console.print(f"sim. failures: trajectories where the simulated human failed to reply on some turn; as officially, "
-                      f"the dialogue went on with the reply {NO_RESPONSE!r} and they are counted like the others")
-    if family == "frontend" and not any(r.metric.startswith("clip") for r in results):
-        console.print("similarity is the weight-free metric named above, not CLIP (pass --clip to rollout for CLIP)")
+    console.print(views.eval_table(results, family, split))
+    for line in views.eval_notes(results, family):
+        console.print(line)
 
 
 def register(app: typer.Typer) -> None:

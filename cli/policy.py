@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import typer
 
-from colbench.cli.common import console, print_json, progress_bar, state
+from colbench.cli.common import console, print_json, reporting, state
 from colbench.cli.options import flags_from
 from colbench.training.config import PolicyConfig
 
@@ -27,16 +27,7 @@ def fit(
 
     if algo == "sweet" and not critic:
         raise typer.BadParameter("sweet needs --critic ckpt:<id>", param_hint="--critic")
-    with progress_bar(f"policy {algo}", None, enabled=not as_json) as advance:
-        seen = {"stage": None, "done": 0}
-
-        def on_progress(stage: str, done: int, total: int, info: dict) -> None:
-            if stage != seen["stage"]:  # sampling, then training: one bar, restarted
-                advance(-seen["done"], total=total)
-                seen["stage"], seen["done"] = stage, 0
-            advance(done - seen["done"], total=total)
-            seen["done"] = done
-
+    with reporting(f"policy {algo}", enabled=not as_json) as on_progress:
         result = fit_policy(
             state.db(), config, algo=algo, base_model=model, critic_checkpoint=critic, parent_checkpoint=parent,
             on_progress=on_progress, from_scratch=from_scratch,

@@ -1,12 +1,9 @@
 """`colbench rollout` and `colbench grade`."""
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from colbench.cli.common import console, err_console, print_json, progress_bar, state
+from colbench.cli.common import console, print_json, reporting, state
 from colbench.cli.options import flags_from
 from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP
 from colbench.protocol import NO_RESPONSE
@@ -23,8 +20,8 @@ def rollout(config: RolloutConfig, as_json: bool = typer.Option(False, "--json",
     """
     from colbench.rollout import run
 
-    with rollout_progress(enabled=not as_json) as update:
-        result = run(state.db(), config, on_progress=update)
+    with reporting("rollouts", enabled=not as_json) as on_progress:
+        result = run(state.db(), config, on_progress=on_progress)
     stats = result.stats
     if as_json:
         print_json(stats.as_dict() | {"policy": result.policy, "simulator": result.simulator, "graded_by": result.graded_by})
@@ -35,30 +32,6 @@ def rollout(config: RolloutConfig, as_json: bool = typer.Option(False, "--json",
         + (f" ({stats.no_replies} simulator replies failed and became {NO_RESPONSE!r})" if stats.no_replies else "") + "; "
         f"{stats.agent_turns} agent turns at {stats.turns_per_s:.2f}/s; success {rate} of {stats.graded} graded"
     )
-
-
-@contextmanager
-def rollout_progress(*, enabled: bool):
-    """A bar of finished trajectories with turns/s and success so far; yields the rollout's on_progress."""
-    if not enabled or not err_console.is_terminal:
-        yield lambda stats: None
-        return
-    columns = [
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[turns]:.2f} turns/s"),
-        TextColumn("success {task.fields[success]}"),
-        TimeElapsedColumn(),
-    ]
-    with Progress(*columns, console=err_console) as progress:
-        bar = progress.add_task("rollouts", total=None, turns=0.0, success="–")
-
-        def update(stats):
-            success = "–" if stats.success_rate is None else f"{stats.success_rate:.0%} of {stats.graded}"
-            progress.update(bar, total=stats.total, completed=stats.already_done + stats.finished, turns=stats.turns_per_s, success=success)
-
-        yield update
 
 
 def grade(
@@ -73,8 +46,8 @@ def grade(
     from colbench.grading.grader import Grader
     from colbench.grading.regrade import regrade
 
-    with Grader(sandbox=sandbox, workers=workers, grading=grading) as grader, progress_bar("grading", None, enabled=not as_json) as advance:
-        summary = regrade(state.db(), grader, policy=policy, ungraded_only=ungraded_only, on_progress=advance)
+    with Grader(sandbox=sandbox, workers=workers, grading=grading) as grader, reporting("grading", enabled=not as_json) as on_progress:
+        summary = regrade(state.db(), grader, policy=policy, ungraded_only=ungraded_only, on_progress=on_progress)
     if as_json:
         print_json(summary)
         return

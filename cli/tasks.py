@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from colbench.cli import views
-from colbench.cli.common import Family, Split, console, count_lines, fail, print_import, print_json, progress_bar, state
+from colbench.cli.common import Family, Split, console, count_lines, fail, print_import, print_json, reporting, state
 
 app = typer.Typer(help="Tasks: import the official format, list what is stored, validate, generate.", no_args_is_help=True)
 
@@ -23,8 +23,8 @@ def tasks_import(
     from colbench.official import import_tasks
 
     db = state.db()
-    with progress_bar(f"importing {file.name}", count_lines(file), enabled=not as_json) as advance:
-        summary = import_tasks(db, file, family=family.value, split=split.value, progress=advance)
+    with reporting(f"importing {file.name}", count_lines(file), enabled=not as_json) as on_progress:
+        summary = import_tasks(db, file, family=family.value, split=split.value, progress=on_progress)
     print_import(summary, as_json, "tasks")
 
 
@@ -79,18 +79,18 @@ def tasks_validate(
         loaded = load_builtin(family.value)
         if not loaded:
             fail(f"no built-in {family.value} tasks")
-        with progress_bar(f"validating built-in {family.value} tasks", len(loaded), enabled=not as_json) as advance:
+        with reporting(f"validating built-in {family.value} tasks", len(loaded), enabled=not as_json) as on_progress:
             report = validate_tasks(
                 [task.spec for task in loaded],
                 where=[task.where for task in loaded],
                 sandbox=sandbox.value,
                 exact_tests=tests or 10,
                 require_naive=True,
-                progress=advance,
+                progress=on_progress,
             )
     else:
-        with progress_bar(f"validating {file.name}", count_lines(file), enabled=not as_json) as advance:
-            report = validate_file(file, family=family.value, sandbox=sandbox.value, exact_tests=tests, progress=advance)
+        with reporting(f"validating {file.name}", count_lines(file), enabled=not as_json) as on_progress:
+            report = validate_file(file, family=family.value, sandbox=sandbox.value, exact_tests=tests, progress=on_progress)
     if as_json:
         print_json(report.to_json())
     else:
@@ -142,14 +142,7 @@ def tasks_generate(
         name = model
         engine = make_engine(engine_kind, model, checkpoint_lookup=checkpoint_lookup(db))
     total = n or len(passages)
-    with engine, progress_bar("generating tasks", total, enabled=not as_json) as advance:
-        done = [0]
-
-        def on_batch(passages_done: int, accepted: int) -> None:
-            now = accepted if n else passages_done
-            advance(now - done[0])
-            done[0] = now
-
+    with engine, reporting("generating tasks", total, enabled=not as_json) as on_progress:
         summary = generate_tasks(
             db,
             engine,
@@ -162,7 +155,7 @@ def tasks_generate(
             batch_size=batch_size,
             temperature=temperature,
             max_new_tokens=max_tokens,
-            progress=on_batch,
+            progress=on_progress,
         )
     if as_json:
         print_json(summary.to_json())

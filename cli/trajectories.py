@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from colbench.cli import views
-from colbench.cli.common import Family, Split, Status, console, count_lines, print_import, print_json, progress_bar, state
+from colbench.cli.common import Family, Split, Status, console, count_lines, print_import, print_json, reporting, state
 
 app = typer.Typer(help="Trajectories: import the official offline format.", no_args_is_help=True)
 
@@ -24,9 +24,9 @@ def trajectories_import(
     from colbench.official import import_trajectories
 
     db = state.db()
-    with progress_bar(f"importing {file.name}", count_lines(file), enabled=not as_json) as advance:
+    with reporting(f"importing {file.name}", count_lines(file), enabled=not as_json) as on_progress:
         summary = import_trajectories(
-            db, file, policy=policy, family=family and family.value, split=split.value, progress=advance
+            db, file, policy=policy, family=family and family.value, split=split.value, progress=on_progress
         )
     print_import(summary, as_json, "trajectories")
 
@@ -46,9 +46,9 @@ def export(
     """Write tasks (<family>_<split>_tasks.jsonl) and trajectories (trajectories.jsonl) in the official format."""
     from colbench.official import export_official
 
-    with progress_bar("exporting", None, enabled=not as_json) as advance:
+    with reporting("exporting", enabled=not as_json) as on_progress:
         summary = export_official(
-            state.db(), out, family=family and family.value, split=split and split.value, policy=policy, progress=advance
+            state.db(), out, family=family and family.value, split=split and split.value, policy=policy, progress=on_progress
         )
     if as_json:
         print_json(summary.files)

@@ -11,7 +11,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from colbench.protocol import ANSWER_MARKER
+from colbench.protocol import ANSWER_MARKER, NO_RESPONSE
 
 _FENCED = re.compile(r"```([a-zA-Z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 
@@ -286,3 +286,130 @@ def generation_table(summary) -> Table:
     for reason, count in sorted(summary.reasons.items(), key=lambda item: -item[1]):
         table.add_row(reason, str(count), escape(_short(summary.examples.get(reason, ""), 90)))
     return table
+
+
+# ---------------------------------------------------------------- the study
+
+
+def _cells(arm: dict) -> tuple[str, str, str]:
+    test = arm["test"]
+    if test is None:
+        return "–", "–", "0"
+    r, s = test["reward"], test["success"]
+    return (f"{r['mean']:.1%} [{r['low']:.1%}, {r['high']:.1%}]", f"{s['mean']:.1%} [{s['low']:.1%}, {s['high']:.1%}]", str(test["n_trajectories"]))
+
+
+def _trained_on(arm: dict) -> str:
+    training = arm["training"]
+    if "skipped" in training:  # the reason's last clause; study_notes() and results.json have it whole
+        return "not trained: " + training["skipped"].rsplit(": ", 1)[-1]
+    m = training.get("metrics", {})
+    if arm["arm"] == "zero-shot":
+        return "the base model"
+    if arm["arm"] == "rft":
+        return f"{m.get('trajectories')} successful trajectories, {m.get('steps')} steps ({training['checkpoint']})"
+    what = f"{m.get('pairs')} pairs, {m.get('steps')} steps, train reward accuracy {m.get('train_reward_accuracy', float('nan')):.0%}"
+    return f"{what} ({training['checkpoint']})"
+
+
+def _recipe(cfg: dict) -> str:
+    """The grading, pair rule and rft threshold, flagged when they leave the paper's backend recipe."""
+    grading = cfg.get("grading", "strict")  # results written before the grading was recorded were strict
+    text = "grading: official" if grading == "official" else f"grading: {grading} (not the official grader's semantics)"
+    policy = cfg.get("policy") or cfg  # results written before the trainers' configs were embedded kept them flat
+    pairs = (cfg.get("critic") or cfg).get("pairs") or "correct"
+    text += "; pairs: fully correct vs lower (the paper's)" if pairs == "correct" else "; pairs: rewards ≥ 0.1 apart (not the paper's backend rule)"
+    threshold = policy.get("rft_threshold")
+    return text + ("; rft: fully correct trajectories" if threshold is None else f"; rft: each task's best trajectory with ≥ {threshold:.0%} tests passed (not the paper's)")
+
+
+def study_table(payload: dict) -> Table:
+    """The study's paper-style table (`colbench experiment backend`)."""
+    cfg = payload["config"]
+    table = Table(title=f"backend:test, {cfg['model']}, first {cfg['test_tasks']} tasks × {cfg['test_samples']}; {_recipe(cfg)}", title_justify="left")
+    for name in ("method", "% tests passed (95% CI)", "success (95% CI)", "trajectories", "paper, 8B", "trained on"):
+        table.add_column(name, justify="right" if name in ("trajectories", "paper, 8B") else "left", overflow="fold")
+    for arm in payload["arms"]:
+        paper = arm["paper_8b"]
+        table.add_row(arm["title"], *_cells(arm), f"{paper[0]:.1f} / {paper[1]:.1f}", _trained_on(arm))
+    return table
+
+
+def study_notes(payload: dict) -> list[str]:
+    train = payload["train"]
+    lines = []
+    if train.get("trajectories"):
+        lines.append(
+            f"zero-shot on train: {train['trajectories']} trajectories over {train['tasks']} tasks, "
+            f"{train['tests_passed']:.1%} tests passed, success {train['success']:.1%}, "
+            f"{train['tasks_with_a_success']:.0%} of tasks with at least one success"
+        )
+    for name, critic in payload["critics"].items():
+        if "skipped" in critic:
+            lines.append(f"critic {name}: skipped: {critic['skipped']}")
+            continue
+        m = critic["metrics"]
+        accuracy = m.get("heldout_accuracy")
+        shown = "n/a" if accuracy is None else f"{accuracy:.0%} of {m.get('heldout_pairs')}"
+        lines.append(f"critic {name} ({critic['checkpoint']}): {m.get('train_pairs')} training pairs, {m.get('steps')} steps, held-out pair accuracy {shown}")
+    for arm in payload["arms"]:
+        if "skipped" in arm["training"]:
+            lines.append(f"{arm['title']}: not trained: {arm['training']['skipped']}")
+    lines.append(f"this run took {payload['elapsed_s'] / 60:.1f} min (stages already in the store are skipped, not timed)")
+    lines.append("paper, 8B: Llama-3.1-8B-Instruct's % tests / success in the SWEET-RL paper, for scale; not comparable to a small model.")
+    return lines
+
+
+def study_markdown(payload: dict) -> str:
+    cfg = payload["config"]
+    out = [
+        f"# Backend study: {cfg['model']}",
+        "",
+        f"Train: first {cfg['train_tasks']} tasks × k={cfg['samples_per_task']}; test: first {cfg['test_tasks']} tasks × "
+        f"{cfg['test_samples']}; temperature {cfg['temperature']}, {cfg['max_new_tokens']} tokens per turn, simulator {cfg['simulator']}; "
+        f"{_recipe(cfg)}.",
+        "",
+        "| method | % tests passed (95% CI) | success (95% CI) | trajectories | paper, 8B | trained on |",
+        "|---|---|---|---|---|---|",
+    ]
+    for arm in payload["arms"]:
+        paper = arm["paper_8b"]
+        out.append(f"| {arm['title']} | " + " | ".join(_cells(arm)) + f" | {paper[0]:.1f} / {paper[1]:.1f} | {_trained_on(arm)} |")
+    out += [""] + [f"- {line}" for line in study_notes(payload)]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- eval
+
+
+def eval_table(results, family: str, split: str) -> Table:
+    """Policies side by side (`colbench eval`): backend % tests and success with CIs, frontend similarity and win rates."""
+    table = Table(title=f"{family}:{split}", title_justify="left")
+    if family == "backend":
+        headers = ("policy", "simulator", "grading", "tasks", "trajectories", "sim. failures", "% tests passed (95% CI)", "success (95% CI)", "best-of-k success")
+    else:
+        headers = ("policy", "simulator", "tasks", "trajectories", "sim. failures", "similarity (95% CI)", "metric", "win rate vs")
+    for name in headers:
+        table.add_column(name, justify="left" if name in ("policy", "simulator", "grading", "metric", "win rate vs") else "right")
+    for r in results:
+        counts = (r.label, r.simulator) + ((r.grading or "–",) if family == "backend" else ()) + (str(r.n_tasks), str(r.n_trajectories), str(r.simulator_failures))
+        reward = f"{r.reward.mean:.1%} [{r.reward.low:.1%}, {r.reward.high:.1%}]"
+        if family == "backend":
+            success = f"{r.success.mean:.1%} [{r.success.low:.1%}, {r.success.high:.1%}]"
+            best = "  ".join(f"@{k} {v:.1%}" for k, v in r.best_of_k.items()) if len(r.best_of_k) > 1 else ""
+            table.add_row(*counts, reward, success, best)
+        else:
+            wins = "  ".join(f"{other} {rate:.1%}" for other, rate in r.win_rate.items())
+            table.add_row(*counts, f"{r.reward.mean:.3f} [{r.reward.low:.3f}, {r.reward.high:.3f}]", r.metric, wins)
+    return table
+
+
+def eval_notes(results, family: str) -> list[str]:
+    """What the eval table's columns leave unsaid."""
+    lines = []
+    if any(r.simulator_failures for r in results):
+        lines.append(f"sim. failures: trajectories where the simulated human failed to reply on some turn; as officially, "
+                     f"the dialogue went on with the reply {NO_RESPONSE!r} and they are counted like the others")
+    if family == "frontend" and not any(r.metric.startswith("clip") for r in results):
+        lines.append("similarity is the weight-free metric named above, not CLIP (pass --clip to rollout for CLIP)")
+    return lines

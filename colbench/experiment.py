@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable, ContextManager
+from typing import ContextManager
 
 from colbench import protocol
 from colbench.eval import PolicyEval, as_dict, evaluate
 from colbench.grading.semantics import DEFAULT_GRADING, GRADINGS
 from colbench.options import check, help_of, option
-from colbench.rollout import RolloutConfig, RolloutStats, run as run_rollout
+from colbench.progress import Progress, silent
+from colbench.rollout import RolloutConfig, run as run_rollout
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.training import NothingToTrain
@@ -163,9 +164,9 @@ class Reporter:
     def stage(self, text: str) -> None:
         pass
 
-    def progress(self, description: str) -> ContextManager[Callable[[int, int], None]]:
-        """A context yielding ``update(done, total)``."""
-        return nullcontext(lambda done, total: None)
+    def progress(self, description: str) -> ContextManager[Progress]:
+        """A context yielding a colbench.progress Progress for one stage of the study."""
+        return nullcontext(silent)
 
 
 class BackendExperiment:
@@ -205,10 +206,7 @@ class BackendExperiment:
 
     def rollout(self, model: str, split: str) -> str:
         """Roll ``model`` out on a split (finishing what is missing); returns its policy name."""
-        with self.report.progress(f"{split}: {model}") as update:
-            def on_progress(stats: RolloutStats) -> None:
-                update(stats.already_done + stats.finished, stats.total)
-
+        with self.report.progress(f"{split}: {model}") as on_progress:
             result = run_rollout(self.db, self.config.rollout(model, split), on_progress=on_progress)
         self.simulator_ref = result.simulator
         return result.policy
@@ -228,9 +226,9 @@ class BackendExperiment:
         if done:
             return done
         try:
-            with self.report.progress("critic" + ("" if training_info else " without c")) as update:
+            with self.report.progress("critic" + ("" if training_info else " without c")) as on_progress:
                 result = fit_critic(self.db, config, base_model=self.config.model, parent_checkpoint=None,
-                                    on_progress=lambda step, total, info: update(step, total))
+                                    on_progress=on_progress)
         except NothingToTrain as why:
             return {"skipped": str(why)}
         return {"checkpoint": f"ckpt:{result.checkpoint_id}", "run_id": result.run_id, "metrics": result.metrics}
@@ -245,9 +243,9 @@ class BackendExperiment:
         if done:
             return Arm(key, model=done["checkpoint"], training=done)
         try:
-            with self.report.progress(f"policy {key}") as update:
+            with self.report.progress(f"policy {key}") as on_progress:
                 result = fit_policy(self.db, config, algo=algo, base_model=self.config.model, critic_checkpoint=critic_id,
-                                    on_progress=lambda stage, done, total, info: update(done, total))
+                                    on_progress=on_progress)
         except NothingToTrain as why:
             return Arm(key, training={"skipped": str(why)})
         return Arm(key, model=f"ckpt:{result.checkpoint_id}",

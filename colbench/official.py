@@ -16,16 +16,16 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from colbench.grading.semantics import DEFAULT_GRADING, GRADINGS
+from colbench.progress import Progress, Tally
 from colbench.store.db import Database
 from colbench.store.models import Task, Trajectory, utcnow
 from colbench.store import queries
 from colbench.tasks.spec import FAMILIES, SPLITS, TaskSpec
 
 TASK_FIELDS = ("problem_description", "ground_truth", "test_cases", "hidden_information")
-Progress = Callable[[int], None]  # called with the number of lines just handled
 
 
 class FormatError(ColbenchError, ValueError):
@@ -163,6 +163,7 @@ def import_tasks(
 ) -> ImportSummary:
     if split not in SPLITS:
         raise FormatError(f"split must be one of {', '.join(SPLITS)}")
+    tally = Tally(progress, "import")
     rows: list[dict] = []
     for number, record in read_jsonl(path):
         spec = task_from_record(record, family=family, split=split, source=f"import:{path.name}", where=f"{path}:{number}")
@@ -170,8 +171,7 @@ def import_tasks(
         if extra and "naive_solution" in extra:
             extra.pop("naive_solution")
         rows.append(task_row(spec, extra or None))
-        if progress:
-            progress(1)
+        tally(1)
     with db.write() as session:
         _, added = queries.add_tasks(session, rows)
     return ImportSummary(str(path), len(rows), added, len(rows) - added, tasks_added=added)
@@ -236,6 +236,7 @@ def import_trajectories(
 ) -> ImportSummary:
     """Import an offline trajectory file. Tasks it mentions are added if missing."""
     policy = policy or f"import:{path.stem}"
+    tally = Tally(progress, "import")
     parsed: list[tuple[TaskSpec, dict | None, dict, list[dict]]] = []
     for number, record in read_jsonl(path):
         where = f"{path}:{number}"
@@ -256,8 +257,7 @@ def import_trajectories(
         if grading not in GRADINGS:
             raise FormatError(f"{where}: field 'grading' must be one of {', '.join(GRADINGS)}")
         parsed.append((spec, _extra_fields(task), record, _turn_rows(history, where)))
-        if progress:
-            progress(1)
+        tally(1)
 
     with db.write() as session:
         task_ids, tasks_added = queries.add_tasks(session, [task_row(s, e) for s, e, _, _ in parsed])
@@ -343,6 +343,7 @@ def export_official(
     never leaves a half file behind under the real name.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
+    tally = Tally(progress, "export")
     files: dict[str, int] = {}
     with db.read() as session:
         tasks = queries.tasks_in(session, family=family, split=split)
@@ -352,8 +353,7 @@ def export_official(
         for (fam, spl), members in groups.items():
             target = out_dir / f"{fam}_{spl}_tasks.jsonl"
             files[str(target)] = _write_jsonl(target, (task_record(t) for t in members))
-            if progress:
-                progress(len(members))
+            tally(len(members))
 
         flt = queries.TrajectoryFilter(policy=policy, family=family, split=split, limit=None)
         found = sorted(queries.find_trajectories(session, flt), key=lambda row: row[0].id)
@@ -363,8 +363,7 @@ def export_official(
         def records():
             for trajectory, task, _ in found:
                 yield trajectory_record(task, trajectory, turns[trajectory.id])
-                if progress:
-                    progress(1)
+                tally(1)
 
         if found:
             target = out_dir / "trajectories.jsonl"

@@ -22,6 +22,7 @@ from typing import Callable
 from colbench import protocol
 from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP, GRADINGS
 from colbench.options import check, option
+from colbench.progress import Progress, silent
 from colbench.engines.base import Engine, SamplingParams
 from colbench.envs.base import Env, Episode, Grade
 from colbench.official import spec_of
@@ -140,17 +141,22 @@ class Rollout:
         config: RolloutConfig,
         *,
         critic=None,
-        on_progress: Callable[[RolloutStats], None] | None = None,
+        on_progress: Progress | None = None,
     ):
         self.db, self.engine, self.simulator, self.env, self.config = db, engine, simulator, env, config
         self.critic = critic  # colbench.training.scoring.CriticModel, for best-of-N
         if (critic is None) != (config.rerank_critic is None):
             raise ValueError("best-of-N needs both config.rerank_critic and the loaded critic")
-        self.on_progress = on_progress or (lambda stats: None)
+        self._progress = on_progress or silent
         self.worker = worker_name()
         self.stats = RolloutStats()
         self.tasks: dict[int, object] = {}
         self.pending_grades: dict[int, object] = {}  # trajectory id → future
+
+    def on_progress(self) -> None:
+        s = self.stats
+        figures = {"turns_per_s": s.turns_per_s, "success": s.success_rate, "graded": s.graded, "no_replies": s.no_replies}
+        self._progress("rollout", s.already_done + s.finished, s.total, figures)
 
     # ------------------------------------------------------------ setup
 
@@ -270,7 +276,7 @@ class Rollout:
             queries.add_rows(session, rows)
             queries.beat(session, [e.trajectory_id for e in movers])
         self._finish([e for e in movers if e.finished])
-        self.on_progress(self.stats)
+        self.on_progress()
 
     def _best(self, episode: Episode, generation):
         """The sample to keep: the only one, or the critic's favourite (highest advantage),
@@ -341,7 +347,7 @@ class Rollout:
             del self.pending_grades[trajectory_id]
             self.stats.graded += 1
             self.stats.successes += bool(grade.success)
-        self.on_progress(self.stats)
+        self.on_progress()
 
 
 def save_grades(db: Database, session, grades: dict[int, Grade]) -> None:
@@ -361,7 +367,7 @@ class RolloutResult:
     graded_by: str  # the sandbox backend, or the frontend similarity's name
 
 
-def run(db: Database, config: RolloutConfig, *, on_progress: Callable[[RolloutStats], None] | None = None) -> RolloutResult:
+def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = None) -> RolloutResult:
     """Roll a policy out as ``config`` says: tasks, engine, simulated human, grader, critic
     for best-of-N; everything is stored, and a rerun finishes what is missing. The one way
     in for `colbench rollout` and the experiment."""

@@ -182,7 +182,7 @@ def test_fit_writes_run_checkpoint_lineage_then_continues_on_new_data_only(tiny_
     assert checkpoint.kind == "critic" and checkpoint.adapter and checkpoint.path.startswith(str(db.folder / "checkpoints"))
     assert (tmp_path / "checkpoints" / f"critic-{run.id}" / "adapter_config.json").is_file()
     assert len(lineage) == 9 and lineage <= first_ids  # the 3 trajectories of each of the 3 training tasks
-    assert progress and progress[-1][0] == progress[-1][1] == run.metrics["steps"]
+    assert progress and progress[-1][:3] == ("train", run.metrics["steps"], run.metrics["steps"])
 
     # Nothing new: nothing to train, and no run is written.
     with pytest.raises(NothingToTrain):

@@ -4,14 +4,15 @@ from __future__ import annotations
 from colbench.envs.backend import BackendEnv
 from colbench.official import spec_of
 from colbench.rollout import save_grades
+from colbench.progress import Progress
 from colbench.store import queries
 from colbench.store.db import Database
 
 BATCH = 64
 
 
-def regrade(db: Database, grader, *, policy: str | None = None, ungraded_only: bool = False, on_progress=None) -> dict:
-    """Grade every stored backend answer (or only ungraded ones); `on_progress(just_done, total)` after each batch."""
+def regrade(db: Database, grader, *, policy: str | None = None, ungraded_only: bool = False, on_progress: Progress | None = None) -> dict:
+    """Grade every stored backend answer (or only ungraded ones), reporting progress after each batch."""
     with db.read() as session:
         work = [(t.id, spec_of(task), t.answer) for t, task in queries.answers_to_grade(session, policy=policy, ungraded_only=ungraded_only)]
     env = BackendEnv(grader)
@@ -24,6 +25,6 @@ def regrade(db: Database, grader, *, policy: str | None = None, ungraded_only: b
         rewards += [g.reward for g in grades]
         successes += sum(bool(g.success) for g in grades)
         if on_progress:
-            on_progress(len(chunk), len(work))
+            on_progress("grade", start + len(chunk), len(work), {})
     n = len(rewards)
     return {"graded": n, "mean_reward": sum(rewards) / n if n else 0.0, "success_rate": successes / n if n else 0.0}

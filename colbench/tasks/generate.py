@@ -23,8 +23,9 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
+from colbench.progress import Progress
 from colbench.official import FormatError, read_jsonl, read_text, spec_of, task_from_record, task_row
 from colbench.protocol import strip_code_fences
 from colbench.tasks.prompts import generator_messages
@@ -200,7 +201,6 @@ class GenerateSummary:
         }
 
 
-Progress = Callable[[int, int], None]  # (passages done, tasks accepted) after each batch
 
 
 def generate_tasks(
@@ -285,7 +285,7 @@ def generate_tasks(
                     else:
                         summary.candidates -= 1  # beyond --n: neither kept nor rejected
             if progress:
-                progress(summary.passages, len(accepted))
+                progress("generate", summary.passages, len(passages), {"accepted": len(accepted)})
     finally:
         if own:
             grader.close()

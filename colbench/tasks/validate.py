@@ -49,8 +49,9 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
+from colbench.progress import Progress, Tally
 from colbench.grading.semantics import banned_text
 from colbench.protocol import strip_code_fences
 from colbench.tasks.spec import TaskSpec
@@ -94,7 +95,6 @@ SCOPING_HINT = (
     "when it recurses) are invisible inside its functions"
 )
 
-Progress = Callable[[int], None]
 
 
 @dataclass
@@ -515,6 +515,7 @@ def validate_tasks(
     opened on `sandbox` and closed at the end). Raises SandboxUnavailable when backend
     tasks need running and no sandbox is available.
     """
+    tally = Tally(progress, "validate", len(specs))
     labels = list(where) if where is not None else [f"task {i + 1}" for i in range(len(specs))]
     checks = [TaskCheck(i, labels[i], None) for i in range(len(specs))]
     parsed: list[_Parsed | None] = [None] * len(specs)
@@ -530,8 +531,7 @@ def validate_tasks(
     if frontend:
         check_frontend_rendering([specs[i] for i in frontend], [checks[i] for i in frontend])
     for i in frontend:
-        if progress:
-            progress(1)
+        tally(1)
 
     _check_duplicates(specs, checks, parsed, existing)
 
@@ -549,22 +549,22 @@ def validate_tasks(
             official = grader
             if getattr(grader, "grading", "official") != "official":  # a grader under strict grading was given
                 official = Grader(sandbox=grader.backend, workers=workers, test_timeout_s=getattr(grader, "test_timeout_s", test_timeout_s))
-            _run_checks(grader, official, specs, checks, parsed, runnable, progress)
+            _run_checks(grader, official, specs, checks, parsed, runnable, tally)
         finally:
             if official is not None and official is not grader:
                 official.close()
             if own:
                 grader.close()
     for i, p in enumerate(parsed):
-        if p is not None and i not in set(runnable) and progress:
-            progress(1)
+        if p is not None and i not in set(runnable):
+            tally(1)
 
     for i, check in enumerate(checks):
         _settle_rules(check, specs[i], parsed[i], i in set(runnable))
     return ValidationReport(checks, backend_name)
 
 
-def _run_checks(grader, official, specs, checks, parsed, runnable, progress) -> None:
+def _run_checks(grader, official, specs, checks, parsed, runnable, tally) -> None:
     """Grade each reference against itself (two runs), then as an answer under the
     official grading (`official`, a Grader under it: one more job per task, the
     reference run being cached when it is `grader`), then each naive solution."""
@@ -585,8 +585,7 @@ def _run_checks(grader, official, specs, checks, parsed, runnable, progress) -> 
                 check.findings.append(Finding(CLARIFICATION, f"the naive solution passes all {len(naive.tests)} tests: the task needs no clarification"))
             elif reference_usable:
                 check.naive_passes_all = False
-        if progress:
-            progress(1)
+        tally(1)
 
 
 def _verbatim(code: str) -> str:

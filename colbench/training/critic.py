@@ -20,10 +20,11 @@ from __future__ import annotations
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
+from colbench.progress import Progress
 from colbench.store import queries
 from colbench.training import NothingToTrain
 from colbench.training import data as D
@@ -50,7 +51,6 @@ from colbench.training.modeling import (
     trainable_parameters,
 )
 
-Progress = Callable[[int, int, dict], None]  # (optimizer steps done, total, latest metrics)
 
 
 @dataclass
@@ -213,7 +213,7 @@ class CriticRecipe:
                 if acc.sync_gradients:
                     step += 1
                     if self.on_progress and acc.is_main_process:
-                        self.on_progress(step, self.total_steps, {"epoch": epoch + 1, "loss": losses[-1]})
+                        self.on_progress("train", step, self.total_steps, {"epoch": epoch + 1, "loss": losses[-1]})
             self.metrics.setdefault("epochs", []).append(
                 {"epoch": epoch + 1, "loss": sum(losses) / max(len(losses), 1), "train_pair_accuracy": correct / max(seen, 1)}
             )

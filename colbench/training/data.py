@@ -22,7 +22,6 @@ the share of tests passed) gives pairs to a model that never solves a task outri
 """
 from __future__ import annotations
 
-
 import hashlib
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
+from colbench.progress import Progress
 from colbench.store import queries
 from colbench.training import data as D
 from colbench.training import sequences as S
@@ -276,7 +277,7 @@ def score_turns(
     limit: int | None = None,
     trajectory_ids: Sequence[int] | None = None,
     device: str = "auto",
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: Progress | None = None,
 ) -> dict:
     """Write A of every agent turn of stored, finished trajectories into critic_score.
 
@@ -311,5 +312,5 @@ def score_turns(
         turns_scored += sum(len(e.turn_rows) for e in ordered)
         done += len(chunk)
         if on_progress:
-            on_progress(done, total)
+            on_progress("score", done, total, {})
     return {"checkpoint_id": critic.checkpoint_id, "trajectories": total, "agent_turns": turns_scored, "scores_written": written}

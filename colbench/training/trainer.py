@@ -19,6 +19,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import torch
 
+from colbench.progress import Progress
 from colbench.store import queries
 from colbench.training import NothingToTrain
 from colbench.training import data as D
@@ -39,7 +40,6 @@ from colbench.training.modeling import (
 FRONTEND_RFT_THRESHOLD = 0.8
 _EPS = 1e-9
 
-Progress = Callable[[str, int, int, dict], None]  # (stage, done, total, latest metrics)
 
 
 @dataclass
