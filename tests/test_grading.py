@@ -536,3 +536,12 @@ def test_none_sandbox_warns_loudly(capsys):
             assert grader.backend == "none"
             assert grader.grade([BENIGN[0]])[0].success
     assert "--sandbox none" in capsys.readouterr().err
+
+
+def test_reports_say_what_kind_of_failure_without_parsing_messages():
+    """Callers (tasks validate) read the kind from fields, not from message prefixes."""
+    task = backend_task("def f(x):\n    return x\n", ["f(1)", "f(2)"])
+    with Grader(sandbox="bwrap", workers=1, grading="official") as official:
+        banned, slow = official.grade([(task, "def f(x):\n    return x  # import os"), (task, "def f(x):\n    while x == 2:\n        pass\n    return x")])
+    assert banned.banned == "import os" and banned.fraction_passed == 0.0 and not banned.sandbox_failed
+    assert [t.timed_out for t in slow.tests] == [False, True] and slow.banned is None, [(t.error, t.actual) for t in slow.tests]

@@ -49,6 +49,7 @@ class TestOutcome:
     passed: bool
     error: str | None  # one short line: "timeout", "MemoryError", "NameError: ..."
     duration_s: float
+    timed_out: bool = False  # the answer ran past the test's time limit
 
 
 @dataclass
@@ -58,6 +59,12 @@ class GradeReport:
     success: bool = False  # every test passed, and there was at least one
     error: str | None = None  # task-level: "syntax error: ...", "sandbox crashed", ...
     grading: str = DEFAULT_GRADING  # the semantics it was graded under (semantics.py)
+    sandbox_failed: bool = False  # the sandbox, not the code, failed: no verdict on the answer
+    banned: str | None = None  # official grading: the blacklisted text the answer holds (scored 0 unrun)
+
+
+BLACKLISTED = "blacklisted: "  # the task-level error of an answer on the official blacklist
+TIMEOUT = "timeout"  # the in-sandbox server's word for a test that ran past its limit (runner.py)
 
 
 def test_order(name: str):
@@ -117,7 +124,7 @@ class Grader:
         if banned:
             # The official grader scores such an answer 0 without running it.
             answer: Future = Future()
-            answer.set_result(Run(error=f"blacklisted: the answer contains {banned!r}"))
+            answer.set_result(Run(error=f"{BLACKLISTED}the answer contains {banned!r}"))
         else:
             answer = self._answers.submit(self._job(code_of(answer_text, self.grading), calls))
         pending = [2]
@@ -128,7 +135,7 @@ class Grader:
                 if pending[0]:
                     return
             try:
-                report.set_result(_report(names, calls, reference.result(), answer.result(), self.grading))
+                report.set_result(_report(names, calls, reference.result(), answer.result(), self.grading, banned))
             except BaseException as error:
                 report.set_exception(error)
 
@@ -159,7 +166,7 @@ class Grader:
         return future
 
 
-def _report(names: list[str], calls: list[str], reference: Run, answer: Run, grading: str) -> GradeReport:
+def _report(names: list[str], calls: list[str], reference: Run, answer: Run, grading: str, banned: str | None = None) -> GradeReport:
     task_error = None
     if answer.error:
         task_error = _task_error(answer.error)
@@ -181,7 +188,7 @@ def _report(names: list[str], calls: list[str], reference: Run, answer: Run, gra
             error = "reference output is None"
         if answer.error and not answer.sandbox_failed:
             error = task_error  # the answer never ran: say why on every row
-        tests.append(TestOutcome(name, call, ref.value, got.value, passed, error, got.duration_s))
+        tests.append(TestOutcome(name, call, ref.value, got.value, passed, error, got.duration_s, timed_out=TIMEOUT in (got.error, ref.error)))
     passed_count = sum(t.passed for t in tests)
     return GradeReport(
         tests=tests,
@@ -189,6 +196,8 @@ def _report(names: list[str], calls: list[str], reference: Run, answer: Run, gra
         success=passed_count == len(tests),
         error=task_error,
         grading=grading,
+        sandbox_failed=answer.sandbox_failed or reference.sandbox_failed,
+        banned=banned,
     )
 
 

@@ -52,7 +52,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
 from colbench.progress import Progress, Tally
-from colbench.grading.semantics import banned_text
 from colbench.protocol import strip_code_fences
 from colbench.tasks.spec import TaskSpec
 
@@ -87,8 +86,6 @@ BANNED_CALLS = {
 }
 CLOCK_METHODS = {"now", "today", "utcnow"}
 
-SANDBOX_FAILURES = ("sandbox failed", "sandbox stopped", "sandbox crashed", "sandbox sent", "sandbox exited")
-BLACKLISTED = "blacklisted: "  # the grader's task-level error for an answer on the official blacklist
 OFFICIALLY = "graded as an answer under the official grading, the reference"
 SCOPING_HINT = (
     "official scoping: names defined at the reference's top level (helpers, imports, the function itself "
@@ -604,7 +601,7 @@ def _judge_reference(report, check: TaskCheck, timeout: float) -> None:
 
     error = report.error or ""
     bare = error[len("reference failed: "):] if error.startswith("reference failed: ") else error
-    if bare.startswith(SANDBOX_FAILURES):
+    if report.sandbox_failed:
         fail(PROTOCOL, f"could not run the reference: {bare}")
         return
     if error and all(test.expected is None for test in report.tests):
@@ -622,7 +619,7 @@ def _judge_reference(report, check: TaskCheck, timeout: float) -> None:
             error = test.error or "error"
             if error.startswith("reference failed: "):
                 error = error[len("reference failed: ") :]
-            if "timeout" in error.lower():
+            if test.timed_out:
                 note(PROTOCOL, f"takes longer than the {timeout:g} s limit", test, call)
             else:
                 note(PROTOCOL, "raises", test, f"{error}, for {call}")
@@ -648,11 +645,11 @@ def _judge_official(answer, self_run, check: TaskCheck, reference: str) -> None:
     if answer.success:
         return
     error = answer.error or ""
-    if error.startswith(SANDBOX_FAILURES):
+    if answer.sandbox_failed:
         check.findings.append(Finding(PROTOCOL, f"could not grade the reference as an answer under the official grading: {error}"))
         return
-    if error.startswith(BLACKLISTED):
-        word = banned_text(reference) or error[len(BLACKLISTED):]
+    if answer.banned:
+        word = answer.banned
         where = f" (in the function name {check.function})" if check.function and word in check.function else ""
         check.findings.append(Finding(
             PROTOCOL,
