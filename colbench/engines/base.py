@@ -15,6 +15,8 @@ from colbench.errors import ColbenchError
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from colbench import protocol
+
 Message = dict[str, str]
 
 
@@ -50,8 +52,8 @@ class Generation:
 
 @dataclass
 class SamplingParams:
-    temperature: float = 1.0
-    max_new_tokens: int = 1024
+    temperature: float = protocol.TEMPERATURE
+    max_new_tokens: int = protocol.MAX_NEW_TOKENS
     n: int = 1
     seed: int | None = None
 

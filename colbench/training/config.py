@@ -7,6 +7,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Iterable
 
+from colbench import protocol
 from colbench.errors import ColbenchError
 from colbench.options import check, help_of, option
 from colbench.tasks.spec import FAMILIES
@@ -162,8 +163,8 @@ class PolicyConfig(TrainingConfig):
         "of the turn's id, so a rerun picks the same turns.", choices=SELECTIONS)
     candidates: int = option(16, "sweet: candidates sampled per turn from the current policy (paper: 16).", min=2)
     pairs_per_turn: int = option(4, "sweet: pairs per turn, each a random top-half candidate (chosen) against a random bottom-half one (rejected), without repeats (paper: 4).", min=1)
-    temperature: float = option(1.0, "sweet: sampling temperature of the candidates (paper: 1.0).", min=0.0)
-    max_new_tokens: int = option(1024, "sweet: most tokens per candidate (paper: 1024).", min=1)
+    temperature: float = option(protocol.TEMPERATURE, "sweet: sampling temperature of the candidates (the protocol's, paper: 1.0).", min=0.0)
+    max_new_tokens: int = option(protocol.MAX_NEW_TOKENS, "sweet: most tokens per candidate (the protocol's turn limit, paper: 1024).", min=1)
     score: str = option(
         "sampler",
         "sweet: what ranks the candidates. 'sampler' (default, the paper): the critic's mean log-prob given the "
