@@ -44,6 +44,14 @@ def save_model(model, tokenizer, folder: Path) -> tuple[bool, str | None]:
     return adapter, (_sha256(weights[0]) if len(weights) == 1 else None)
 
 
+def save_trained(accelerator, scorer, tokenizer, folder: Path) -> tuple[bool, str | None]:
+    """Save what a recipe trained (the main process writes; the others wait). Returns (adapter, sha256)."""
+    accelerator.wait_for_everyone()
+    if not accelerator.is_main_process:
+        return True, None
+    return save_model(accelerator.unwrap_model(scorer).lm, tokenizer, folder)
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:

@@ -35,20 +35,19 @@ from colbench.training.checkpoints import (
     get_checkpoint,
     normalized_model_ref,
     resolve_base,
-    save_model,
+    save_trained,
     start_run,
 )
 from colbench.training.config import CriticConfig
 from colbench.training.losses import bradley_terry_loss, critic_scores
 from colbench.training.modeling import (
     TokenLogProbs,
+    accelerator_for,
     adapter_disabled,
-    attach_lora,
-    enable_activation_checkpointing,
     evaluating,
-    load_adapter,
     load_base,
-    trainable_parameters,
+    model_to_train,
+    prepare_training,
 )
 
 
@@ -77,11 +76,8 @@ class CriticRecipe:
     # -------------------------------------------------- setup
 
     def setup(self) -> None:
-        from accelerate import Accelerator
-
         cfg = self.config
-        torch.manual_seed(cfg.seed)
-        self.accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=cfg.on_cpu)
+        self.accelerator = accelerator_for(cfg)
         device = str(self.accelerator.device)
         self.source = resolve_base(self.db, self.base_model)
         from colbench.model_refs import load_tokenizer
@@ -92,40 +88,11 @@ class CriticRecipe:
             raise NothingToTrain("every pair fell in the held-out tasks; lower --heldout or add tasks")
         wanted = {i for p in self.data.pairs for i in (p.chosen, p.rejected)}
         self.examples = D.load_examples(self.db, self.tokenizer, sorted(wanted), training_info=cfg.training_info, max_len=cfg.max_len)
-        self.model = self._load_model(device)
+        self.model = model_to_train(self.source, self.parent, cfg, device, lora_over_full=False)
         self.reference = self._reference_logps(device)
-        if cfg.gradient_checkpointing:
-            enable_activation_checkpointing(self.model)
-        self.model.train()
-        self.scorer = TokenLogProbs(self.model)
-        params = trainable_parameters(self.model)
-        if not params:
-            raise RuntimeError("the model has no trainable parameters")
-        self.total_steps = cfg.optimizer_steps(len(self.train_pairs), cfg.epochs, self.accelerator.num_processes)
-        self.optimizer, scheduler = cfg.optimizer(params, self.total_steps)
-        generator = torch.Generator().manual_seed(cfg.seed)
-        loader = torch.utils.data.DataLoader(
-            list(range(len(self.train_pairs))), batch_size=cfg.batch_size, shuffle=True, generator=generator, collate_fn=list
+        self.scorer, self.optimizer, self.loader, self.scheduler, self.total_steps = prepare_training(
+            self.accelerator, self.model, cfg, len(self.train_pairs), cfg.epochs
         )
-        self.scorer, self.optimizer, self.loader, self.scheduler = self.accelerator.prepare(self.scorer, self.optimizer, loader, scheduler)
-
-    def _load_model(self, device: str):
-        cfg = self.config
-        if self.parent is not None:
-            checkpoint, _ = self.parent
-            if checkpoint.adapter:
-                if cfg.full:
-                    raise ValueError(f"ckpt:{checkpoint.id} is a LoRA critic; continue it without --full")
-                return load_adapter(load_base(self.source, device, cfg.dtype), checkpoint.path, trainable=True)
-            if not cfg.full:
-                raise ValueError(f"ckpt:{checkpoint.id} holds full weights; continue it with --full")
-            from colbench.model_refs import ModelSource
-
-            return load_base(ModelSource(base=checkpoint.path, ref=f"ckpt:{checkpoint.id}"), device, cfg.dtype)
-        model = load_base(self.source, device, cfg.dtype)
-        if cfg.full:
-            return model
-        return attach_lora(model, rank=cfg.lora_rank, alpha=2 * cfg.lora_rank)
 
     @torch.no_grad()
     def _reference_logps(self, device: str) -> dict[int, list[torch.Tensor]]:
@@ -251,11 +218,7 @@ class CriticRecipe:
     # -------------------------------------------------- save
 
     def save(self, folder) -> tuple[bool, str | None]:
-        self.accelerator.wait_for_everyone()
-        if not self.accelerator.is_main_process:
-            return True, None
-        model = self.accelerator.unwrap_model(self.scorer).lm
-        return save_model(model, self.tokenizer, folder)
+        return save_trained(self.accelerator, self.scorer, self.tokenizer, folder)
 
 
 # ---------------------------------------------------------------- the entry point

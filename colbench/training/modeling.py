@@ -135,3 +135,52 @@ def enable_activation_checkpointing(model) -> None:
 
 def trainable_parameters(model) -> list[nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
+
+
+def model_to_train(source, parent, config, device: str, *, lora_over_full: bool):
+    """The model a run trains: the base with a fresh LoRA adapter (or all of it with ``config.full``),
+    or, continuing ``parent`` (Checkpoint, TrainingRun), its adapter, or its full weights.
+
+    ``lora_over_full``: a full-weight parent may get a fresh adapter (a policy); otherwise it must
+    be continued with ``full`` (a critic, whose frozen reference must stay the initial model).
+    """
+    from colbench.model_refs import ModelSource
+
+    def fresh_lora(model):
+        return model if config.full else attach_lora(model, rank=config.lora_rank, alpha=2 * config.lora_rank)
+
+    if parent is None:
+        return fresh_lora(load_base(source, device, config.dtype))
+    checkpoint, run = parent
+    if checkpoint.adapter:
+        if config.full:
+            raise ValueError(f"ckpt:{checkpoint.id} is a LoRA {run.kind} checkpoint; continue it without --full")
+        return load_adapter(load_base(source, device, config.dtype), checkpoint.path, trainable=True)
+    if not (config.full or lora_over_full):
+        raise ValueError(f"ckpt:{checkpoint.id} holds full weights; continue it with --full")
+    return fresh_lora(load_base(ModelSource(base=checkpoint.path, ref=f"ckpt:{checkpoint.id}"), device, config.dtype))
+
+
+def accelerator_for(config):
+    """Seeded, with the config's gradient accumulation, on the CPU when the config says so."""
+    from accelerate import Accelerator
+
+    torch.manual_seed(config.seed)
+    return Accelerator(gradient_accumulation_steps=config.grad_accum, cpu=config.on_cpu)
+
+
+def prepare_training(accelerator, model, config, examples: int, epochs: int):
+    """Everything a training loop steps: (scorer, optimizer, loader of example indices, scheduler,
+    total optimiser steps), prepared by ``accelerator`` (activation checkpointing when configured)."""
+    if config.gradient_checkpointing:
+        enable_activation_checkpointing(model)
+    model.train()
+    params = trainable_parameters(model)
+    if not params:
+        raise RuntimeError("the model has no trainable parameters")
+    total_steps = config.optimizer_steps(examples, epochs, accelerator.num_processes)
+    optimizer, scheduler = config.optimizer(params, total_steps)
+    generator = torch.Generator().manual_seed(config.seed)
+    loader = torch.utils.data.DataLoader(list(range(examples)), batch_size=config.batch_size, shuffle=True, generator=generator, collate_fn=list)
+    scorer, optimizer, loader, scheduler = accelerator.prepare(TokenLogProbs(model), optimizer, loader, scheduler)
+    return scorer, optimizer, loader, scheduler, total_steps

@@ -24,17 +24,15 @@ from colbench.store import queries
 from colbench.training import NothingToTrain
 from colbench.training import data as D
 from colbench.training import sequences as S
-from colbench.training.checkpoints import checkpoint_folder, fail_run, finish_run, get_checkpoint, normalized_model_ref, resolve_base, save_model, start_run
+from colbench.training.checkpoints import checkpoint_folder, fail_run, finish_run, get_checkpoint, normalized_model_ref, resolve_base, save_trained, start_run
 from colbench.training.config import PolicyConfig
 from colbench.training.losses import by_owner, policy_dpo_loss, sequence_logps, sft_loss
 from colbench.training.modeling import (
     TokenLogProbs,
-    attach_lora,
-    enable_activation_checkpointing,
+    accelerator_for,
     evaluating,
-    load_adapter,
-    load_base,
-    trainable_parameters,
+    model_to_train,
+    prepare_training,
 )
 
 FRONTEND_RFT_THRESHOLD = 0.8
@@ -113,31 +111,12 @@ class PolicyTrainer:
     # -------------------------------------------------- setup
 
     def setup_model(self) -> None:
-        from accelerate import Accelerator
-
         from colbench.model_refs import load_tokenizer
 
-        cfg = self.config
-        torch.manual_seed(cfg.seed)
-        self.accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=cfg.on_cpu)
+        self.accelerator = accelerator_for(self.config)
         self.device = self.accelerator.device
         self.tokenizer = load_tokenizer(self.source)
-        self.model = self._load_model(str(self.device))
-
-    def _load_model(self, device: str):
-        cfg = self.config
-        if self.parent is not None:
-            checkpoint, _ = self.parent
-            if checkpoint.adapter:
-                if cfg.full:
-                    raise ValueError(f"ckpt:{checkpoint.id} is a LoRA policy; continue it without --full")
-                return load_adapter(load_base(self.source, device, cfg.dtype), checkpoint.path, trainable=True)
-            from colbench.model_refs import ModelSource
-
-            model = load_base(ModelSource(base=checkpoint.path, ref=f"ckpt:{checkpoint.id}"), device, cfg.dtype)
-            return model if cfg.full else attach_lora(model, rank=cfg.lora_rank, alpha=2 * cfg.lora_rank)
-        model = load_base(self.source, device, cfg.dtype)
-        return model if cfg.full else attach_lora(model, rank=cfg.lora_rank, alpha=2 * cfg.lora_rank)
+        self.model = model_to_train(self.source, self.parent, self.config, str(self.device), lora_over_full=True)
 
     def setup_training(self, items: list) -> None:
         cfg = self.config
@@ -145,19 +124,10 @@ class PolicyTrainer:
         self.dpo = isinstance(items[0], PairItem)
         if self.dpo:
             self._reference_logps()
-        if cfg.gradient_checkpointing:
-            enable_activation_checkpointing(self.model)
-        self.model.train()
-        self.scorer = TokenLogProbs(self.model)
-        params = trainable_parameters(self.model)
-        if not params:
-            raise RuntimeError("the model has no trainable parameters")
         self.epochs = cfg.epochs_for(self.algo)
-        self.total_steps = cfg.optimizer_steps(len(items), self.epochs, self.accelerator.num_processes)
-        self.optimizer, scheduler = cfg.optimizer(params, self.total_steps)
-        generator = torch.Generator().manual_seed(cfg.seed)
-        loader = torch.utils.data.DataLoader(list(range(len(items))), batch_size=cfg.batch_size, shuffle=True, generator=generator, collate_fn=list)
-        self.scorer, self.optimizer, self.loader, self.scheduler = self.accelerator.prepare(self.scorer, self.optimizer, loader, scheduler)
+        self.scorer, self.optimizer, self.loader, self.scheduler, self.total_steps = prepare_training(
+            self.accelerator, self.model, cfg, len(items), self.epochs
+        )
 
     @torch.no_grad()
     def _reference_logps(self) -> None:
@@ -248,11 +218,7 @@ class PolicyTrainer:
     # -------------------------------------------------- save
 
     def save(self, folder: Path) -> tuple[bool, str | None]:
-        self.accelerator.wait_for_everyone()
-        if not self.accelerator.is_main_process:
-            return True, None
-        model = self.accelerator.unwrap_model(self.scorer).lm
-        return save_model(model, self.tokenizer, folder)
+        return save_trained(self.accelerator, self.scorer, self.tokenizer, folder)
 
 
 
