@@ -30,9 +30,6 @@ from colbench.store.db import Database
 from colbench.training import NothingToTrain
 from colbench.training.checkpoints import normalized_model_ref
 from colbench.training.config import CriticConfig, PolicyConfig
-from colbench.training.critic import fit_critic
-from colbench.training.policy import fit_policy
-from colbench.training.trainer import run_settings
 
 # The paper's backend results with Llama-3.1-8B-Instruct (% tests passed, success), for
 # the table's reference column; sweet-rl-facts.md has the source.
@@ -221,6 +218,8 @@ class BackendExperiment:
                 "tests_passed": r.reward.mean, "success": r.success.mean, "tasks_with_a_success": r.best_of_k[max(r.best_of_k)]}
 
     def critic(self, training_info: bool) -> dict:
+        from colbench.training.critic import fit_critic  # torch: not for `colbench --help`
+
         config = self.config.critic_settings(training_info)
         done = self._finished_run("critic", config.to_json())
         if done:
@@ -234,6 +233,9 @@ class BackendExperiment:
         return {"checkpoint": f"ckpt:{result.checkpoint_id}", "run_id": result.run_id, "metrics": result.metrics}
 
     def policy(self, key: str, critic: dict | None = None) -> Arm:
+        from colbench.training.policy import fit_policy  # torch: not for `colbench --help`
+        from colbench.training.trainer import run_settings
+
         algo = "sweet" if key.startswith("sweet") else key
         if critic is not None and "checkpoint" not in critic:
             return Arm(key, training={"skipped": "its critic could not be trained"})

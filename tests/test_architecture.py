@@ -79,3 +79,13 @@ def test_the_checks_see_what_they_look_for(tmp_path):
     )
     assert imported(sample) >= {"sqlalchemy", "colbench.store", "colbench.store.queries"}
     assert "colbench.store.db" not in imported(sample)
+
+
+def test_the_command_line_starts_without_torch():
+    """`colbench --help` and every flag list load without the training stack: recipes import torch when they run."""
+    import subprocess
+    import sys
+
+    probe = "import sys, colbench.cli.app; print(sorted(m for m in ('torch', 'transformers', 'peft') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
