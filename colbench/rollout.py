@@ -58,8 +58,10 @@ class RolloutConfig:
 
     def __post_init__(self):
         check(self)
-        if self.engine == "openai" and not (self.base_url or os.environ.get("OPENAI_BASE_URL")):
-            raise ValueError("--engine openai needs --base-url (or $OPENAI_BASE_URL)")
+        if self.engine == "openai":
+            self.base_url = self.base_url or os.environ.get("OPENAI_BASE_URL")
+            if not self.base_url:
+                raise ValueError("--engine openai needs --base-url (or $OPENAI_BASE_URL)")
 
     @property
     def samples_per_turn(self) -> int:
@@ -382,7 +384,7 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
             from colbench.training.scoring import CriticModel
 
             critic = CriticModel.from_checkpoint(db, config.rerank_critic, device=config.device)
-        options = {"base_url": config.base_url or os.environ.get("OPENAI_BASE_URL")} if config.engine == "openai" else {"device": config.device}
+        options = {"base_url": config.base_url} if config.engine == "openai" else {"device": config.device}
         with build_engine(db, config.engine, config.model, **options) as policy:
             human = build_simulator(db, config.simulator, config.engine, family=family)
             try:
