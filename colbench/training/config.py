@@ -4,7 +4,7 @@ policy's; and the optimiser and schedule built from them. Nothing here imports t
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Iterable
 
 from colbench import protocol
@@ -145,6 +145,8 @@ DEFAULT_EPOCHS = {"sweet": 1, "mtdpo": 1, "rft": 4}
 DEFAULT_BATCH = {"sweet": DEFAULT_BATCH_SIZE, "mtdpo": DEFAULT_BATCH_SIZE, "rft": 32}
 SCORES = ("sampler", "critic")
 SELECTIONS = ("trajectories", "turns")
+
+
 @dataclass
 class PolicyConfig(TrainingConfig):
     """How to train a policy. Each field's help is its documentation (``PolicyConfig.help()``);
@@ -194,8 +196,6 @@ class PolicyConfig(TrainingConfig):
 
     def for_algo(self, algo: str) -> "PolicyConfig":
         """This config with the algorithm's defaults filled in (epochs, batch size)."""
-        import dataclasses
-
-        return dataclasses.replace(
+        return replace(
             self, epochs=self.epochs_for(algo), batch_size=self.batch_size if self.batch_size is not None else DEFAULT_BATCH[algo]
         )

@@ -28,6 +28,7 @@ from colbench.progress import Progress
 from colbench.store import queries
 from colbench.training import NothingToTrain
 from colbench.training import data as D
+from colbench.training import sequences as S
 from colbench.training.checkpoints import (
     checkpoint_folder,
     fail_run,
@@ -47,6 +48,7 @@ from colbench.training.modeling import (
     evaluating,
     load_base,
     model_to_train,
+    optimizer_step,
     prepare_training,
 )
 
@@ -116,7 +118,7 @@ class CriticRecipe:
         with evaluating(model), context:
             for start in range(0, len(mine), self.config.batch_size):
                 chunk = [self.examples[i] for i in mine[start : start + self.config.batch_size]]
-                rows, owner = D.flatten(chunk)
+                rows, owner = S.flatten([e.rows for e in chunk])
                 logps = self._forward(scorer, rows, device)
                 for r, (row, k) in enumerate(zip(rows, owner)):
                     found.setdefault(chunk[k].trajectory_id, []).append(logps[r, : len(row.input_ids)].float().cpu().clone())
@@ -135,7 +137,7 @@ class CriticRecipe:
 
     def _scores(self, scorer, examples: list[D.Example], device) -> torch.Tensor:
         """Σ_t β·A of each example (differentiable when grad is on); its rows are summed."""
-        rows, owner = D.flatten(examples)
+        rows, owner = S.flatten([e.rows for e in examples])
         _, _, turns = D.collate(rows, self.tokenizer.pad_token_id)
         turns = turns.to(device)
         logps = self._forward(scorer, rows, device)
@@ -167,12 +169,7 @@ class CriticRecipe:
                 with acc.accumulate(self.scorer):
                     chosen, rejected = self._pair_scores(self.scorer, pairs, device)
                     loss = bradley_terry_loss(chosen, rejected)
-                    acc.backward(loss)
-                    if acc.sync_gradients and cfg.max_grad_norm > 0:
-                        acc.clip_grad_norm_(self.scorer.parameters(), cfg.max_grad_norm)
-                    self.optimizer.step()
-                    self.scheduler.step()
-                    self.optimizer.zero_grad()
+                    optimizer_step(acc, self.scorer, self.optimizer, self.scheduler, loss, cfg.max_grad_norm)
                 losses.append(float(loss.detach()))
                 correct += int((chosen.detach() > rejected.detach()).sum())
                 seen += len(pairs)

@@ -71,15 +71,6 @@ class Example:
         return sum(row.agent_tokens for row in self.rows)
 
 
-def flatten(examples: Sequence[Example]) -> tuple[list[S.Seq], list[int]]:
-    """Every row of the examples, and for each row the index of its example."""
-    rows, owner = [], []
-    for index, example in enumerate(examples):
-        rows += example.rows
-        owner += [index] * len(example.rows)
-    return rows, owner
-
-
 # ---------------------------------------------------------------- pairs
 
 

@@ -184,3 +184,13 @@ def prepare_training(accelerator, model, config, examples: int, epochs: int):
     loader = torch.utils.data.DataLoader(list(range(examples)), batch_size=config.batch_size, shuffle=True, generator=generator, collate_fn=list)
     scorer, optimizer, loader, scheduler = accelerator.prepare(TokenLogProbs(model), optimizer, loader, scheduler)
     return scorer, optimizer, loader, scheduler, total_steps
+
+
+def optimizer_step(accelerator, scorer, optimizer, scheduler, loss, max_grad_norm: float) -> None:
+    """Backward, then (on an accumulation boundary) clip to ``max_grad_norm`` (0: never), step, schedule, zero."""
+    accelerator.backward(loss)
+    if accelerator.sync_gradients and max_grad_norm > 0:
+        accelerator.clip_grad_norm_(scorer.parameters(), max_grad_norm)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad()

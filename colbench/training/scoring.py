@@ -110,7 +110,7 @@ class CriticModel:
         results: list[list[float | None]] = []
         for start in range(0, len(examples), self.batch_size):
             chunk = list(examples[start : start + self.batch_size])
-            rows, owner = D.flatten(chunk)
+            rows, owner = S.flatten([e.rows for e in chunk])
             ids, mask, turns = (t.to(self.device) for t in D.collate(rows, self.tokenizer.pad_token_id))
             owner = torch.tensor(owner, device=self.device)
             target = turns >= 0
@@ -142,8 +142,7 @@ class CriticModel:
         info = D.training_info_ids(self.tokenizer, reference if self.training_info else None)
         prompt_ids = S.encode_text(self.tokenizer, prompt) if isinstance(prompt, str) else list(prompt)
         ids, truncated = S.fit_context(info, prompt_ids, self.max_len)
-        kept_info = min(len(info), self.max_len // 2) if truncated else len(info)
-        return Context(ids, kept_info, truncated)
+        return Context(ids, S.kept_prefix(len(info), len(prompt_ids), self.max_len), truncated)
 
     @torch.no_grad()
     def score_candidates(self, prefix: str | Sequence[int], candidates: Sequence[str | Sequence[int]], batch_size: int = 16) -> list[CandidateScore]:

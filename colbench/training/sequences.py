@@ -30,7 +30,7 @@ read with the very same tokens in training (:func:`pack`) as when it is scored
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 
 @dataclass
@@ -60,11 +60,18 @@ def encode_text(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
+def kept_prefix(prefix_len: int, context_len: int, max_len: int | None) -> int:
+    """How many of the prefix's tokens ``fit_context`` keeps: all, unless the two are cut."""
+    if not max_len or prefix_len + context_len <= max_len:
+        return prefix_len
+    return min(prefix_len, max_len // 2)
+
+
 def fit_context(prefix: Sequence[int], context: Sequence[int], max_len: int | None) -> tuple[list[int], bool]:
     """``prefix + context`` within ``max_len`` tokens, and whether anything was cut (see the module doc)."""
     if not max_len or len(prefix) + len(context) <= max_len:
         return list(prefix) + list(context), False
-    kept = list(prefix[: max_len // 2])
+    kept = list(prefix[: kept_prefix(len(prefix), len(context), max_len)])
     room = max_len - len(kept)
     return kept + list(context[len(context) - room :]), True
 
@@ -89,6 +96,15 @@ def pack(turns: Sequence[AgentTurn], prefix: Sequence[int] = (), max_len: int | 
         else:
             rows.append(turn_row(prefix, turn.prompt_ids, turn.completion_ids, max_len, turn=k))
     return rows
+
+
+def flatten(groups: Sequence[Sequence[Seq]]) -> tuple[list[Seq], list[int]]:
+    """The rows of several groups (a trajectory's rows, a pair side's), and for each row its group's index."""
+    rows, owner = [], []
+    for index, group in enumerate(groups):
+        rows += group
+        owner += [index] * len(group)
+    return rows, owner
 
 
 def _first_not_a_target(seq: Seq) -> Seq:
@@ -127,34 +143,34 @@ def end_of_turn_ids(tokenizer) -> list[int]:
     return []
 
 
-def prompt_of(tokenizer, family: str, turn, history: Sequence[dict]) -> str:
-    """The prompt an agent turn was given: the stored one, or (an import without ``input``)
-    the one a rollout would have shown after ``history``."""
-    if turn.prompt is not None:
-        return turn.prompt
-    return tokenizer.apply_chat_template(conversation(family, history), tokenize=False, add_generation_prompt=True)
+def agent_prompts(tokenizer, family: str, turns: Sequence) -> Iterator[tuple[object, str]]:
+    """Each agent turn of a stored dialogue (``Turn`` rows in order) with the prompt it was given:
+    the stored one, or (an import without ``input``) the one a rollout would have shown."""
+    history: list[dict] = []
+    for turn in turns:
+        if turn.role == "assistant":
+            prompt = turn.prompt
+            if prompt is None:
+                prompt = tokenizer.apply_chat_template(conversation(family, history), tokenize=False, add_generation_prompt=True)
+            yield turn, prompt
+        if turn.role in ("user", "assistant"):
+            history.append({"role": turn.role, "content": turn.content or ""})
 
 
 def agent_turns(tokenizer, family: str, turns: Sequence) -> list[AgentTurn]:
     """The agent turns of a stored dialogue (``Turn`` rows in order), as the policy saw and sampled them.
 
-    A turn without a stored prompt (an imported record without ``input``) is given the
-    prompt a rollout would have shown; one without stored ids (a server that returns
-    text only, or an import) is its raw text re-encoded, closed with the end-of-turn
-    token as if it stopped.
+    A turn without a stored prompt gets the one a rollout would have shown (``agent_prompts``);
+    one without stored ids (a server that returns text only, or an import) is its raw text
+    re-encoded, closed with the end-of-turn token as if it stopped.
     """
     closing = None
-    history: list[dict] = []
     found: list[AgentTurn] = []
-    for turn in turns:
-        if turn.role == "assistant":
-            prompt = prompt_of(tokenizer, family, turn, history)
-            if turn.token_ids:
-                completion = list(turn.token_ids)
-            else:
-                closing = end_of_turn_ids(tokenizer) if closing is None else closing
-                completion = encode_text(tokenizer, turn.raw if turn.raw is not None else turn.content or "") + closing
-            found.append(AgentTurn(turn.id, encode_text(tokenizer, prompt), completion))
-        if turn.role in ("user", "assistant"):
-            history.append({"role": turn.role, "content": turn.content or ""})
+    for turn, prompt in agent_prompts(tokenizer, family, turns):
+        if turn.token_ids:
+            completion = list(turn.token_ids)
+        else:
+            closing = end_of_turn_ids(tokenizer) if closing is None else closing
+            completion = encode_text(tokenizer, turn.raw if turn.raw is not None else turn.content or "") + closing
+        found.append(AgentTurn(turn.id, encode_text(tokenizer, prompt), completion))
     return found

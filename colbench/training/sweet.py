@@ -86,14 +86,10 @@ def select_turns(db, config: P.PolicyConfig, watermark: int | None, tokenizer) -
         for start in range(0, len(ids), _ROWS):
             turns = queries.turns_for(session, ids[start : start + _ROWS])
             for trajectory_id, rows in turns.items():
-                history: list[dict] = []
-                for turn in rows:
-                    if turn.role == "assistant" and (config.selection == "trajectories" or selected(turn.id, config.fraction, config.seed)):
-                        prompt = S.prompt_of(tokenizer, config.family, turn, history)
-                        task_id = task_of[trajectory_id]
+                task_id = task_of[trajectory_id]
+                for turn, prompt in S.agent_prompts(tokenizer, config.family, rows):
+                    if config.selection == "trajectories" or selected(turn.id, config.fraction, config.seed):
                         jobs.append(TurnJob(turn.id, trajectory_id, task_id, references[task_id], prompt))
-                    if turn.role in ("user", "assistant"):
-                        history.append({"role": turn.role, "content": turn.content or ""})
     jobs.sort(key=lambda j: j.turn_id)
     return jobs, top, len(fresh)
 

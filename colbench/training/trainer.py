@@ -32,6 +32,7 @@ from colbench.training.modeling import (
     accelerator_for,
     evaluating,
     model_to_train,
+    optimizer_step,
     prepare_training,
 )
 
@@ -71,13 +72,7 @@ class SftItem:
 
 def pair_rows(items: Sequence[PairItem]) -> tuple[list[S.Seq], list[int]]:
     """The rows of B pairs, chosen sides first, and each row's owner: i for pair i's chosen rows, B + i for its rejected."""
-    rows, owner = [], []
-    for side, offset in (("chosen", 0), ("rejected", len(items))):
-        for i, item in enumerate(items):
-            side_rows = getattr(item, side)
-            rows += side_rows
-            owner += [offset + i] * len(side_rows)
-    return rows, owner
+    return S.flatten([it.chosen for it in items] + [it.rejected for it in items])
 
 
 
@@ -190,12 +185,7 @@ class PolicyTrainer:
             for batch in self.loader:
                 with acc.accumulate(self.scorer):
                     loss, stats, n = self.step_loss(self.scorer, batch)
-                    acc.backward(loss)
-                    if acc.sync_gradients and cfg.max_grad_norm > 0:
-                        acc.clip_grad_norm_(self.scorer.parameters(), cfg.max_grad_norm)
-                    self.optimizer.step()
-                    self.scheduler.step()
-                    self.optimizer.zero_grad()
+                    optimizer_step(acc, self.scorer, self.optimizer, self.scheduler, loss, cfg.max_grad_norm)
                 history.append(stats)
                 tokens += n
                 if acc.sync_gradients:
