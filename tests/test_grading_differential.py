@@ -330,11 +330,11 @@ case("timeout_on_one_test", DOUBLE, "def double(x):\n    while x == 5:\n        
 # ------------------------------------------------------------------ tests
 
 @pytest.fixture(scope="module")
-def reports():
-    """{mode: {case name: GradeReport}}: every case of a mode in one batch."""
+def reports(sandbox):
+    """{mode: {case name: GradeReport}}: every case of a mode in one batch, on each sandbox."""
     graded = {}
     for mode in MODES:
-        with Grader(sandbox="auto", workers=2, grading=mode) as grader:
+        with Grader(sandbox=sandbox, workers=2, grading=mode) as grader:
             results = grader.grade([(c.task, c.answer) for c in CASES])
         graded[mode] = {c.name: report for c, report in zip(CASES, results)}
     return graded

@@ -89,8 +89,8 @@ class Grader:
         self.memory_mb = memory_mb
         # Separate sandboxes for references: their code and outputs must never sit in a
         # server's memory that an answer's child is later forked from.
-        self._answers = Pool(backend, workers, first_slot=0, memory_mb=memory_mb)
-        self._references = Pool(backend, workers, first_slot=workers, memory_mb=memory_mb)
+        self._answers = Pool(backend, workers, memory_mb=memory_mb)
+        self._references = Pool(backend, workers, memory_mb=memory_mb)
         self._reference_runs: dict[str, Future] = {}
         self._lock = threading.Lock()
 

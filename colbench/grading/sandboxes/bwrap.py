@@ -2,27 +2,52 @@
 
 Inside: Debian's python, read-only /usr, a fresh /proc and /dev, a small tmpfs /tmp as
 the only writable place, no network (not even the host's loopback), no environment,
-nothing of the checkout, /root or /home. As root we first drop to an unprivileged uid:
-bwrap's user namespace alone would still let the inside read /etc/shadow and /root.
+nothing of the checkout, /root or /home. Our server is the sandbox's process 1
+(--as-pid-1): no process of the sandbox's uid but ours holds the host's pipes, and pid 1
+ignores every signal its namespace sends it.
+
+As root we first drop to an unprivileged uid of the slot's own (bwrap's user namespace
+alone would still let the inside read /etc/shadow and /root), and a small launcher puts
+the sandbox in a cgroup of its own (cgroups.py) and gives it a tmpfs capped in inodes as
+well as bytes, mounted in a private mount namespace so that nothing outlives it.
 RLIMIT_NPROC is set by the server inside, never on bwrap (it makes bwrap's own forks
 fail at random).
 """
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
 
-from .base import SANDBOX_PYTHON, Channel, server_source, slot_uid, start_process
+from . import cgroups
+from .base import SANDBOX_PYTHON, Channel, server_command, slot_uid, start_process
 
 TMP_SIZE = 64 << 20
+TMP_INODES = 4096
+MEMORY_HEADROOM = 256 << 20  # the server and the tmpfs, above one child's address space
+PRIVATE_TMP = "/mnt"  # mounted over in the launcher's own mount namespace only
+
+# Runs as root: joins the cgroups, mounts the capped tmpfs, drops to the slot's uid, execs
+# bwrap. (At the memory cap the kernel kills the largest process: a child, never the
+# small server, since RLIMIT_AS keeps each child's share below the cap.)
+LAUNCHER = r"""
+for procs in $COLBENCH_CGROUP_PROCS; do echo $$ > "$procs"; done
+exec unshare --mount --propagation private -- sh -c '
+  mount -t tmpfs -o "$COLBENCH_TMP_OPTIONS" colbench-tmp "$COLBENCH_TMP" &&
+  exec setpriv --reuid="$COLBENCH_UID" --regid="$COLBENCH_UID" --clear-groups -- "$@"' sh "$@"
+"""
 
 
-def bwrap_command(argv: list[str]) -> list[str]:
+def bwrap_command(argv: list[str], *, tmp_from: str | None = None, info_fd: int | None = None) -> list[str]:
+    """tmp_from: a host directory to bind as /tmp (the launcher's capped tmpfs); else a
+    tmpfs of bwrap's, capped in bytes only."""
+    tmp = ["--bind", tmp_from, "/tmp"] if tmp_from else ["--size", str(TMP_SIZE), "--tmpfs", "/tmp"]
+    info = ["--info-fd", str(info_fd)] if info_fd is not None else []
     return [
         shutil.which("bwrap") or "bwrap",
         "--unshare-all", "--unshare-user", "--disable-userns",
-        "--die-with-parent", "--new-session", "--clearenv",
+        "--die-with-parent", "--new-session", "--clearenv", "--as-pid-1", *info,
         "--ro-bind", "/usr", "/usr",
         "--symlink", "usr/lib", "/lib",
         "--symlink", "usr/lib64", "/lib64",
@@ -30,7 +55,7 @@ def bwrap_command(argv: list[str]) -> list[str]:
         "--symlink", "usr/sbin", "/sbin",
         "--proc", "/proc",
         "--dev", "/dev",
-        "--size", str(TMP_SIZE), "--tmpfs", "/tmp",
+        *tmp,
         "--remount-ro", "/dev",  # else /dev/shm would be writable
         "--remount-ro", "/",
         "--chdir", "/tmp",
@@ -61,7 +86,31 @@ class BwrapBackend:
             return "bwrap failed: " + done.stderr.decode(errors="replace").strip()[:200]
         return None
 
+    def __init__(self):
+        self.confined = os.geteuid() == 0 and all(shutil.which(tool) for tool in ("unshare", "setpriv", "mount"))
+        self._starts = itertools.count(1)
+        if self.confined:
+            cgroups.remove_leftovers()
+
     def start(self, slot: int, memory_mb: int) -> Channel:
-        uid = slot_uid(slot) if os.geteuid() == 0 else None
-        argv = [SANDBOX_PYTHON, "-I", "-S", "-c", server_source(), "/tmp", "ns"]
-        return start_process(bwrap_command(argv), uid=uid)
+        argv = server_command(SANDBOX_PYTHON, "/tmp", "ns")
+        info = os.pipe()
+        if not self.confined:
+            uid = slot_uid(slot) if os.geteuid() == 0 else None
+            return start_process(bwrap_command(argv, info_fd=info[1]), uid=uid, info_fd=info)
+
+        uid = slot_uid(slot)
+        start = next(self._starts)  # a fresh leaf per start: an old one may still be going away
+        group = cgroups.create(f"{os.getpid()}-{slot}-{start}", cgroups.Limits((memory_mb << 20) + MEMORY_HEADROOM))
+        env = {
+            "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
+            "COLBENCH_CGROUP_PROCS": " ".join(group.procs_files) if group else "",
+            "COLBENCH_TMP": PRIVATE_TMP,
+            "COLBENCH_TMP_OPTIONS": f"size={TMP_SIZE},nr_inodes={TMP_INODES},mode=0700,uid={uid},gid={uid}",
+            "COLBENCH_UID": str(uid),
+        }
+        sandbox = bwrap_command(argv, tmp_from=PRIVATE_TMP, info_fd=info[1])
+        return start_process(
+            ["sh", "-c", LAUNCHER, "colbench-launcher", *sandbox], uid=None, env=env, info_fd=info,
+            on_close=group.remove if group else None,
+        )

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 
-from .base import SANDBOX_PYTHON, Channel, server_source, start_process, slot_uid
+from .base import SANDBOX_PYTHON, Channel, server_command, start_process, slot_uid
 
 WARNING = (
     "\n" + "!" * 78 + "\n"
@@ -33,11 +33,11 @@ class PlainBackend:
     def start(self, slot: int, memory_mb: int) -> Channel:
         python = SANDBOX_PYTHON if os.path.exists(SANDBOX_PYTHON) else sys.executable
         workdir = tempfile.mkdtemp(prefix="colbench-grading-")
-        argv = [python, "-I", "-S", "-c", server_source(), workdir]
         as_root = os.geteuid() == 0 and shutil.which("unshare") and shutil.which("setpriv")
         if not as_root:
             # Same uid as us: kill(-1) would kill our own processes, so only the group.
-            return start_process(argv + ["group"], uid=None, on_close=lambda: shutil.rmtree(workdir, True))
+            argv = server_command(python, workdir, "group", seccomp="optional")
+            return start_process(argv, uid=None, on_close=lambda: shutil.rmtree(workdir, True))
 
         uid = slot_uid(slot)
         os.chown(workdir, uid, uid)
@@ -48,7 +48,8 @@ class PlainBackend:
             _kill_uid(uid)
             shutil.rmtree(workdir, ignore_errors=True)
 
-        return start_process(["unshare", "--net", "--", *drop, *argv, "uid"], uid=None, on_close=forget)
+        argv = server_command(python, workdir, "uid", seccomp="optional")
+        return start_process(["unshare", "--net", "--", *drop, *argv], uid=None, on_close=forget)
 
 
 def _kill_uid(uid: int) -> None:
