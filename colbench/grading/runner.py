@@ -23,8 +23,9 @@ nothing the child says beyond what the protocol allows at that moment:
 The server keeps the wall deadline of each test (a signal inside the child could not
 interrupt a C-level loop such as sum(range(10**12))), kills the child when it passes,
 and forks a fresh child for the remaining tests. After each child it kills every other
-process it can see; after each job it wipes the work dir and checks that no System V IPC
-object exists, so nothing carries over to the next task.
+process it can see; after each job it wipes the work dir (and, where no filter forbids
+System V IPC, asks for a new sandbox if an IPC object exists), so nothing carries over
+to the next task.
 
 Before it serves, the server makes itself undumpable (a graded child, same uid, can
 neither ptrace it nor read its memory) and installs a seccomp filter that its children
@@ -117,13 +118,14 @@ def serve(workdir, cleanup, seccomp="required"):
     key = _read_key(stdin)
     os.makedirs(workdir, exist_ok=True)
     _warm_up()
-    _install_filter(seccomp == "required")
+    # Without the filter, an answer could leave IPC objects behind: then look after each job.
+    look_for_ipc = not _install_filter(seccomp == "required")
     _send_line("READY")
     while True:
         job = _read_job(stdin)
         if job is None:
             return
-        _run_job(job, workdir, cleanup, key)
+        _run_job(job, workdir, cleanup, key, look_for_ipc)
 
 
 def _fail(why):
@@ -151,14 +153,15 @@ def _read_key(stdin):
 
 
 def _install_filter(required):
-    """Load the seccomp filter (DENIED_SYSCALLS) on ourselves; every child inherits it."""
+    """Load the seccomp filter (DENIED_SYSCALLS) on ourselves; every child inherits it.
+    False where it could not be had and was not required."""
     sys.path.insert(0, SECCOMP_PATH)
     try:
         import seccomp
     except ImportError as error:
         if required:
             _fail("no seccomp bindings (install Debian's python3-seccomp): %s" % error)
-        return
+        return False
     finally:
         sys.path.remove(SECCOMP_PATH)
     deny = seccomp.ERRNO(DENIED_ERRNO)
@@ -170,6 +173,7 @@ def _install_filter(required):
             rules.add_rule(deny, name, seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
     rules.add_rule(deny, "prctl", seccomp.Arg(0, seccomp.EQ, PR_SET_DUMPABLE), seccomp.Arg(1, seccomp.NE, 0))
     rules.load()  # also sets no_new_privs
+    return True
 
 
 WARM_UP = """
@@ -212,7 +216,7 @@ def _read_job(stdin):
     }
 
 
-def _run_job(job, workdir, cleanup, key):
+def _run_job(job, workdir, cleanup, key, look_for_ipc):
     """Run all tests of one job, forking a new child after each timeout or crash."""
     import hmac
 
@@ -226,7 +230,7 @@ def _run_job(job, workdir, cleanup, key):
     while next_test <= test_count and not state["stop"]:
         next_test = _run_child(job, next_test, workdir, state)
         clean = _clean_up(cleanup) and clean
-    clean = _wipe(workdir) and _no_ipc_objects() and clean
+    clean = _wipe(workdir) and not (look_for_ipc and _ipc_objects()) and clean
     verdict = "tampered" if state["tampered"] else "ok" if clean else "dirty"
     end = "%s D %s" % (job["id"], verdict)
     state["mac"].update(end.encode("ascii"))
@@ -352,7 +356,7 @@ def _hand(orders, number, nonce):
 
 def _parse(raw, nonce):
     """(kind, rest) of a child's line; kind '?' for anything our runner would not write."""
-    if any(byte < 0x20 or byte > 0x7E for byte in raw):
+    if raw.translate(None, _PRINTABLE):  # a control byte, or anything not ASCII
         return "?", ""
     text = raw.decode("ascii")
     stamp, _, line = text.partition(" ")
@@ -490,17 +494,18 @@ def _wipe(root):
     return True
 
 
-def _no_ipc_objects():
-    """The filter forbids System V IPC; should an object exist anyway, it would outlive the
-    job (and be readable by the next one), so the sandbox must go."""
+def _ipc_objects():
+    """Does a System V IPC object exist? It would outlive the job (and be readable by the
+    next one), so the sandbox must go. Only asked without the filter, which forbids them:
+    reading these tables costs as much as a small job."""
     for kind in ("shm", "msg", "sem"):
         try:
             with open("/proc/sysvipc/" + kind, "rb") as table:
                 if len(table.read().splitlines()) > 1:  # a header, then one row per object
-                    return False
+                    return True
         except OSError:
             pass
-    return True
+    return False
 
 
 def _post(state, line):
@@ -628,12 +633,13 @@ def _describe(error):
 
 def _emit(out, line):
     """One line to the server: printable ASCII only, as the server demands."""
-    data = line.encode("ascii", "backslashreplace").translate(_PRINTABLE) + b"\n"
+    data = line.encode("ascii", "backslashreplace").translate(_UNPRINTABLE_TO_QUESTION_MARK) + b"\n"
     while data:
         data = data[_write(out, data):]
 
 
-_PRINTABLE = bytes(b if 0x20 <= b <= 0x7E else 0x3F for b in range(256))  # others become "?"
+_PRINTABLE = bytes(range(0x20, 0x7F))
+_UNPRINTABLE_TO_QUESTION_MARK = bytes(b if 0x20 <= b <= 0x7E else 0x3F for b in range(256))
 
 
 if __name__ == "__main__":
