@@ -2,7 +2,8 @@
 
 Three ways to grade the same answers:
 
-- sandboxed: colbench's Grader (bwrap fork-servers), references included (cold cache);
+- sandboxed: colbench's Grader (bwrap, and Docker where an engine and the grading image
+  answer: `colbench sandbox image`), references included (cold cache), then cached;
 - in-process: `exec` in this very process with a SIGALRM per test, like the official
   grader. Unsafe, and helpless against C-level loops; the upper bound on speed;
 - fresh interpreter: one new Python process per task running all its tests, the
@@ -27,6 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from colbench.grading.grader import Grader
+from colbench.grading.sandboxes.docker import DockerBackend
 from colbench.protocol import strip_code_fences
 from colbench.tasks.spec import TaskSpec
 
@@ -217,39 +219,42 @@ def timed(label: str, grade_all, count: int) -> tuple[float, list[float]]:
     return count / seconds, rewards
 
 
-def run_mix(name: str, tasks: list[TaskSpec], answers: list[str], workers: int, baselines: bool, hangs: bool) -> dict:
+def run_mix(name: str, tasks: list[TaskSpec], answers: list[str], workers: int, sandboxes: list[str],
+            baselines: bool, hangs: bool) -> dict:
     pairs = list(zip(tasks, answers))
     print(f"\n{name}: {len(tasks)} tasks x {TESTS_PER_TASK} tests, {workers} workers, {TIMEOUT_S:.0f} s per test")
-    figures = {}
-    with Grader(sandbox="bwrap", workers=workers, test_timeout_s=TIMEOUT_S) as grader:
-        warm_up = make_tasks(2 * workers, seed=99)  # start every sandbox before timing
-        grader.grade([(t, t.ground_truth) for t in warm_up])
-        figures["sandboxed"], sandboxed = timed(
-            "sandboxed (bwrap, cold reference cache)", lambda: [r.fraction_passed for r in grader.grade(pairs)], len(pairs))
-        if not hangs:
-            figures["sandboxed_warm"], _ = timed(
-                "sandboxed (bwrap, references cached)", lambda: [r.fraction_passed for r in grader.grade(pairs)], len(pairs))
+    figures, rewards = {}, {}
+    for sandbox in sandboxes:
+        with Grader(sandbox=sandbox, workers=workers, test_timeout_s=TIMEOUT_S) as grader:
+            warm_up = make_tasks(2 * workers, seed=99)  # start every sandbox before timing
+            grader.grade([(t, t.ground_truth) for t in warm_up])
+            figures[sandbox], rewards[sandbox] = timed(
+                f"sandboxed ({sandbox}, cold reference cache)", lambda: [r.fraction_passed for r in grader.grade(pairs)], len(pairs))
+            if not hangs:
+                figures[sandbox + " warm"], _ = timed(
+                    f"sandboxed ({sandbox}, references cached)", lambda: [r.fraction_passed for r in grader.grade(pairs)], len(pairs))
     if not baselines:
         return figures
 
     signal.signal(signal.SIGALRM, _ring)
     figures["in_process"], in_process = timed(
         "in-process exec (unsafe, 1 thread)", lambda: [grade_in_process(t, a) for t, a in pairs], len(pairs))
-    mismatches = sum(abs(a - b) > 1e-9 for a, b in zip(sandboxed, in_process))
-    print(f"  tasks where sandboxed and in-process rewards differ: {mismatches}")
+    for sandbox in sandboxes:
+        mismatches = sum(abs(a - b) > 1e-9 for a, b in zip(rewards[sandbox], in_process))
+        print(f"  tasks where {sandbox} and in-process rewards differ: {mismatches}")
+    if not hangs:  # with hangs, the fresh-interpreter runs would only add 10 s per hanging task, serially per worker
+        for label, python in (("fresh interpreter per task (venv python)", [sys.executable]),
+                              ("fresh interpreter per task (python3 -I -S)", ["/usr/bin/python3", "-I", "-S"])):
+            with ThreadPoolExecutor(workers) as pool:
+                key = "fresh" if python == [sys.executable] else "fresh_isolated"
+                figures[key], _ = timed(label, lambda: list(pool.map(lambda p: grade_fresh(*p, python), pairs)), len(pairs))
 
-    if hangs:  # the fresh-interpreter runs would only add 10 s per hanging task, serially per worker
-        print(f"  sandboxed / in-process:               {figures['sandboxed'] / figures['in_process']:.2f}x")
-        return figures
-    for label, python in (("fresh interpreter per task (venv python)", [sys.executable]),
-                          ("fresh interpreter per task (python3 -I -S)", ["/usr/bin/python3", "-I", "-S"])):
-        with ThreadPoolExecutor(workers) as pool:
-            key = "fresh" if python == [sys.executable] else "fresh_isolated"
-            figures[key], _ = timed(label, lambda: list(pool.map(lambda p: grade_fresh(*p, python), pairs)), len(pairs))
-
-    print(f"  sandboxed / in-process:               {figures['sandboxed'] / figures['in_process']:.2f}x")
-    print(f"  sandboxed / fresh interpreter (venv): {figures['sandboxed'] / figures['fresh']:.2f}x")
-    print(f"  sandboxed / fresh interpreter (-I -S):{figures['sandboxed'] / figures['fresh_isolated']:.2f}x")
+    for sandbox in sandboxes:
+        print(f"  {sandbox} / in-process:                {figures[sandbox] / figures['in_process']:.2f}x"
+              + ("" if hangs else f"   (references cached: {figures[sandbox + ' warm'] / figures['in_process']:.2f}x)"))
+        if not hangs:
+            print(f"  {sandbox} / fresh interpreter (venv):  {figures[sandbox] / figures['fresh']:.2f}x")
+            print(f"  {sandbox} / fresh interpreter (-I -S): {figures[sandbox] / figures['fresh_isolated']:.2f}x")
     return figures
 
 
@@ -258,14 +263,18 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--mix", choices=["benign", "hang", "both"], default="both")
+    parser.add_argument("--sandbox", action="append", choices=["bwrap", "docker"],
+                        help="sandboxes to time (repeatable); default bwrap, and docker where an engine and the image answer")
     parser.add_argument("--no-baselines", action="store_true", help="time only the sandboxed grader")
     args = parser.parse_args()
-    print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}")
+    sandboxes = args.sandbox or ["bwrap"] + (["docker"] if DockerBackend.check() is None else [])
+    print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; sandboxes: {', '.join(sandboxes)}")
     tasks = make_tasks(args.tasks)
-    if args.mix in ("benign", "both"):
-        run_mix("benign answers", tasks, make_answers(tasks, hang_share=0.0), args.workers, not args.no_baselines, False)
-    if args.mix in ("hang", "both"):
-        run_mix("10% of answers hang", tasks, make_answers(tasks, hang_share=0.10), args.workers, not args.no_baselines, True)
+    for mix, hang_share in (("benign", 0.0), ("hang", 0.10)):
+        if args.mix in (mix, "both"):
+            label = "benign answers" if mix == "benign" else "10% of answers hang"
+            run_mix(label, tasks, make_answers(tasks, hang_share=hang_share), args.workers, sandboxes,
+                    not args.no_baselines, hangs=hang_share > 0)
 
 
 if __name__ == "__main__":
