@@ -15,7 +15,7 @@ import threading
 import click
 import typer
 
-from colbench.cli import common, critic, db, evaluate, experiment, inspect, policy, rollout, tasks, trajectories
+from colbench.cli import common, critic, db, evaluate, experiment, inspect, policy, rollout, sandbox, tasks, trajectories
 
 INTERRUPTED = "interrupted; everything finished before the interrupt is stored, rerun to go on"
 
@@ -43,6 +43,7 @@ app.add_typer(policy.app, name="policy")
 app.add_typer(policy.checkpoint_app, name="checkpoint")
 app.add_typer(experiment.app, name="experiment")
 app.add_typer(tasks.app, name="tasks")
+app.add_typer(sandbox.app, name="sandbox")
 trajectories.register(app)
 inspect.register(app)
 rollout.register(app)

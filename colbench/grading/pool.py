@@ -132,7 +132,9 @@ class Worker:
                     raise OSError("no greeting")
                 greeting += chunk
             pid = self.channel.server_pid()
-            if pid is not None:
+            if pid is not None and server_intact(pid, start_time(pid)):
+                # Where the pid is not ours to see (a remote engine, another pid
+                # namespace), there is nothing to watch, rather than a false alarm.
                 self._server = (pid, start_time(pid))
         except Exception as error:
             detail = self.channel.diagnostics() if self.channel is not None else ""
