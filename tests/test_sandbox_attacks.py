@@ -342,6 +342,34 @@ def f(n):
     assert report.tests[2].passed  # the next test of the same task still runs
 
 
+MEMORY_ACROSS_PROCESSES = """
+import os, time
+def f(x):
+    pids = []
+    for _ in range(3):
+        pid = os.fork()
+        if pid == 0:
+            hog = bytearray(500 << 20)
+            for page in range(0, len(hog), 4096):  # zero pages cost nothing until written
+                hog[page] = 1
+            time.sleep(0.3)
+            os._exit(0)
+        pids.append(pid)
+    return sorted(os.waitpid(pid, 0)[1] & 0x7F for pid in pids)  # the signal that ended each
+"""
+
+
+def test_memory_is_capped_for_the_whole_sandbox(grader, sandbox):
+    """RLIMIT_AS bounds one process; three children of 500 MB each stay under it, but not
+    under the sandbox's cgroup cap (1 GiB + 256 MiB), where the kernel kills one of them."""
+    if sandbox == "bwrap" and os.geteuid() != 0:
+        pytest.skip("bwrap sandboxes get a cgroup only when grading as root")
+    report = grade_among_benign(grader, ONE, MEMORY_ACROSS_PROCESSES)
+    assert report.tests[0].error in (None, "timeout") and not report.sandbox_failed, rows(report)
+    if report.tests[0].actual is not None:
+        assert 9 in eval(report.tests[0].actual)  # SIGKILL from the cgroup's OOM killer
+
+
 FORK_BOMB = """
 import os, time
 def f(x):
