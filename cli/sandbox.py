@@ -46,6 +46,7 @@ def check(as_json: bool = typer.Option(False, "--json", help="Machine-readable o
     for backend in (BwrapBackend, DockerBackend, PlainBackend):
         why_not = backend.check()
         backends[backend.name] = {"usable": why_not is None, "why_not": why_not}
+    backends["bwrap"]["confinement"] = BwrapBackend.confinement()
     backends["docker"]["image"] = configured_image()
     backends["none"]["warning"] = NOT_A_SANDBOX
     try:
@@ -60,7 +61,7 @@ def check(as_json: bool = typer.Option(False, "--json", help="Machine-readable o
     table = Table("backend", "usable", "note", title="grading sandboxes", title_justify="left")
     for name, found in backends.items():
         usable = "[green]yes[/]" if found["usable"] else "[red]no[/]"
-        note = found["why_not"] or found.get("warning") or (f"image {found['image']}" if name == "docker" else "")
+        note = found["why_not"] or found.get("warning") or found.get("confinement") or f"image {found['image']}"
         table.add_row(name, usable, note)
     console.print(table)
     console.print(f"--sandbox auto picks: {auto or 'nothing (install bubblewrap or build the Docker image)'}", highlight=False)

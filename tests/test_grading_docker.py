@@ -15,7 +15,7 @@ from contextlib import closing
 import pytest
 
 from colbench.grading.grader import Grader, SandboxUnavailable
-from colbench.grading.sandboxes import BwrapBackend, resolve
+from colbench.grading.sandboxes import BwrapBackend, cgroups, resolve
 from colbench.grading.sandboxes.docker import DockerBackend
 from colbench.grading.sandboxes.image import ImageError, build_image, configured_image
 from colbench.tasks.spec import TaskSpec
@@ -350,6 +350,8 @@ def test_sandbox_check_reports_each_backend(docker_engine):
     assert report["backends"]["docker"] == {"usable": True, "why_not": None, "image": configured_image()}
     assert report["backends"]["none"]["usable"] and "plain subprocess" in report["backends"]["none"]["warning"]
     assert report["backends"]["bwrap"]["usable"] == (BwrapBackend.check() is None)
+    if os.geteuid() == 0 and cgroups.available():
+        assert f"a cgroup ({cgroups.available()}) caps memory" in report["backends"]["bwrap"]["confinement"]
     assert report["auto"] == "docker"
 
     missing = absent_image()

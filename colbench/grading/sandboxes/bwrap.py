@@ -86,6 +86,15 @@ class BwrapBackend:
             return "bwrap failed: " + done.stderr.decode(errors="replace").strip()[:200]
         return None
 
+    @staticmethod
+    def confinement() -> str:
+        """What bounds a sandbox here beyond bwrap itself, in words."""
+        if os.geteuid() != 0:
+            return "not root: no cgroup (memory is capped per process), /tmp capped in bytes only"
+        version = cgroups.available()
+        caps = f"a cgroup ({version}) caps memory, processes and CPU" if version else "no writable cgroup (memory is capped per process)"
+        return f"{caps}; /tmp capped at {TMP_SIZE >> 20} MiB and {TMP_INODES} inodes"
+
     def __init__(self):
         self.confined = os.geteuid() == 0 and all(shutil.which(tool) for tool in ("unshare", "setpriv", "mount"))
         self._starts = itertools.count(1)

@@ -98,13 +98,28 @@ def _v1_settings(limits: Limits) -> dict[str, dict[str, str]]:
     }
 
 
+V1_HIERARCHIES = ("memory", "pids", "cpu")
+
+
+def available() -> str | None:
+    """"v2" or "v1": the cgroup version sandboxes get here; None where they get none."""
+    if os.geteuid() != 0:
+        return None
+    if _v2_ready():
+        return "v2"
+    if all(os.access(ROOT / hierarchy, os.W_OK) for hierarchy in V1_HIERARCHIES):
+        return "v1"
+    return None
+
+
 def create(name: str, limits: Limits) -> Cgroup | None:
     """A fresh leaf `name` with these limits, or None where cgroups cannot be had."""
-    if os.geteuid() != 0:
+    version = available()
+    if version is None:
         return None
     created: list[Path] = []
     try:
-        if _v2_ready():
+        if version == "v2":
             parent = ROOT / GROUP
             parent.mkdir(exist_ok=True)
             for level in (ROOT, parent):  # let the controllers reach our leaves
@@ -127,7 +142,7 @@ def create(name: str, limits: Limits) -> Cgroup | None:
 
 
 def _leaves():
-    for parent in [ROOT / GROUP, *(ROOT / hierarchy / GROUP for hierarchy in ("memory", "pids", "cpu"))]:
+    for parent in [ROOT / GROUP, *(ROOT / hierarchy / GROUP for hierarchy in V1_HIERARCHIES)]:
         try:
             yield from (leaf for leaf in parent.iterdir() if leaf.is_dir())
         except OSError:
