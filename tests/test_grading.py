@@ -237,3 +237,17 @@ def test_a_sandbox_whose_process_1_is_not_our_server_is_replaced(sandbox):
         assert report.error == TAMPERED and report.fraction_passed == 0.0 and not report.sandbox_failed
         assert grader.grade([BENIGN[0]])[0].success  # a fresh sandbox, with its own record
         assert worker._server[0] != pid
+
+
+def test_sandboxes_are_replaced_every_few_hundred_jobs(sandbox, monkeypatch):
+    """Nothing lives in one sandbox for long: after RECYCLE_AFTER jobs a slot starts afresh."""
+    from colbench.grading import pool
+
+    monkeypatch.setattr(pool, "RECYCLE_AFTER", 3)
+    with Grader(sandbox=sandbox, workers=1, grading="strict") as grader:
+        worker = grader._answers._workers[0]
+        servers = []
+        for _ in range(7):
+            assert grader.grade([BENIGN[0]])[0].success
+            servers.append(worker._server[0])
+    assert [len(set(servers[i:i + 3])) for i in (0, 3)] == [1, 1] and len(set(servers)) == 3
