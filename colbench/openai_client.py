@@ -108,82 +108,109 @@ def _choice(raw: Any) -> ChatChoice:
     )
 
 
+def _request(messages: list[dict[str, Any]], model: str, *, temperature, max_tokens, n, seed, logprobs, top_logprobs) -> dict:
+    # Only what was asked for is sent: some servers reject fields they do not know (logprobs).
+    asked = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed,
+             "logprobs": True if logprobs or top_logprobs else None, "top_logprobs": top_logprobs or None}
+    return {"model": model, "messages": messages, "n": n, **{k: v for k, v in asked.items() if v is not None}}
+
+
+def _completion(raw: Any, model: str, where: str, started: float) -> ChatCompletion:
+    if isinstance(raw, str):  # the SDK hands back the text of a body that is not JSON
+        raise EndpointError(f"{where} sent a response that is not JSON: {_one_line(raw, 80)!r}")
+    try:
+        completion = ChatCompletion(
+            choices=sorted((_choice(c) for c in raw.choices), key=lambda c: c.index),
+            usage={k: int(v) for k, v in dict(raw.usage or {}).items() if isinstance(v, (int, float))},
+            model=getattr(raw, "model", None) or model,
+            id=getattr(raw, "id", None) or "",
+        )
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:  # the SDK does not validate replies
+        raise EndpointError(f"{where} sent a malformed chat completion: {_one_line(repr(exc), 120)}") from None
+    completion.latency_s = time.monotonic() - started
+    return completion
+
+
+def _endpoint_error(err: Exception, where: str, timeout_s: float) -> EndpointError:
+    """One line for any failure of an SDK call, its retries included."""
+    if isinstance(err, json.JSONDecodeError):  # the body said it was JSON
+        return EndpointError(f"{where} sent a response that is not JSON: {_one_line(err.doc, 80)!r}")
+    tries = _tries(err)
+    count = f"{tries} {'try' if tries == 1 else 'tries'}"
+    if isinstance(err, openai.APITimeoutError):  # before APIConnectionError: it is one
+        return EndpointError(f"{where} timed out after {count}: no response within {timeout_s:g}s")
+    if isinstance(err, openai.APIConnectionError):
+        what = "unreachable" if type(err.__cause__).__name__ == "ConnectError" else "failed"
+        return EndpointError(f"{where} {what} after {count}: {_no_response(err.__cause__ or err)}")
+    if not isinstance(err, openai.APIStatusError):  # e.g. the SDK's response validation
+        return EndpointError(f"{where} failed: {_one_line(f'{type(err).__name__}: {err}', 160)}")
+    status, detail = err.status_code, _status_detail(err)
+    if tries == 1 and status != 429 and status < 500:
+        # A client error will not fix itself: the SDK reported it at once.
+        return EndpointError(f"{where} rejected the request: HTTP {status}: {detail}", status=status)
+    return EndpointError(f"{where} failed after {count}: HTTP {status}: {detail}", status=status)
+
+
+_FAILURES = (json.JSONDecodeError, openai.APIError)
+
+
 class OpenAIClient:
     """Chat completions against one OpenAI-compatible endpoint. A request is sent at most
-    ``max_retries + 1`` times; the SDK picks the waits (Retry-After when the server sends one)."""
+    ``max_retries + 1`` times; the SDK picks the waits (Retry-After when the server sends one).
+    ``asynchronous=True`` gives the same client over the SDK's AsyncOpenAI: ``await chat(...)``."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, *, timeout_s: float = 60.0, max_retries: int = 3):
+    def __init__(self, base_url: str, api_key: str | None = None, *, timeout_s: float = 60.0, max_retries: int = 3,
+                 asynchronous: bool = False):
         self.base_url = base_url.rstrip("/")
+        self.where = f"endpoint {self.base_url}"
         self.timeout_s = float(timeout_s)
+        self.asynchronous = asynchronous
         key = resolve_api_key(api_key)
         # A local server may want no key, but the SDK insists on one: it gets a placeholder
         # and every request leaves the Authorization header out.
         self._headers: dict[str, Any] = {} if key else {"Authorization": openai.Omit()}
-        self._sdk = openai.OpenAI(base_url=self.base_url, api_key=key or "unused", timeout=self.timeout_s,
-                                  max_retries=max(0, int(max_retries)))
+        sdk = openai.AsyncOpenAI if asynchronous else openai.OpenAI
+        self._sdk = sdk(base_url=self.base_url, api_key=key or "unused", timeout=self.timeout_s, max_retries=max(0, int(max_retries)))
 
     def chat(self, model: str, messages: list[dict[str, Any]], *, temperature: float | None = None,
              max_tokens: int | None = None, n: int = 1, seed: int | None = None, logprobs: bool = False,
-             top_logprobs: int | None = None) -> ChatCompletion:
-        """One chat completion with ``n`` choices. Messages may carry image parts
-        (``{"type": "image_url", ...}``); they are sent as given."""
-        # Only what was asked for is sent: some servers reject fields they do not know (logprobs).
-        asked = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed,
-                 "logprobs": True if logprobs or top_logprobs else None, "top_logprobs": top_logprobs or None}
-        start = time.monotonic()
-        raw = self._call(self._sdk.chat.completions.create, model=model, messages=messages, n=n,
-                         **{k: v for k, v in asked.items() if v is not None})
+             top_logprobs: int | None = None):
+        """One chat completion with ``n`` choices (a coroutine on an asynchronous client).
+        Messages may carry image parts (``{"type": "image_url", ...}``); they are sent as given."""
+        request = _request(messages, model, temperature=temperature, max_tokens=max_tokens, n=n, seed=seed,
+                           logprobs=logprobs, top_logprobs=top_logprobs)
+        if self.asynchronous:
+            return self._chat_async(request)
+        started = time.monotonic()
         try:
-            completion = ChatCompletion(
-                choices=sorted((_choice(c) for c in raw.choices), key=lambda c: c.index),
-                usage={k: int(v) for k, v in dict(raw.usage or {}).items() if isinstance(v, (int, float))},
-                model=getattr(raw, "model", None) or model,
-                id=getattr(raw, "id", None) or "",
-            )
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:  # the SDK does not validate replies
-            raise EndpointError(
-                f"endpoint {self.base_url} sent a malformed chat completion: {_one_line(repr(exc), 120)}"
-            ) from None
-        completion.latency_s = time.monotonic() - start
-        return completion
+            raw = self._sdk.chat.completions.create(**request, extra_headers=self._headers)
+        except _FAILURES as err:
+            raise _endpoint_error(err, self.where, self.timeout_s) from None
+        return _completion(raw, model, self.where, started)
+
+    async def _chat_async(self, request: dict) -> ChatCompletion:
+        started = time.monotonic()
+        try:
+            raw = await self._sdk.chat.completions.create(**request, extra_headers=self._headers)
+        except _FAILURES as err:
+            raise _endpoint_error(err, self.where, self.timeout_s) from None
+        return _completion(raw, request["model"], self.where, started)
 
     def list_models(self) -> list[str]:
-        return [m.id for m in self._call(self._sdk.models.list).data]
+        try:
+            return [m.id for m in self._sdk.models.list(extra_headers=self._headers).data]
+        except _FAILURES as err:
+            raise _endpoint_error(err, self.where, self.timeout_s) from None
 
-    def close(self) -> None:
-        self._sdk.close()
+    def close(self):
+        """Closes the connections (a coroutine on an asynchronous client)."""
+        return self._sdk.close()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
-
-    def _call(self, method, **kwargs) -> Any:
-        """One SDK call, its retries included; any failure becomes one ``EndpointError``."""
-        where = f"endpoint {self.base_url}"
-        try:
-            result = method(**kwargs, extra_headers=self._headers)
-        except json.JSONDecodeError as err:  # the body said it was JSON
-            raise EndpointError(f"{where} sent a response that is not JSON: {_one_line(err.doc, 80)!r}") from None
-        except openai.APIError as err:
-            tries = _tries(err)
-            count = f"{tries} {'try' if tries == 1 else 'tries'}"
-            if isinstance(err, openai.APITimeoutError):  # before APIConnectionError: it is one
-                raise EndpointError(f"{where} timed out after {count}: no response within {self.timeout_s:g}s") from None
-            if isinstance(err, openai.APIConnectionError):
-                what = "unreachable" if type(err.__cause__).__name__ == "ConnectError" else "failed"
-                raise EndpointError(f"{where} {what} after {count}: {_no_response(err.__cause__ or err)}") from None
-            if not isinstance(err, openai.APIStatusError):  # e.g. the SDK's response validation
-                raise EndpointError(f"{where} failed: {_one_line(f'{type(err).__name__}: {err}', 160)}") from None
-            status, detail = err.status_code, _status_detail(err)
-            if tries == 1 and status != 429 and status < 500:
-                # A client error will not fix itself: the SDK reported it at once.
-                raise EndpointError(f"{where} rejected the request: HTTP {status}: {detail}", status=status) from None
-            raise EndpointError(f"{where} failed after {count}: HTTP {status}: {detail}", status=status) from None
-        if isinstance(result, str):  # the SDK hands back the text of a body that is not JSON
-            raise EndpointError(f"{where} sent a response that is not JSON: {_one_line(result, 80)!r}")
-        return result
 
 
 def dumps_messages(messages: list[dict[str, Any]]) -> str:

@@ -1,27 +1,35 @@
 """The rollout orchestrator: policy, simulated human and grader, turn by turn, into the store.
 
-One process runs up to `batch_size` episodes at once. Each step makes ONE batched
-generate call for every episode whose agent is to move, writes those turns, asks the
-simulator for every episode waiting on the human (one batched call), writes those
-turns, and hands finished episodes to the sandboxed grader. Freed places are refilled
-by claiming more work from the store, so several processes pointed at one database
-share the work without overlap, and a rerun of the same command finishes what is
-missing: every trajectory is a row before it starts, every turn is written as it
-happens, and an interrupted episode resumes from its stored turns.
+Episodes run asynchronously: each advances the moment its own previous step returns
+(agent turn, human reply, next agent turn, grading), with up to `concurrency` of them
+live at once and no lock-step between them. Requests to a server go out one per
+episode, at most `concurrency` in flight to the policy and as many to the simulator; a
+local engine's turns are gathered into batches that refill as episodes come back
+(batching.py). Turns are written by one writer thread (store/writer.py), transactional
+and in order, off the requests' critical path.
+
+Freed places are refilled by claiming more work from the store, so several processes
+pointed at one database share the work without overlap, and a rerun of the same command
+finishes what is missing: every trajectory is a row before it starts, every turn is
+written as it happens, and an interrupted episode resumes from its stored turns.
 """
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import socket
+import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Callable
 
 from colbench import protocol
 from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP, GRADINGS
 from colbench.options import check, option
+from colbench.batching import Batcher
 from colbench.progress import Progress, silent
 from colbench.engines.base import Engine, SamplingParams
 from colbench.envs.base import Env, Episode, Grade
@@ -30,6 +38,7 @@ from colbench.simulators.base import Simulator
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.store.models import Task, Trajectory, Turn, utcnow
+from colbench.store.writer import StoreWriter
 
 
 @dataclass
@@ -46,7 +55,10 @@ class RolloutConfig:
     seed: int = option(0, "Base sampling seed.")
     temperature: float = option(protocol.TEMPERATURE, "Sampling temperature (the protocol samples at 1.0, at evaluation too).", min=0.0)
     max_new_tokens: int = option(protocol.MAX_NEW_TOKENS, "Tokens per agent turn (the protocol's limit: 1024).", min=1)
-    batch_size: int = option(16, "Episodes stepped together in one generate call.", min=1)
+    batch_size: int = option(16, "Most agent turns in one generate call of a local engine (hf, ct2, vllm).", min=1)
+    concurrency: int = option(64, "Episodes live at once; also the most requests in flight to each server (policy and simulator).", min=1)
+    request_timeout_s: float = option(60.0, "Seconds a server request may take before it is retried (openai engine, endpoint simulators).", min=0.1, flags=("--request-timeout",))
+    retries: int = option(3, "Retries of a failed server request (connection errors, timeouts, 429, 5xx; Retry-After honoured).", min=0)
     sandbox: str = option("auto", "Grading sandbox: auto (docker, else bwrap), docker, bwrap, or none (unsafe).", choices=("auto", "docker", "bwrap", "none"))
     grade_workers: int = option(2, "Sandboxed grading workers.", min=1)
     grading: str = option(DEFAULT_GRADING, "Backend grading semantics. " + GRADING_HELP, choices=GRADINGS)
@@ -106,6 +118,12 @@ class RolloutStats:
         return data
 
 
+def turn_seed(seed: int, trajectory_id: int, agent_turns: int) -> int:
+    """Each agent turn's own seed, so the k samples of a task differ and a rerun repeats
+    them. (A local engine samples a batch from one generator: the first turn's seed.)"""
+    return hash((seed, trajectory_id, agent_turns)) % (1 << 31)
+
+
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
@@ -153,7 +171,8 @@ class Rollout:
         self.worker = worker_name()
         self.stats = RolloutStats()
         self.tasks: dict[int, object] = {}
-        self.pending_grades: dict[int, object] = {}  # trajectory id → future
+        self.live = 0  # episodes under way
+        self._critic_lock = threading.Lock()
 
     def on_progress(self) -> None:
         s = self.stats
@@ -190,32 +209,71 @@ class Rollout:
     # ------------------------------------------------------------ the loop
 
     def run(self, tasks: list[Task]) -> RolloutStats:
+        """Run to the end; Ctrl-C or SIGTERM stop it within a second or two, keeping every
+        turn already written, and raise KeyboardInterrupt."""
         slot = self.prepare(tasks)
-        for episode in self._stored_episodes(self.ungraded):
-            self._submit_grade(episode)
-        active: list[Episode] = []
-        step = 0
         try:
-            while True:
-                active = [e for e in active if not e.finished]
-                active += self._claim(slot, self.config.batch_size - len(active))
-                self._collect_grades(block=False)
-                if not active:
-                    break
-                self._agent_step(active, step)
-                self._human_step([e for e in active if not e.finished])
-                step += 1
-            self._collect_grades(block=True)
-        except BaseException:
-            with self.db.write() as session:
-                queries.release(session, self.worker)
-            raise
+            asyncio.run(self._run(slot))
+        except asyncio.CancelledError:
+            raise KeyboardInterrupt from None
         return self.stats
 
-    def _claim(self, slot: queries.Slot, room: int) -> list[Episode]:
-        if room <= 0:
-            return []
-        with self.db.write() as session:
+    async def _run(self, slot: queries.Slot) -> None:
+        self.writer = StoreWriter(self.db)
+        self.policy, policy_batcher = _policy_caller(self.engine, self.config, expected=lambda: self.live)
+        self.human = _human_caller(self.simulator, self.config, expected=lambda: self.live)
+        stop_on_sigterm = _cancel_on_sigterm(asyncio.current_task())
+        try:
+            grading = [asyncio.create_task(self._grade(e)) for e in self._stored_episodes(self.ungraded)]
+            await self._episodes(slot)
+            await asyncio.gather(*grading)
+            self.writer.flush()
+            self.writer.check()
+        except BaseException:
+            self.engine.stop()
+            if policy_batcher is not None:
+                policy_batcher.join(timeout_s=1.5)
+            self.writer.flush(timeout_s=1.0)  # keep what was already generated
+            self.writer.submit(lambda session: queries.release(session, self.worker))
+            self.writer.flush(timeout_s=1.0)
+            raise
+        finally:
+            stop_on_sigterm()
+            self.writer.close(timeout_s=1.0)
+            await _close_async_clients(self.engine, self.simulator)
+
+    async def _episodes(self, slot: queries.Slot) -> None:
+        running: set[asyncio.Task] = set()
+        try:
+            await self._keep_running(slot, running)
+        except BaseException:
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            raise
+
+    async def _keep_running(self, slot: queries.Slot, running: set[asyncio.Task]) -> None:
+        more = True
+        while True:
+            room = self.config.concurrency - len(running)
+            if more and room > 0:
+                claimed = await self._claim(slot, room)
+                more = len(claimed) == room  # fewer than asked: none left for now
+                for episode in claimed:
+                    running.add(asyncio.create_task(self._episode(episode)))
+                self.live = len(running)
+            if not running:
+                return
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            running -= done
+            self.live = len(running)
+            for task in done:
+                task.result()  # an episode's failure (a dead server) ends the rollout
+            self.writer.check()
+            more = more or bool(done)  # a place came free: look for work again
+
+    async def _claim(self, slot: queries.Slot, room: int) -> list[Episode]:
+        def claim(session):
             claimed = queries.claim(session, slot, self.worker, room, _abandoned(self.config.stale_after_s))
             turns = queries.turns_for(session, [t.id for t in claimed])
             for trajectory in claimed:
@@ -223,98 +281,93 @@ class Rollout:
                     opening = Turn(trajectory_id=trajectory.id, index=0, role="user", content=self.tasks[trajectory.task_id].problem_description)
                     queries.add_rows(session, [opening])
                     turns[trajectory.id] = [opening]
-        episodes = []
-        for trajectory in claimed:
-            episode = self.env.episode_class.resume(trajectory.id, self.tasks[trajectory.task_id], turns[trajectory.id])
-            if episode.finished:  # its answering turn was stored, the trajectory was not closed
-                self._finish([episode])
-            else:
-                episodes.append(episode)
-        return episodes
+            return [(t.id, t.task_id) for t in claimed], turns
 
-    def _agent_step(self, active: list[Episode], step: int) -> None:
-        movers = [e for e in active if e.agent_to_move]
-        if not movers:
-            return
-        params = SamplingParams(
-            temperature=self.config.temperature,
-            max_new_tokens=self.config.max_new_tokens,
-            n=self.config.samples_per_turn,
-            seed=self.config.seed * 1_000_003 + step,
+        claimed, turns = await self.writer.call(claim)
+        return [self.env.episode_class.resume(tid, self.tasks[task_id], turns[tid]) for tid, task_id in claimed]
+
+    async def _episode(self, episode: Episode) -> None:
+        """One episode from wherever it stands to its grade, at its own pace."""
+        while not episode.finished:
+            if episode.agent_to_move:
+                await self._agent_turn(episode)
+            else:
+                await self._human_turn(episode)
+        self.writer.submit(lambda session: queries.finish(session, {episode.trajectory_id: episode.answer}))
+        self.stats.finished += 1
+        await self._grade(episode)
+
+    async def _agent_turn(self, episode: Episode) -> None:
+        generation = await self.policy(episode.conversation(), self._seed(episode))
+        sample = await self._best(episode, generation)
+        shared, tail = queries.compact_prompt(episode.last_prompt, generation.prompt_text)
+        row = Turn(
+            trajectory_id=episode.trajectory_id,
+            index=len(episode.dialogue),
+            role="assistant",
+            content=episode.agent_says(sample.text),
+            raw=sample.text,
+            token_ids=list(sample.token_ids) or None,
+            prompt=tail,
+            prompt_shared=shared,
+            prompt_tokens=generation.prompt_tokens,
+            completion_tokens=sample.num_tokens,
+            logprob_sum=sample.logprob_sum,
+            logprob_mean=sample.logprob_mean,
+            latency_s=generation.latency_s,
         )
-        generations = self.engine.generate([e.conversation() for e in movers], params)
-        rows = []
-        for episode, generation in zip(movers, generations):
-            sample = self._best(episode, generation)
-            shared, tail = queries.compact_prompt(episode.last_prompt, generation.prompt_text)
-            index = len(episode.dialogue)
-            shown = episode.agent_says(sample.text)
-            rows.append(
-                Turn(
-                    trajectory_id=episode.trajectory_id,
-                    index=index,
-                    role="assistant",
-                    content=shown,
-                    raw=sample.text,
-                    token_ids=list(sample.token_ids) or None,
-                    prompt=tail,
-                    prompt_shared=shared,
-                    prompt_tokens=generation.prompt_tokens,
-                    completion_tokens=sample.num_tokens,
-                    logprob_sum=sample.logprob_sum,
-                    logprob_mean=sample.logprob_mean,
-                    latency_s=generation.latency_s,
-                )
-            )
-            episode.last_prompt = generation.prompt_text
-            self.stats.agent_turns += 1
-            self.stats.generated_tokens += sample.num_tokens
-        extras = self.env.after_agent_step(movers)  # e.g. the screenshot of the page a turn showed
-        for row, episode in zip(rows, movers):
+        episode.last_prompt = generation.prompt_text
+        self.stats.agent_turns += 1
+        self.stats.generated_tokens += sample.num_tokens
+        if self.env.renders:  # e.g. the screenshot of the page the turn showed
+            extras = await asyncio.to_thread(self.env.after_agent_step, [episode])
             for name, value in extras.get(episode.trajectory_id, {}).items():
                 setattr(row, name, value)
-        with self.db.write() as session:
-            queries.add_screenshots(session, self.env.new_screenshots())
-            queries.add_rows(session, rows)
-            queries.beat(session, [e.trajectory_id for e in movers])
-        self._finish([e for e in movers if e.finished])
+        self._write_turn(row)
         self.on_progress()
 
-    def _best(self, episode: Episode, generation):
+    def _seed(self, episode: Episode) -> int:
+        return turn_seed(self.config.seed, episode.trajectory_id, episode.agent_turns)
+
+    async def _best(self, episode: Episode, generation):
         """The sample to keep: the only one, or the critic's favourite (highest advantage),
         each read after c and exactly the prompt the policy was given."""
         samples = generation.samples
         if self.critic is None or len(samples) == 1:
             return samples[0]
-        context = self.critic.context(generation.prompt_text, episode.task.hidden)
-        scores = self.critic.score_candidates(context.ids, [s.token_ids or s.text for s in samples])
-        return samples[max(range(len(samples)), key=lambda i: scores[i].advantage)]
 
-    def _human_step(self, waiting: list[Episode]) -> None:
-        if not waiting:
-            return
-        replies = self.simulator.reply(self.env.sim_requests(waiting))
-        rows = []
-        for episode, reply in zip(waiting, replies):
-            index = len(episode.dialogue)
-            # As officially, a simulator that gives no reply (after its retries) does not end the
-            # trajectory: the human says "No response." and the agent goes on; the turn keeps why.
-            shown = episode.human_says(protocol.NO_RESPONSE if reply.error else reply.text)
-            raw = None if reply.error else reply.text
-            rows.append(Turn(trajectory_id=episode.trajectory_id, index=index, role="user", content=shown, raw=raw, error=reply.error, latency_s=reply.latency_s))
-            self.stats.no_replies += bool(reply.error)
-        with self.db.write() as session:
-            queries.add_rows(session, rows)
-            queries.beat(session, [e.trajectory_id for e in waiting])
+        def rank():
+            context = self.critic.context(generation.prompt_text, episode.task.hidden)
+            scores = self.critic.score_candidates(context.ids, [s.token_ids or s.text for s in samples])
+            return samples[max(range(len(samples)), key=lambda i: scores[i].advantage)]
 
-    def _finish(self, episodes: list[Episode]) -> None:
-        if not episodes:
-            return
-        with self.db.write() as session:
-            queries.finish(session, {e.trajectory_id: e.answer for e in episodes})
-        for episode in episodes:
-            self.stats.finished += 1
-            self._submit_grade(episode)
+        def rank_alone():
+            with self._critic_lock:  # one scoring at a time: it is the memory-hungry part
+                return rank()
+
+        return await asyncio.to_thread(rank_alone)
+
+    async def _human_turn(self, episode: Episode) -> None:
+        if self.env.renders:
+            (request,) = await asyncio.to_thread(self.env.sim_requests, [episode])
+        else:
+            (request,) = self.env.sim_requests([episode])
+        reply = await self.human(request)
+        index = len(episode.dialogue)
+        # As officially, a simulator that gives no reply (after its retries) does not end the
+        # trajectory: the human says "No response." and the agent goes on; the turn keeps why.
+        shown = episode.human_says(protocol.NO_RESPONSE if reply.error else reply.text)
+        raw = None if reply.error else reply.text
+        self.stats.no_replies += bool(reply.error)
+        self._write_turn(Turn(trajectory_id=episode.trajectory_id, index=index, role="user", content=shown, raw=raw, error=reply.error, latency_s=reply.latency_s))
+
+    def _write_turn(self, row: Turn) -> None:
+        def write(session):
+            queries.add_screenshots(session, self.env.new_screenshots())
+            queries.add_rows(session, [row])
+            queries.beat(session, [row.trajectory_id])
+
+        self.writer.submit(write)
 
     # ------------------------------------------------------------ grading
 
@@ -330,26 +383,71 @@ class Rollout:
             episodes.append(episode)
         return episodes
 
-    def _submit_grade(self, episode: Episode) -> None:
-        self.pending_grades[episode.trajectory_id] = self.env.grade_episode(episode)
+    async def _grade(self, episode: Episode) -> None:
+        grade = await asyncio.wrap_future(self.env.grade_episode(episode))
 
-    def _collect_grades(self, block: bool) -> None:
-        ready = {
-            trajectory_id: future
-            for trajectory_id, future in self.pending_grades.items()
-            if block or future.done()
-        }
-        if not ready:
-            return
-        grades = {trajectory_id: future.result() for trajectory_id, future in ready.items()}
-        with self.db.write() as session:
+        def write(session):
             queries.add_screenshots(session, self.env.new_screenshots())
-            save_grades(self.db, session, grades)
-        for trajectory_id, grade in grades.items():
-            del self.pending_grades[trajectory_id]
-            self.stats.graded += 1
-            self.stats.successes += bool(grade.success)
+            save_grades(self.db, session, {episode.trajectory_id: grade})
+
+        await self.writer.call(write)  # graded only once stored: the count below means it
+        self.stats.graded += 1
+        self.stats.successes += bool(grade.success)
         self.on_progress()
+
+
+def _policy_caller(engine: Engine, config: RolloutConfig, expected: Callable[[], int]):
+    """An async function (conversation, seed) -> Generation: the engine's own when it has
+    one (a server), else batched turns of its batched `generate` (local engines); and
+    the Batcher, if any."""
+    params = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens, n=config.samples_per_turn)
+    if hasattr(engine, "agenerate"):
+        async def one(conversation, seed: int):
+            return await engine.agenerate(conversation, replace(params, seed=seed))
+        return one, None
+
+    def generate(requests: list[tuple[list, int]]):
+        # One seed per batch (the engine samples the batch from one generator): the first's.
+        return engine.generate([conversation for conversation, _ in requests], replace(params, seed=requests[0][1]))
+
+    batcher: Batcher = Batcher(generate, config.batch_size, expected=expected)
+
+    async def batched(conversation, seed: int):
+        return await batcher((conversation, seed))
+
+    return batched, batcher
+
+
+def _human_caller(simulator: Simulator, config: RolloutConfig, expected: Callable[[], int]):
+    """An async function from a SimRequest to its SimReply: a server simulator's own, else
+    batched calls of `reply` (a local model's in a thread; the rule-based one inline)."""
+    if hasattr(simulator, "areply"):
+        return simulator.areply
+    in_thread = not getattr(simulator, "instant", False)
+    return Batcher(simulator.reply, config.batch_size if in_thread else config.concurrency, expected=expected,
+                   in_thread=in_thread, linger_s=0.05 if in_thread else 0.0)
+
+
+async def _close_async_clients(*parts) -> None:
+    for part in parts:
+        close = getattr(part, "aclose", None)
+        if close is not None:
+            try:
+                await close()
+            except Exception:  # noqa: BLE001 - closing must not hide the run's outcome
+                pass
+
+
+def _cancel_on_sigterm(task: asyncio.Task) -> Callable[[], None]:
+    """SIGTERM cancels the run as Ctrl-C does (asyncio.run handles SIGINT itself)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    except (NotImplementedError, RuntimeError):
+        return lambda: None
+    return lambda: loop.remove_signal_handler(signal.SIGTERM)
 
 
 def save_grades(db: Database, session, grades: dict[int, Grade]) -> None:
@@ -384,9 +482,10 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
             from colbench.training.scoring import CriticModel
 
             critic = CriticModel.from_checkpoint(db, config.rerank_critic, device=config.device)
-        options = {"base_url": config.base_url} if config.engine == "openai" else {"device": config.device}
+        served = {"timeout_s": config.request_timeout_s, "max_retries": config.retries, "concurrency": config.concurrency}
+        options = {"base_url": config.base_url, **served} if config.engine == "openai" else {"device": config.device}
         with build_engine(db, config.engine, config.model, **options) as policy:
-            human = build_simulator(db, config.simulator, config.engine, family=family)
+            human = build_simulator(db, config.simulator, config.engine, family=family, **served)
             try:
                 stats = Rollout(db, policy, human, env, config, critic=critic, on_progress=on_progress).run(chosen)
             finally:

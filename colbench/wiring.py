@@ -48,10 +48,11 @@ def build_engine(db: Database, kind: str, model: str, **options):
     return make_engine(kind, model, **options)
 
 
-def build_simulator(db: Database, spec: str, engine_kind: str = "hf", family: str = "backend"):
+def build_simulator(db: Database, spec: str, engine_kind: str = "hf", family: str = "backend", **served):
+    """``served``: timeout_s, max_retries, concurrency of a simulator behind a server."""
     from colbench.simulators import make_simulator
 
-    return make_simulator(spec, engine_factory=lambda ref: build_engine(db, engine_kind, ref), family=family)
+    return make_simulator(spec, engine_factory=lambda ref: build_engine(db, engine_kind, ref), family=family, **served)
 
 
 def build_env(

@@ -17,7 +17,7 @@ from colbench.envs.backend import BackendEnv
 from colbench.grading.grader import Grader
 from colbench.official import import_tasks, import_trajectories, spec_of
 from colbench.protocol import ANSWER_MARKER, MAX_AGENT_TURNS, NO_RESPONSE
-from colbench.rollout import Rollout, RolloutConfig
+from colbench.rollout import Rollout, RolloutConfig, turn_seed
 from colbench.simulators.rulebased.backend import BuiltinSimulator
 from colbench.simulators.endpoint import EndpointSimulator
 from colbench.store import queries
@@ -244,13 +244,14 @@ def test_best_of_n_keeps_the_candidate_the_critic_ranks_highest(sqlite_url, tmp_
     config = RolloutConfig(max_new_tokens=5, candidates=4, rerank_critic=f"ckpt:{fitted.checkpoint_id}")
     Rollout(db, tiny_engine, BuiltinSimulator(), env, config, critic=critic).run(tasks)
 
-    # Replay the first step: the same batch and seed give the same candidates.
+    # Replay the first turns: both episodes' first turns make one batch, seeded by the first's.
     with db.read() as session:
         trajectories = sorted(session.exec(select(Trajectory).where(Trajectory.setting == config.setting())), key=lambda t: (t.task_id, t.sample_index))
         kept = [queries.turns_of(session, t.id)[1].content for t in trajectories]
     specs = {task.id: spec_of(task) for task in tasks}
     episodes = [BackendEnv.episode_class(t.id, specs[t.task_id]) for t in trajectories]
-    generations = tiny_engine.generate([e.conversation() for e in episodes], SamplingParams(temperature=1.0, max_new_tokens=5, n=4, seed=0))
+    seed = turn_seed(config.seed, trajectories[0].id, 0)
+    generations = tiny_engine.generate([e.conversation() for e in episodes], SamplingParams(temperature=1.0, max_new_tokens=5, n=4, seed=seed))
     for episode, generation, text in zip(episodes, generations, kept):
         scores = critic.score_candidates(critic.context(generation.prompt_text, episode.task.hidden).ids, [s.token_ids for s in generation.samples])
         best = max(range(4), key=lambda i: scores[i].advantage)

@@ -72,6 +72,9 @@ class Engine(ABC):
         """The prompt text the model sees for this conversation (chat template applied)."""
         raise NotImplementedError
 
+    def stop(self) -> None:
+        """Make a generate under way return soon, its output no longer wanted (Ctrl-C)."""
+
     def close(self) -> None:
         """Free the engine's resources (GPU memory, worker processes)."""
 

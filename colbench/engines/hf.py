@@ -12,6 +12,7 @@ of at most ``max_batch_size`` rows and decoded together with a KV cache.
 """
 from __future__ import annotations
 
+import threading
 import time
 from contextlib import contextmanager
 
@@ -56,6 +57,7 @@ class HFEngine(Engine):
             raise EngineError(f"model {self.model_ref} has no EOS token: generation could not stop")
         pad = tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else min(self.eos_ids)
+        self._stopping = threading.Event()  # stop() sets it; a sampling loop under way then ends
 
     @property
     def device(self) -> torch.device:
@@ -122,6 +124,8 @@ class HFEngine(Engine):
         tokens, logprobs = [], []
         cache = None
         for _ in range(params.max_new_tokens):
+            if self._stopping.is_set():  # Ctrl-C: the caller wants nothing more from us
+                break
             out = self.model(
                 input_ids=ids,
                 attention_mask=mask,
@@ -221,6 +225,9 @@ class HFEngine(Engine):
             yield
         finally:
             self.model.train(was_training)
+
+    def stop(self) -> None:
+        self._stopping.set()
 
     def close(self) -> None:
         self.model = None

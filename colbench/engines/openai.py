@@ -4,14 +4,21 @@ The server applies its own chat template, which we cannot see, so the recorded
 prompt is the message list itself as JSON: faithful, if not the exact token stream.
 Token log-probs are stored when the server returns them (vLLM does; token ids it
 does not, so ``Sample.token_ids`` stays empty).
+
+Rollouts call ``agenerate`` (one conversation, on the SDK's AsyncOpenAI, at most
+``concurrency`` requests in flight); ``generate`` keeps the batched, threaded form for
+callers without an event loop.
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from colbench.engines.base import Engine, EngineError, Generation, Message, Sample, SamplingParams
-from colbench.openai_client import EndpointError, OpenAIClient, dumps_messages
+from colbench.openai_client import ChatCompletion, EndpointError, OpenAIClient, dumps_messages
+
+DEFAULT_CONCURRENCY = 64  # requests in flight; a vLLM server batches hundreds
 
 
 class OpenAIEngine(Engine):
@@ -22,7 +29,7 @@ class OpenAIEngine(Engine):
         api_key: str | None = None,
         timeout_s: float = 60,
         max_retries: int = 3,
-        concurrency: int = 8,
+        concurrency: int = DEFAULT_CONCURRENCY,
         *,
         logprobs: bool = True,
     ):
@@ -32,8 +39,9 @@ class OpenAIEngine(Engine):
         self.model_ref = f"openai:{model}@{self.base_url}"
         self.concurrency = max(1, int(concurrency))
         self.logprobs = logprobs
-        # The thread pool in generate() is what bounds requests in flight.
-        self.client = OpenAIClient(self.base_url, api_key, timeout_s=timeout_s, max_retries=max_retries)
+        self._client_options = {"api_key": api_key, "timeout_s": timeout_s, "max_retries": max_retries}
+        self.client = OpenAIClient(self.base_url, **self._client_options)
+        self._async: tuple[OpenAIClient, asyncio.Semaphore] | None = None  # made in the running loop
 
     def render_prompt(self, conversation: list[Message]) -> str:
         return dumps_messages(conversation)
@@ -42,7 +50,7 @@ class OpenAIEngine(Engine):
         if not conversations:
             return []
         workers = min(self.concurrency, len(conversations))
-        # Threads, not asyncio: requests spend their time waiting on the server.
+        # The thread pool is what bounds requests in flight here.
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-engine") as pool:
             futures = [pool.submit(self._one, conv, params) for conv in conversations]
             results = []
@@ -55,27 +63,35 @@ class OpenAIEngine(Engine):
                     raise EngineError(str(exc)) from None
         return results
 
+    async def agenerate(self, conversation: list[Message], params: SamplingParams) -> Generation:
+        """One conversation's samples, as soon as its own request returns."""
+        if self._async is None:
+            self._async = (OpenAIClient(self.base_url, **self._client_options, asynchronous=True),
+                           asyncio.Semaphore(self.concurrency))
+        client, slots = self._async
+        async with slots:
+            start = time.monotonic()
+            try:
+                completion = await client.chat(self.model, conversation, **self._sampling(params))
+            except EndpointError as exc:
+                raise EngineError(str(exc)) from None
+        return self._generation(conversation, params, completion, start)
+
     def _one(self, conversation: list[Message], params: SamplingParams) -> Generation:
         start = time.monotonic()
-        completion = self.client.chat(
-            self.model,
-            conversation,
-            temperature=params.temperature,
-            max_tokens=params.max_new_tokens,
-            n=params.n,
-            seed=params.seed,
-            logprobs=self.logprobs,
-        )
+        completion = self.client.chat(self.model, conversation, **self._sampling(params))
+        return self._generation(conversation, params, completion, start)
+
+    def _sampling(self, params: SamplingParams) -> dict:
+        return {"temperature": params.temperature, "max_tokens": params.max_new_tokens, "n": params.n,
+                "seed": params.seed, "logprobs": self.logprobs}
+
+    def _generation(self, conversation: list[Message], params: SamplingParams, completion: ChatCompletion, start: float) -> Generation:
         if len(completion.choices) != params.n:
-            raise EndpointError(
-                f"endpoint {self.base_url} sent {len(completion.choices)} choices, asked for {params.n}"
-            )
+            raise EngineError(f"endpoint {self.base_url} sent {len(completion.choices)} choices, asked for {params.n}")
         samples = [
-            Sample(
-                text=choice.text,
-                token_logprobs=choice.token_logprobs,
-                finish_reason="length" if choice.finish_reason == "length" else "stop",
-            )
+            Sample(text=choice.text, token_logprobs=choice.token_logprobs,
+                   finish_reason="length" if choice.finish_reason == "length" else "stop")
             for choice in completion.choices
         ]
         return Generation(
@@ -84,6 +100,11 @@ class OpenAIEngine(Engine):
             samples=samples,
             latency_s=time.monotonic() - start,
         )
+
+    async def aclose(self) -> None:
+        if self._async is not None:
+            await self._async[0].close()
+            self._async = None
 
     def close(self) -> None:
         self.client.close()

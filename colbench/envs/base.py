@@ -91,6 +91,7 @@ class Env:
 
     family: str
     episode_class: type[Episode] = Episode
+    renders = False  # does after_agent_step or sim_requests do slow work (a browser)? then off the event loop
 
     def after_agent_step(self, episodes: list[Episode]) -> dict[int, dict]:
         """Work after agent turns are generated; returns extra Turn fields per trajectory id."""

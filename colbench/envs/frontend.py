@@ -5,6 +5,8 @@ officially; the black image if it never showed one) is the reward.
 """
 from __future__ import annotations
 
+import threading
+
 from concurrent.futures import Future
 
 from colbench import protocol
@@ -45,6 +47,7 @@ class FrontendEpisode(Episode):
 class FrontendEnv(Env):
     family = "frontend"
     episode_class = FrontendEpisode
+    renders = True
 
     def __init__(self, renderer, similarity, screenshots):
         self.renderer = renderer  # colbench.render.browser.Renderer (one thread only)
@@ -52,15 +55,18 @@ class FrontendEnv(Env):
         self.screenshots = screenshots  # colbench.render.storage.ScreenshotStore
         self._references: dict[str, object] = {}
         self._new: dict[str, dict] = {}
+        self._new_lock = threading.Lock()  # renders run in threads; the store writer takes the rows
 
     def _save(self, png: bytes) -> str:
         sha, path = self.screenshots.put(png)
         width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")  # PNG IHDR
-        self._new[sha] = {"sha256": sha, "path": str(path), "width": width, "height": height}
+        with self._new_lock:
+            self._new[sha] = {"sha256": sha, "path": str(path), "width": width, "height": height}
         return sha
 
     def new_screenshots(self) -> list[dict]:
-        rows, self._new = list(self._new.values()), {}
+        with self._new_lock:
+            rows, self._new = list(self._new.values()), {}
         return rows
 
     def reference(self, task: TaskSpec):

@@ -23,8 +23,9 @@ SPEC_HELP = (
 )
 
 
-def make_simulator(spec: str, engine_factory: Callable[[str], Engine] | None = None, family: str = "backend") -> Simulator:
-    """The simulator a spec names, for tasks of ``family`` (``builtin`` is the family's rule-based one)."""
+def make_simulator(spec: str, engine_factory: Callable[[str], Engine] | None = None, family: str = "backend", **served) -> Simulator:
+    """The simulator a spec names, for tasks of ``family`` (``builtin`` is the family's rule-based one).
+    ``served`` (timeout_s, max_retries, concurrency) goes to a simulator behind a server."""
     kind, _, rest = spec.strip().partition(":")
     if kind == "builtin" and not rest and family == "backend":
         from colbench.simulators.rulebased.backend import BuiltinSimulator
@@ -36,7 +37,7 @@ def make_simulator(spec: str, engine_factory: Callable[[str], Engine] | None = N
             raise ValueError(f"bad simulator spec {spec!r}: {SPEC_HELP}")
         from colbench.simulators.endpoint import EndpointSimulator
 
-        return EndpointSimulator(model, base_url)
+        return EndpointSimulator(model, base_url, **served)
     if kind in ("builtin", "builtin-frontend") and not rest:  # the second: its stored name, still accepted
         from colbench.simulators.rulebased.frontend import FrontendBuiltinSimulator
 
@@ -47,7 +48,7 @@ def make_simulator(spec: str, engine_factory: Callable[[str], Engine] | None = N
             raise ValueError(f"bad simulator spec {spec!r}: {SPEC_HELP}")
         from colbench.simulators.vision import VisionEndpointSimulator
 
-        return VisionEndpointSimulator(model, base_url)
+        return VisionEndpointSimulator(model, base_url, **served)
     if kind == "local" and rest:
         if engine_factory is None:
             raise ValueError(f"simulator spec {spec!r} needs an engine factory to load {rest!r}")

@@ -3,9 +3,13 @@
 This is the paper's setup (Llama-3.1-70B-Instruct served by vLLM), at temperature 0.
 A request that still fails after the client's retries becomes a reply with ``error``
 set: that human turn becomes "No response." and the dialogue goes on.
+
+Rollouts call ``areply`` (one request, on the SDK's AsyncOpenAI, at most ``concurrency``
+in flight); ``reply`` keeps the batched, threaded form.
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -30,7 +34,7 @@ class EndpointSimulator(Simulator):
         *,
         timeout_s: float = 60,
         max_retries: int = 3,
-        concurrency: int = 8,
+        concurrency: int = 64,
         max_tokens: int = 256,
     ):
         self.model = model
@@ -38,8 +42,10 @@ class EndpointSimulator(Simulator):
         self.ref = f"{self.kind}:{self.base_url}#{model}"
         self.concurrency = max(1, int(concurrency))
         self.max_tokens = max_tokens
-        # The thread pool in reply() is what bounds requests in flight.
-        self.client = OpenAIClient(self.base_url, api_key, timeout_s=timeout_s, max_retries=max_retries)
+        self._client_options = {"api_key": api_key, "timeout_s": timeout_s, "max_retries": max_retries}
+        # The thread pool in reply() is what bounds requests in flight there.
+        self.client = OpenAIClient(self.base_url, **self._client_options)
+        self._async: tuple[OpenAIClient, asyncio.Semaphore] | None = None  # made in the running loop
 
     def reply(self, requests: list[SimRequest]) -> list[SimReply]:
         if not requests:
@@ -61,11 +67,35 @@ class EndpointSimulator(Simulator):
             return SimReply(text="", error=problem)
         try:
             completion = self.client.chat(self.model, self.messages(request), temperature=0.0, max_tokens=self.max_tokens)
-            text = clean_reply(completion.choices[0].text) if completion.choices else ""
-            error = None if text else f"endpoint {self.base_url} sent an empty reply"
         except Exception as exc:  # noqa: BLE001 - a simulator failure must never crash the run
-            text, error = "", _one_line(exc)
+            return SimReply(text="", error=_one_line(exc), latency_s=time.monotonic() - start)
+        return self._reply_of(completion, start)
+
+    async def areply(self, request: SimRequest) -> SimReply:
+        problem = self.unanswerable(request)
+        if problem:
+            return SimReply(text="", error=problem)
+        if self._async is None:
+            self._async = (OpenAIClient(self.base_url, **self._client_options, asynchronous=True),
+                           asyncio.Semaphore(self.concurrency))
+        client, slots = self._async
+        async with slots:
+            start = time.monotonic()
+            try:
+                completion = await client.chat(self.model, self.messages(request), temperature=0.0, max_tokens=self.max_tokens)
+            except Exception as exc:  # noqa: BLE001 - a simulator failure must never crash the run
+                return SimReply(text="", error=_one_line(exc), latency_s=time.monotonic() - start)
+        return self._reply_of(completion, start)
+
+    def _reply_of(self, completion, start: float) -> SimReply:
+        text = clean_reply(completion.choices[0].text) if completion.choices else ""
+        error = None if text else f"endpoint {self.base_url} sent an empty reply"
         return SimReply(text=text, error=error, latency_s=time.monotonic() - start)
+
+    async def aclose(self) -> None:
+        if self._async is not None:
+            await self._async[0].close()
+            self._async = None
 
     def close(self) -> None:
         self.client.close()

@@ -99,7 +99,7 @@ class VisionEndpointSimulator(EndpointSimulator):
     kind = "vision"
 
     def __init__(self, model: str, base_url: str, api_key: str | None = None, *, timeout_s: float = 120,
-                 max_retries: int = 3, concurrency: int = 8, max_tokens: int = 400):
+                 max_retries: int = 3, concurrency: int = 64, max_tokens: int = 400):
         # 400 tokens is about the protocol's 1000-character cut.
         super().__init__(model, base_url, api_key, timeout_s=timeout_s, max_retries=max_retries,
                          concurrency=concurrency, max_tokens=max_tokens)
