@@ -260,10 +260,16 @@ class Pool:
                 future.set_exception(error)
 
     def close(self) -> None:
+        """Stop the workers. A job still running (the caller was interrupted) is not waited
+        for: its sandbox is killed, which ends the job at once."""
         for _ in self._threads:
             self._jobs.put(None)
+        for worker, thread in zip(self._workers, self._threads):
+            thread.join(timeout=0.2)
+            if thread.is_alive():
+                worker.stop()
         for thread in self._threads:
-            thread.join(timeout=30)
+            thread.join(timeout=5)
         with _slots_lock:
             _free_slots.update(self._slots)
         self._slots = []

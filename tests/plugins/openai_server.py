@@ -10,6 +10,8 @@ protocol over real HTTP: ``POST /v1/chat/completions`` with the real response sc
     openai_server.hang_next(1, seconds=5)                  # longer than the client timeout
     openai_server.drop_next(1)                             # close the connection, no reply
     openai_server.requests                                 # every request body received
+    openai_server.set_delay(lambda request: 0.2)           # wait this long before each normal reply
+    openai_server.in_flight_peak                           # most requests held at once (reset_in_flight_peak())
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from typing import Any, Callable
 import pytest
 
 Responder = Callable[[dict[str, Any]], "str | list[str]"]
+Delay = Callable[[dict[str, Any]], float]
 
 
 def echo_responder(request: dict[str, Any]) -> list[str]:
@@ -46,17 +49,26 @@ def token_logprob(token: str) -> float:
     return -round(0.1 * len(token) + 0.01 * (sum(token.encode()) % 7), 4)
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    # A long listen backlog: a burst of connections (a client with many requests in flight)
+    # waits to be accepted instead of being dropped and retried a second later.
+    request_queue_size = 1024
+
+
 class FakeOpenAIServer:
     def __init__(self, model: str = "test-model"):
         self.model = model
         self.requests: list[dict[str, Any]] = []  # request bodies, in arrival order
         self.headers: list[dict[str, str]] = []  # request headers, same order
         self._responder: Responder = echo_responder
+        self._delay: Delay | None = None
+        self.in_flight = 0  # requests received and not yet answered (hangs and delays included)
+        self.in_flight_peak = 0
         self._actions: deque[tuple] = deque()
         self._lock = threading.Lock()
         self._release = threading.Event()  # ends hangs at teardown
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._httpd.daemon_threads = True
+        self._httpd = _HTTPServer(("127.0.0.1", 0), self._handler_class())
         self.port = self._httpd.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -65,6 +77,17 @@ class FakeOpenAIServer:
 
     def set_responder(self, fn: Responder) -> None:
         self._responder = fn
+
+    def set_delay(self, fn: Delay | None) -> None:
+        """Seconds to wait before each normal reply (not before scripted failures or drops), as a
+        slow model would; ``None`` answers at once. Lets tests see how many requests a client keeps
+        in flight."""
+        self._delay = fn
+
+    def reset_in_flight_peak(self) -> None:
+        """Start counting the peak again from the requests in flight now."""
+        with self._lock:
+            self.in_flight_peak = self.in_flight
 
     def fail_next(self, n: int = 1, status: int = 500, *, retry_after: float | str | None = None,
                   message: str | None = None) -> None:
@@ -102,6 +125,15 @@ class FakeOpenAIServer:
     def _next_action(self):
         with self._lock:
             return self._actions.popleft() if self._actions else None
+
+    def _enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.in_flight_peak = max(self.in_flight_peak, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
     def _completion(self, request: dict[str, Any]) -> dict[str, Any]:
         n = int(request.get("n") or 1)
@@ -157,8 +189,18 @@ class FakeOpenAIServer:
             def log_message(self, *args):  # keep test output quiet
                 pass
 
+            counted = False  # this request is in server.in_flight
+
+            def _done(self):
+                if self.counted:
+                    self.counted = False
+                    server._leave()
+
             def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None):
                 data = json.dumps(body).encode()
+                # No longer in flight once the reply starts: a client may send its next request
+                # the moment it has this one, and must not be counted twice meanwhile.
+                self._done()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -182,6 +224,15 @@ class FakeOpenAIServer:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
+                # Counted from the whole body received to the first byte of the reply (or the drop).
+                server._enter()
+                self.counted = True
+                try:
+                    self._chat(raw)
+                finally:
+                    self._done()
+
+            def _chat(self, raw: bytes):
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._error(404, f"no route {self.path}")
                     return
@@ -215,8 +266,10 @@ class FakeOpenAIServer:
                     self._error(400, "'model' and 'messages' are required")
                     return
                 try:
+                    if server._delay is not None:
+                        server._release.wait(max(0.0, float(server._delay(request))))
                     body = server._completion(request)
-                except Exception as exc:  # a broken responder shows as a server error
+                except Exception as exc:  # a broken responder (or delay) shows as a server error
                     self._error(500, f"responder failed: {exc}")
                     return
                 try:
