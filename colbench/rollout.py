@@ -41,6 +41,9 @@ from colbench.store.models import Task, Trajectory, Turn, utcnow
 from colbench.store.writer import StoreWriter
 
 
+SERVED_CONCURRENCY = 256
+
+
 @dataclass
 class RolloutConfig:
     """How a rollout runs: the flags of `colbench rollout` (each field's help is its documentation)."""
@@ -56,7 +59,7 @@ class RolloutConfig:
     temperature: float = option(protocol.TEMPERATURE, "Sampling temperature (the protocol samples at 1.0, at evaluation too).", min=0.0)
     max_new_tokens: int = option(protocol.MAX_NEW_TOKENS, "Tokens per agent turn (the protocol's limit: 1024).", min=1)
     batch_size: int = option(16, "Most agent turns in one generate call of a local engine (hf, ct2, vllm).", min=1)
-    concurrency: int = option(64, "Episodes live at once; also the most requests in flight to each server (policy and simulator).", min=1)
+    concurrency: int | None = option(None, "Episodes live at once, and the most requests in flight to each server (policy, simulator). Default: 256 with --engine openai, else 4 x --batch-size.", min=1)
     request_timeout_s: float = option(60.0, "Seconds a server request may take before it is retried (openai engine, endpoint simulators).", min=0.1, flags=("--request-timeout",))
     retries: int = option(3, "Retries of a failed server request (connection errors, timeouts, 429, 5xx; Retry-After honoured).", min=0)
     sandbox: str = option("auto", "Grading sandbox: auto (docker, else bwrap), docker, bwrap, or none (unsafe).", choices=("auto", "docker", "bwrap", "none"))
@@ -70,6 +73,8 @@ class RolloutConfig:
 
     def __post_init__(self):
         check(self)
+        if self.concurrency is None:  # a server batches hundreds; a local engine needs its next batch ready
+            self.concurrency = SERVED_CONCURRENCY if self.engine == "openai" else 4 * self.batch_size
         if self.engine == "openai":
             self.base_url = self.base_url or os.environ.get("OPENAI_BASE_URL")
             if not self.base_url:
