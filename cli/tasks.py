@@ -107,7 +107,7 @@ def tasks_generate(
     sources: list[Path] = typer.Option(..., "--source", help="Web text: a plain text file (split into passages at blank lines) or JSONL with a 'text' field. Repeat for more files."),
     endpoint: str = typer.Option(None, "--endpoint", help="URL#MODEL of an OpenAI-compatible server (the API key comes from $COLBENCH_API_KEY or $OPENAI_API_KEY)."),
     model: str = typer.Option(None, "--model", help="A local model instead: path, hub id, or ckpt:ID."),
-    engine_kind: str = typer.Option("hf", "--engine", help="Engine for --model: hf or vllm."),
+    engine_kind: str = typer.Option("auto", "--engine", help="Engine for --model: auto, ct2, hf or vllm (as in `colbench rollout --engine`)."),
     family: Family = typer.Option(Family.backend, "--family", help="Task family (backend only, for now)."),
     split: Split = typer.Option(Split.train, "--split", help="Split the new tasks go into."),
     n: int = typer.Option(None, "--n", min=1, help="Stop once N tasks are accepted. Default: one try per passage."),
@@ -137,10 +137,10 @@ def tasks_generate(
         url, name = parse_endpoint(endpoint)
         engine = make_engine("openai", name, base_url=url, logprobs=False)
     else:
-        from colbench.wiring import checkpoint_lookup
+        from colbench.wiring import build_engine
 
         name = model
-        engine = make_engine(engine_kind, model, checkpoint_lookup=checkpoint_lookup(db))
+        engine = build_engine(db, engine_kind, model, max_batch_size=batch_size)
     total = n or len(passages)
     with engine, reporting("generating tasks", total, enabled=not as_json) as on_progress:
         summary = generate_tasks(

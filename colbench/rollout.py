@@ -31,6 +31,7 @@ from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP, GRADINGS
 from colbench.options import check, option
 from colbench.batching import Batcher
 from colbench.progress import Progress, silent
+from colbench.engines import KINDS
 from colbench.engines.base import Engine, SamplingParams
 from colbench.envs.base import Env, Episode, Grade
 from colbench.official import spec_of
@@ -49,10 +50,11 @@ class RolloutConfig:
     """How a rollout runs: the flags of `colbench rollout` (each field's help is its documentation)."""
 
     model: str = option("smollm2", "Policy: 'smollm2' (embedded), a local folder, a hub id, ckpt:<id>, or a served model name with --engine openai.")
-    engine: str = option("hf", "Generation engine: hf (transformers), vllm, or openai.", choices=("hf", "transformers", "vllm", "openai"))
+    engine: str = option("auto", "Generation engine: ct2 (CTranslate2, the fast one on a CPU; the same policy as hf), hf (transformers: exact, GPUs), vllm, openai (any OpenAI-compatible server), auto (ct2 on a CPU for the embedded model and Llama-family local models, hf otherwise), or scripted:<policy> (rule-following agents for backend-lite tasks: expert, skip@P, irrelevant@P, early@K, mixed@Q; colbench/engines/scripted.py).")
+    ct2_compute_type: str = option("float32", "ct2 engine's weights and arithmetic: float32 (the policy itself) or int8 (~2.5x faster again, but a slightly different model: stored as its own policy, ct2-int8:<model>).", choices=("float32", "int8"))
     base_url: str | None = option(None, "Server URL for --engine openai (default: $OPENAI_BASE_URL).")
     simulator: str = option("builtin", "Simulated human: builtin (the family's rule-based one), endpoint:<url>#<model>, local:<model>, or for frontend vision:<url>#<model>.")
-    tasks: str = option("backend:test", "FAMILY:SPLIT of stored tasks (built-in tasks are added on first use).")
+    tasks: str = option("backend:test", "Tasks: FAMILY:SPLIT (backend or frontend, train or test) or backend-lite:train|test|novel, the tier a small model can learn (built-in tasks are added on first use).")
     limit: int | None = option(None, "Only the first N tasks of the split (by id).", min=1)
     samples_per_task: int = option(1, "Trajectories per task (k, for best-of-k and critic pairs).", min=1, flags=("--samples-per-task", "-k"))
     seed: int = option(0, "Base sampling seed.")
@@ -66,13 +68,15 @@ class RolloutConfig:
     grade_workers: int = option(2, "Sandboxed grading workers.", min=1)
     grading: str = option(DEFAULT_GRADING, "Backend grading semantics. " + GRADING_HELP, choices=GRADINGS)
     clip: str | None = option(None, "Frontend reward: CLIP ViT-B/32 weights (folder or hub id). Default: the weight-free ssim-edges similarity.")
-    device: str = option("auto", "auto, cpu or cuda (hf engine, and the critic of --rerank-critic).")
+    device: str = option("auto", "auto, cpu or cuda (local engines, and the critic of --rerank-critic).")
     rerank_critic: str | None = option(None, "Best-of-N: a critic checkpoint (ckpt:<id>) that picks the best of --candidates samples at every agent turn.")
     candidates: int = option(16, "Samples per agent turn for --rerank-critic.", min=2)
     stale_after_s: float = option(600.0, "Take over a running trajectory whose worker has been silent this long (seconds).", min=0.0)
 
     def __post_init__(self):
         check(self)
+        if self.engine not in ("auto", *KINDS) and not self.engine.startswith("scripted:"):
+            raise ValueError(f"--engine must be auto, {', '.join(KINDS)} or scripted:<policy>; got {self.engine!r}")
         if self.concurrency is None:  # a server batches hundreds; a local engine needs its next batch ready
             self.concurrency = SERVED_CONCURRENCY if self.engine == "openai" else 4 * self.batch_size
         if self.engine == "openai":
@@ -470,6 +474,7 @@ class RolloutResult:
     policy: str  # the policy's model reference, as stored with every trajectory
     simulator: str
     graded_by: str  # the sandbox backend, or the frontend similarity's name
+    engine: str  # the engine that generated the policy's turns (what --engine auto chose)
 
 
 def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = None) -> RolloutResult:
@@ -488,14 +493,18 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
 
             critic = CriticModel.from_checkpoint(db, config.rerank_critic, device=config.device)
         served = {"timeout_s": config.request_timeout_s, "max_retries": config.retries, "concurrency": config.concurrency}
-        options = {"base_url": config.base_url, **served} if config.engine == "openai" else {"device": config.device}
+        if config.engine == "openai":
+            options = {"base_url": config.base_url, **served}
+        else:
+            options = {"device": config.device, "max_batch_size": config.batch_size, "compute_type": config.ct2_compute_type}
         with build_engine(db, config.engine, config.model, **options) as policy:
-            human = build_simulator(db, config.simulator, config.engine, family=family, **served)
+            local = config.engine if config.engine in ("ct2", "hf", "transformers", "vllm") else "auto"  # for local:<model>
+            human = build_simulator(db, config.simulator, local, family=family, **served)
             try:
                 stats = Rollout(db, policy, human, env, config, critic=critic, on_progress=on_progress).run(chosen)
             finally:
                 human.close()
         graded_by = env.grader.backend if family == "backend" else env.similarity.name
-        return RolloutResult(stats, policy.model_ref, human.ref, graded_by)
+        return RolloutResult(stats, policy.model_ref, human.ref, graded_by, policy.kind)
     finally:
         close_env()

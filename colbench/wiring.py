@@ -4,22 +4,30 @@ from __future__ import annotations
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.store.models import Checkpoint, Task
-from colbench.tasks.spec import FAMILIES, SPLITS
+from colbench.tasks.spec import FAMILIES, LITE_SPLITS, SPLITS
+
+
+TASK_SELECTORS = "FAMILY:SPLIT (backend:train|test, frontend:train|test) or backend-lite:train|test|novel"
 
 
 def parse_task_selector(selector: str) -> tuple[str, str]:
+    """``FAMILY:SPLIT`` -> (family, stored split). ``backend-lite:<train|test|novel>`` is the
+    lite tier (colbench/tasks/lite), stored as backend tasks under splits lite-<...>; its stored
+    split names are accepted too (``backend:lite-test``)."""
     family, _, split = selector.partition(":")
-    if family not in FAMILIES or split not in SPLITS:
-        raise ValueError(f"--tasks takes FAMILY:SPLIT with FAMILY in {'|'.join(FAMILIES)} and SPLIT in {'|'.join(SPLITS)}; got {selector!r}")
-    return family, split
+    if family == "backend-lite" and split in LITE_SPLITS:
+        return "backend", LITE_SPLITS[split]
+    if family in FAMILIES and (split in SPLITS or (family == "backend" and split in LITE_SPLITS.values())):
+        return family, split
+    raise ValueError(f"--tasks takes {TASK_SELECTORS}; got {selector!r}")
 
 
 def select_tasks(db: Database, selector: str, limit: int | None) -> list[Task]:
     """Stored tasks of a family and split, first by id; the built-in set is added if missing."""
     family, split = parse_task_selector(selector)
-    from colbench.tasks.builtin import ensure_builtin_tasks
+    from colbench.tasks.builtin import ensure_builtin_tasks, ensure_lite_tasks
 
-    ensure_builtin_tasks(db, family)
+    ensure_lite_tasks(db) if split in LITE_SPLITS.values() else ensure_builtin_tasks(db, family)
     with db.read() as session:
         tasks = queries.tasks_in(session, family=family, split=split)
     if not tasks:
@@ -40,15 +48,26 @@ def checkpoint_lookup(db: Database):
     return lookup
 
 
-def build_engine(db: Database, kind: str, model: str, **options):
-    from colbench.engines import make_engine
+def build_engine(db: Database, kind: str, model: str, *, max_batch_size: int | None = None,
+                 compute_type: str = "float32", **options):
+    """An engine of ``kind`` ("auto": colbench.engines.default_engine decides) for ``model``.
+    ``max_batch_size`` goes to the local batching engines, ``compute_type`` to ct2."""
+    from colbench.engines import default_engine, make_engine
 
-    if kind in ("hf", "transformers", "vllm"):
-        options.setdefault("checkpoint_lookup", checkpoint_lookup(db))
+    if kind == "openai":
+        return make_engine(kind, model, **options)
+    lookup = checkpoint_lookup(db)
+    if kind == "auto":
+        kind = default_engine(model, options.get("device", "auto"), checkpoint_lookup=lookup)
+    if kind in ("hf", "transformers", "ct2") and max_batch_size:
+        options["max_batch_size"] = max_batch_size
+    if kind == "ct2":
+        options["compute_type"] = compute_type
+    options.setdefault("checkpoint_lookup", lookup)
     return make_engine(kind, model, **options)
 
 
-def build_simulator(db: Database, spec: str, engine_kind: str = "hf", family: str = "backend", **served):
+def build_simulator(db: Database, spec: str, engine_kind: str = "auto", family: str = "backend", **served):
     """``served``: timeout_s, max_retries, concurrency of a simulator behind a server."""
     from colbench.simulators import make_simulator
 

@@ -158,6 +158,26 @@ def _rollout_cli(db_url: str, model_dir, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(COLBENCH + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
+def test_the_default_engine_on_a_cpu_is_ct2_sampling_the_policy_itself(sqlite_url, tmp_path, tiny_model_dir, tiny_engine):
+    db = Database(sqlite_url)
+    stored_tasks(db, tmp_path, n=3)
+    out, err = _rollout_cli(sqlite_url, tiny_model_dir, "--device", "cpu").communicate(timeout=300)
+    fast = json.loads(out)
+    assert (fast["engine"], fast["finished"]) == ("ct2", 3), err
+    # The same policy as the transformers engine's: its stored turns are the policy's own
+    # samples, with the log-probs transformers gives them.
+    assert fast["policy"] == tiny_engine.model_ref
+    with db.read() as session:
+        turns = [t for trajectory in session.exec(select(Trajectory)) for t in queries.turns_of(session, trajectory.id) if t.role == "assistant"]
+    forced = tiny_engine.logprobs([t.prompt for t in turns], [t.token_ids for t in turns])
+    assert len(turns) == 3 * MAX_AGENT_TURNS
+    assert all(abs(t.logprob_sum - sum(f)) <= 1e-3 * len(f) for t, f in zip(turns, forced))
+    # So an hf run of the same policy continues it: the first sample of each task is done.
+    out, err = _rollout_cli(sqlite_url, tiny_model_dir, "--engine", "hf", "-k", "2").communicate(timeout=300)
+    exact = json.loads(out)
+    assert (exact["engine"], exact["policy"], exact["already_done"], exact["finished"]) == ("hf", fast["policy"], 3, 3), err
+
+
 def test_kill_9_mid_rollout_loses_no_turn_and_rerun_completes(sqlite_url, tmp_path, tiny_model_dir):
     db = Database(sqlite_url)
     stored_tasks(db, tmp_path, n=3)

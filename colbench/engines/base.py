@@ -63,6 +63,8 @@ class Engine(ABC):
 
     #: A short reference to the model, stored with every trajectory (e.g. "hf:/path", "ckpt:3").
     model_ref: str
+    #: Which engine this is, as --engine names it (for reports).
+    kind: str = "custom"
 
     @abstractmethod
     def generate(self, conversations: list[list[Message]], params: SamplingParams) -> list[Generation]:

@@ -26,6 +26,8 @@ class HFEngine(Engine):
     """A transformers causal LM, loaded from a ModelSource (or a reference to resolve),
     or wrapping a model and tokenizer that are already loaded (e.g. by training code)."""
 
+    kind = "hf"
+
     def __init__(
         self,
         source: ModelSource | str | None = None,

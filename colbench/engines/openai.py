@@ -22,6 +22,8 @@ DEFAULT_CONCURRENCY = 64  # requests in flight; a vLLM server batches hundreds
 
 
 class OpenAIEngine(Engine):
+    kind = "openai"
+
     def __init__(
         self,
         model: str,

@@ -24,6 +24,8 @@ def import_vllm():
 
 
 class VLLMEngine(Engine):
+    kind = "vllm"
+
     def __init__(
         self,
         source: ModelSource | str,

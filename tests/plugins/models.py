@@ -11,6 +11,32 @@ import pytest
 
 SLOW = os.environ.get("COLBENCH_SLOW") == "1"
 
+_SESSION_CACHE: list[str] = []
+
+
+def pytest_configure(config):
+    """The session's own colbench cache, so the tests' CTranslate2 conversions (one per
+    temporary checkpoint) never pile up in the user's; the embedded model's conversions
+    (``models/``, ~0.5 GB, ~40 s to make) are shared with the user's cache through a link."""
+    import tempfile
+    from pathlib import Path
+
+    from colbench.model_refs import cache_dir
+
+    shared = cache_dir() / "models"
+    shared.mkdir(parents=True, exist_ok=True)
+    session = Path(tempfile.mkdtemp(prefix="colbench-test-cache-"))
+    (session / "models").symlink_to(shared, target_is_directory=True)
+    os.environ["COLBENCH_CACHE"] = str(session)  # subprocesses (CLI tests) inherit it
+    _SESSION_CACHE.append(str(session))
+
+
+def pytest_unconfigure(config):
+    import shutil
+
+    for folder in _SESSION_CACHE:
+        shutil.rmtree(folder, ignore_errors=True)
+
 # Sized so the 49,152-wide output layer dominates and a forward pass takes milliseconds.
 TINY_CONFIG = dict(
     hidden_size=64,
