@@ -31,6 +31,7 @@ import time
 import zlib
 
 from colbench.simulators.base import SimReply, SimRequest, Simulator
+from colbench.simulators.rulebased import lite
 from colbench.simulators.rulebased.facts import Analysis, Fact, text_terms
 
 CACHE_SIZE = 256  # analysed references kept; one is re-read only if evicted
@@ -188,6 +189,8 @@ class BuiltinSimulator(Simulator):
             return SimReply(text=FRONTEND_REPLY, latency_s=time.monotonic() - start)
         try:
             question = next((m["content"] for m in reversed(request.dialogue) if m["role"] == "assistant"), "")
+            if lite.is_lite(task):  # backend-lite: only targeted questions get answers (lite.py)
+                return SimReply(text=lite.reply(task, str(question)), latency_s=time.monotonic() - start)
             told = " ".join(str(m["content"]) for m in request.dialogue[1:] if m["role"] == "user")
             text = self._answerer(task.hidden, task.problem_description).answer(str(question), told)
         except Exception:  # noqa: BLE001 - never crash a run over one reply

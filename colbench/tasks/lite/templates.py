@@ -1,0 +1,34 @@
+"""Every backend-lite template (they live in templates_<domain>.py), and the openers of descriptions.
+
+Template names are unique and are the names of their functions. Order matters: it fixes
+which opener each instance gets, so append new templates at the end of a module or add a
+module at the end of TEMPLATES rather than reordering.
+"""
+from __future__ import annotations
+
+from colbench.tasks.lite.schema import Template
+from colbench.tasks.lite.templates_life import TEMPLATES as LIFE
+from colbench.tasks.lite.templates_money import TEMPLATES as MONEY
+from colbench.tasks.lite.templates_play import TEMPLATES as PLAY
+from colbench.tasks.lite.templates_text import TEMPLATES as TEXT
+
+TEMPLATES: tuple[Template, ...] = (*MONEY, *LIFE, *TEXT, *PLAY)
+BY_NAME: dict[str, Template] = {template.name: template for template in TEMPLATES}
+assert len(BY_NAME) == len(TEMPLATES), "template names must be unique"
+
+# A first sentence for descriptions, so that the instances of a template read differently.
+# No digits and nothing about any hidden detail.
+OPENERS = (
+    "Hi!",
+    "Hello there.",
+    "Quick favour, please.",
+    "I could use a hand with some code.",
+    "I'm not much of a programmer.",
+    "Here's a small job for you.",
+    "I hope you can help me.",
+    "Thanks in advance for your help.",
+    "I have a little coding request.",
+    "Good morning.",
+    "I'd love a small Python helper.",
+    "Let me explain what I need.",
+)
