@@ -62,3 +62,37 @@ def score(
         f"critic ckpt:{summary['checkpoint_id']}: {summary['scores_written']} turn scores written for "
         f"{summary['trajectories']} trajectories ({summary['agent_turns']} agent turns)"
     )
+
+
+@app.command("eval")
+def evaluate(
+    critic: str = typer.Option(..., "--critic", help="The critic checkpoint: ckpt:<id>."),
+    tasks: str = typer.Option("backend-lite:test", "--tasks", help="Whose graded trajectories to judge, as rollout's --tasks (held-out tasks: never the critic's training split)."),
+    policies: str = typer.Option(None, "--policies", help="Only trajectories of these policies (comma-separated, a trailing * matches a prefix, e.g. scripted:*)."),
+    pairs: str = typer.Option(None, "--pairs", help="Pair rule for the accuracy: correct or margin (default: the family's, as in training)."),
+    limit: int = typer.Option(None, "--limit", min=1, help="Only the newest N trajectories."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """How well the critic ranks held-out trajectories (pair accuracy) and credits the turns that
+    obtained a hidden fact (backend-lite: rank correlation and within-dialogue AUC)."""
+    from colbench.training.critic_eval import evaluate_critic
+
+    chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
+    with reporting("critic eval", enabled=not as_json) as on_progress:
+        result = evaluate_critic(state.db(), critic, tasks=tasks, policies=chosen, rule=pairs, limit=limit, device=device, on_progress=on_progress)
+    if as_json:
+        print_json(result.as_dict())
+        return
+
+    def shown(value, fmt):
+        return "n/a" if value is None else format(value, fmt)
+
+    info = "with" if result.training_info else "without"
+    console.print(
+        f"critic {result.checkpoint} ({info} training-time information) on {result.trajectories} trajectories of {result.tasks}: "
+        f"pair accuracy {shown(result.pair_accuracy, '.1%')} over {result.pairs} pairs; turn credit over "
+        f"{result.labelled_turns} turns ({result.fact_turns} obtained a fact): Spearman {shown(result.turn_spearman, '+.3f')}, "
+        f"within-dialogue AUC {shown(result.turn_auc, '.3f')} ({result.auc_trajectories} dialogues)",
+        markup=False,
+    )

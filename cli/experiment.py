@@ -63,7 +63,8 @@ def backend(
     if as_json:
         print_json(payload)
         return
-    console.print(views.study_table(payload))
+    for table in views.study_tables(payload):
+        console.print(table)
     for line in views.study_notes(payload):
         console.print(line, highlight=False)
     console.print(f"results: {folder / 'results.md'}; store: {db.url} (colbench --db {db.url} inspect <id>)", highlight=False)

@@ -7,14 +7,14 @@ from colbench.cli.common import console, print_json, reporting, state
 from colbench.cli.options import flags_from
 from colbench.training.config import PolicyConfig
 
-app = typer.Typer(help="Train the agent: SWEET-RL (turn-level DPO with the critic), rft or multi-turn DPO.", no_args_is_help=True)
+app = typer.Typer(help="Train the agent: SWEET-RL (turn-level DPO with the critic), rft, multi-turn DPO, or sft on demonstrations.", no_args_is_help=True)
 checkpoint_app = typer.Typer(help="Training checkpoints: list them, export them as plain model folders.", no_args_is_help=True)
 
 @app.command("fit")
 @flags_from(PolicyConfig)
 def fit(
     config: PolicyConfig,
-    algo: str = typer.Option(..., "--algo", help="sweet (turn-level DPO on critic-ranked candidates), rft (SFT on successful trajectories) or mtdpo (trajectory-level DPO)."),
+    algo: str = typer.Option(..., "--algo", help="sweet (turn-level DPO on critic-ranked candidates), rft (SFT on successful trajectories), mtdpo (trajectory-level DPO), or sft (SFT on demonstrations: successful trajectories of --policies, default scripted:*)."),
     model: str = typer.Option(None, "--model", help="Base model: smollm2 (default), a local folder, a hub id, or ckpt:<id> (a LoRA policy checkpoint is continued, on all the data)."),
     critic: str = typer.Option(None, "--critic", help="sweet: the critic checkpoint that scores the candidates, ckpt:<id>."),
     parent: str = typer.Option(None, "--from", help="Policy checkpoint to continue, ckpt:<id>: its adapter, on the data graded since its run."),
@@ -36,7 +36,7 @@ def fit(
     if as_json:
         print_json({"run_id": result.run_id, "checkpoint": f"ckpt:{result.checkpoint_id}", "path": result.path, "metrics": m})
         return
-    if algo == "rft":
+    if algo in ("rft", "sft"):
         what = f"{m.get('trajectories')} successful trajectories, loss {m.get('train_loss', float('nan')):.4f}"
     else:
         what = (

@@ -291,8 +291,18 @@ def generation_table(summary) -> Table:
 # ---------------------------------------------------------------- the study
 
 
-def _cells(arm: dict) -> tuple[str, str, str]:
-    test = arm["test"]
+def _tests(arm: dict) -> dict:
+    """Per test split, the arm's evaluation (results written before several test sets: one)."""
+    return arm["tests"] if "tests" in arm else {"test": arm.get("test")}
+
+
+def _paper(arm: dict) -> str:
+    tests, success = arm["paper_8b"]
+    return ("–" if tests is None else f"{tests:.1f}") + f" / {success:.1f}"
+
+
+def _cells(arm: dict, split: str) -> tuple[str, str, str]:
+    test = _tests(arm).get(split)
     if test is None:
         return "–", "–", "0"
     r, s = test["reward"], test["success"]
@@ -306,7 +316,9 @@ def _trained_on(arm: dict) -> str:
     m = training.get("metrics", {})
     if arm["arm"] == "zero-shot":
         return "the base model"
-    if arm["arm"] == "rft":
+    if arm["arm"] == "best-of-n":
+        return f"the base model, best of {training['n']} samples per turn by critic {training['critic']}"
+    if arm["arm"] in ("rft", "sft"):
         return f"{m.get('trajectories')} successful trajectories, {m.get('steps')} steps ({training['checkpoint']})"
     what = f"{m.get('pairs')} pairs, {m.get('steps')} steps, train reward accuracy {m.get('train_reward_accuracy', float('nan')):.0%}"
     return f"{what} ({training['checkpoint']})"
@@ -323,16 +335,23 @@ def _recipe(cfg: dict) -> str:
     return text + ("; rft: fully correct trajectories" if threshold is None else f"; rft: each task's best trajectory with ≥ {threshold:.0%} tests passed (not the paper's)")
 
 
-def study_table(payload: dict) -> Table:
-    """The study's paper-style table (`colbench experiment backend`)."""
+def _test_splits(payload: dict) -> list[str]:
+    return list(_tests(payload["arms"][0])) if payload["arms"] else ["test"]
+
+
+def study_tables(payload: dict) -> list[Table]:
+    """The study's paper-style tables, one per test set (`colbench experiment backend`)."""
     cfg = payload["config"]
-    table = Table(title=f"backend:test, {cfg['model']}, first {cfg['test_tasks']} tasks × {cfg['test_samples']}; {_recipe(cfg)}", title_justify="left")
-    for name in ("method", "% tests passed (95% CI)", "success (95% CI)", "trajectories", "paper, 8B", "trained on"):
-        table.add_column(name, justify="right" if name in ("trajectories", "paper, 8B") else "left", overflow="fold")
-    for arm in payload["arms"]:
-        paper = arm["paper_8b"]
-        table.add_row(arm["title"], *_cells(arm), f"{paper[0]:.1f} / {paper[1]:.1f}", _trained_on(arm))
-    return table
+    tables = []
+    for split in _test_splits(payload):
+        title = f"backend:{split}, {cfg['model']}, first {cfg['test_tasks']} tasks × {cfg['test_samples']}; {_recipe(cfg)}"
+        table = Table(title=escape(title), title_justify="left")
+        for name in ("method", "% tests passed (95% CI)", "success (95% CI)", "trajectories", "paper, 8B", "trained on"):
+            table.add_column(name, justify="right" if name in ("trajectories", "paper, 8B") else "left", overflow="fold")
+        for arm in payload["arms"]:
+            table.add_row(escape(arm["title"]), *_cells(arm, split), _paper(arm), escape(_trained_on(arm)))
+        tables.append(table)
+    return tables
 
 
 def study_notes(payload: dict) -> list[str]:
@@ -366,15 +385,19 @@ def study_markdown(payload: dict) -> str:
         f"# Backend study: {cfg['model']}",
         "",
         f"Train: first {cfg['train_tasks']} tasks × k={cfg['samples_per_task']}; test: first {cfg['test_tasks']} tasks × "
-        f"{cfg['test_samples']}; temperature {cfg['temperature']}, {cfg['max_new_tokens']} tokens per turn, simulator {cfg['simulator']}; "
-        f"{_recipe(cfg)}.",
-        "",
-        "| method | % tests passed (95% CI) | success (95% CI) | trajectories | paper, 8B | trained on |",
-        "|---|---|---|---|---|---|",
+        f"{cfg['test_samples']} of each test set; temperature {cfg['temperature']}, {cfg['max_new_tokens']} tokens per turn, "
+        f"simulator {cfg['simulator']}; {_recipe(cfg)}.",
     ]
-    for arm in payload["arms"]:
-        paper = arm["paper_8b"]
-        out.append(f"| {arm['title']} | " + " | ".join(_cells(arm)) + f" | {paper[0]:.1f} / {paper[1]:.1f} | {_trained_on(arm)} |")
+    for split in _test_splits(payload):
+        out += [
+            "",
+            f"**backend:{split}**",
+            "",
+            "| method | % tests passed (95% CI) | success (95% CI) | trajectories | paper, 8B | trained on |",
+            "|---|---|---|---|---|---|",
+        ]
+        for arm in payload["arms"]:
+            out.append(f"| {arm['title']} | " + " | ".join(_cells(arm, split)) + f" | {_paper(arm)} | {_trained_on(arm)} |")
     out += [""] + [f"- {line}" for line in study_notes(payload)]
     return "\n".join(out)
 

@@ -4,7 +4,14 @@
 2. The critic, with the training-time information c, and the ablation critic without it.
 3. The policies: rejection fine-tuning, multi-turn DPO, SWEET-RL, and SWEET-RL driven
    by the ablation critic.
-4. Rollouts of every policy, zero-shot included, on the test tasks; the table.
+4. Rollouts of every policy, zero-shot included, on the test tasks (and best-of-N: the
+   zero-shot policy with the critic picking each turn among N samples); the table.
+
+``--tasks backend-lite`` runs it on the lite tier a small model can learn: train on
+lite-train, evaluate on lite-test (unseen instances of seen templates) and lite-novel
+(unseen templates). Every trainer reads only the zero-shot policy's own trajectories
+(--no-on-policy: every stored one), so a store that also holds demonstrations (the warm
+start's) trains the arms on-policy.
 
 Every stage writes to the store and is skipped when its result is already there (a
 rollout slot that is full, a finished training run with the same settings that has
@@ -39,6 +46,7 @@ PAPER_BACKEND = {
     "mtdpo": (48.0, 34.4),
     "sweet": (56.8, 40.4),
     "sweet-no-info": (44.0, 31.2),
+    "best-of-n": (None, 44.3),  # N=32; the paper gives success only
 }
 ARM_TITLES = {
     "zero-shot": "zero-shot",
@@ -46,6 +54,12 @@ ARM_TITLES = {
     "mtdpo": "multi-turn DPO",
     "sweet": "SWEET-RL",
     "sweet-no-info": "SWEET-RL, critic without training info",
+    "best-of-n": "best-of-N with the critic",
+}
+# Task sets: the split the study trains on, and the splits it evaluates on.
+TASK_SETS = {
+    "backend": ("train", ("test",)),
+    "backend-lite": ("lite-train", ("lite-test", "lite-novel")),
 }
 
 
@@ -61,7 +75,7 @@ def study_policy() -> PolicyConfig:
 
 
 # Settings the study sets on every trainer itself (from its own fields, or per arm).
-STUDY_SET = {"family", "split", "seed", "device", "out"}
+STUDY_SET = {"family", "split", "seed", "device", "out", "policies"}
 CRITIC_SET = STUDY_SET | {"training_info"}
 POLICY_SET = STUDY_SET | {"temperature", "max_new_tokens", "sample_batch_size"}
 
@@ -71,9 +85,10 @@ class ExperimentConfig:
     """The study's size and settings. Each field's help is its documentation; the trainers'
     settings are the embedded critic and policy configs (``--critic-*``, ``--policy-*``)."""
 
-    model: str = option("smollm2", "The base model every arm starts from: smollm2 (embedded), a local folder or a hub id.")
-    train_tasks: int | None = option(16, "The first N backend train tasks (None: all).", min=1)
-    test_tasks: int | None = option(10, "The first N backend test tasks (None: all).", min=1)
+    model: str = option("smollm2", "The base model every arm starts from: smollm2 (embedded), a local folder, a hub id, or ckpt:<id> (e.g. a warm start from `policy fit --algo sft`).")
+    tasks: str = option("backend", "Task set: backend (train, test) or backend-lite (train on lite-train; evaluate on lite-test, unseen instances of seen templates, and lite-novel, unseen templates).", choices=tuple(TASK_SETS))
+    train_tasks: int | None = option(16, "The first N train tasks (None: all).", min=1)
+    test_tasks: int | None = option(10, "The first N tasks of each test set (None: all).", min=1)
     samples_per_task: int = option(4, "k zero-shot trajectories per train task: the critic's pairs need a fully correct one and a lower one of the same task.", min=1, flags=("--samples-per-task", "-k"))
     test_samples: int = option(1, "Trajectories per test task and policy.", min=1)
     temperature: float = option(protocol.TEMPERATURE, "Sampling temperature of every rollout and of SWEET's candidates (the protocol: 1.0).", min=0.0)
@@ -83,6 +98,8 @@ class ExperimentConfig:
     sandbox: str = option("auto", "Grading sandbox: auto, docker, bwrap or none (unsafe).", choices=("auto", "docker", "bwrap", "none"))
     grading: str = option(DEFAULT_GRADING, "Backend grading semantics of every rollout: official (the official ColBench grader's outcomes) or strict. A grade is made when its rollout runs; `colbench grade --grading` re-grades stored ones.", choices=GRADINGS)
     ablation: bool = option(True, "Also train the critic without training-time info and a SWEET policy on it.")
+    on_policy: bool = option(True, "Train every arm on the zero-shot policy's own train trajectories, as the paper does. --no-on-policy: on every graded train trajectory in the store (e.g. imported or scripted ones).")
+    best_of: int = option(0, "Also evaluate best-of-N: the zero-shot policy with the critic (with training-time info) picking the best of N samples at every agent turn (0: no such arm; the paper's N is 32).", min=0)
     seed: int = option(0, "Seed of the train rollouts (the test rollouts use seed + 1) and of every trainer.")
     device: str = option("auto", "auto, cpu or cuda, for generation and training.")
     critic: CriticConfig = field(default_factory=study_critic, metadata={"help": "The critics' settings (family, split, training info, seed and device are the study's)."})
@@ -95,14 +112,25 @@ class ExperimentConfig:
     def help(cls) -> dict[str, str]:
         return help_of(cls)
 
-    def rollout(self, model: str, split: str) -> RolloutConfig:
+    @property
+    def train_split(self) -> str:
+        return TASK_SETS[self.tasks][0]
+
+    @property
+    def test_splits(self) -> tuple[str, ...]:
+        return TASK_SETS[self.tasks][1]
+
+    def rollout(self, model: str, split: str, rerank_critic: str | None = None) -> RolloutConfig:
+        train = split == self.train_split
         return RolloutConfig(
             model=model,
             simulator=self.simulator,
             tasks=f"backend:{split}",
-            limit=self.train_tasks if split == "train" else self.test_tasks,
-            samples_per_task=self.samples_per_task if split == "train" else self.test_samples,
-            seed=self.seed if split == "train" else self.seed + 1,
+            limit=self.train_tasks if train else self.test_tasks,
+            samples_per_task=self.samples_per_task if train else self.test_samples,
+            seed=self.seed if train else self.seed + 1,
+            rerank_critic=rerank_critic,
+            candidates=max(self.best_of, 2),
             temperature=self.temperature,
             max_new_tokens=self.max_new_tokens,
             batch_size=self.batch_size,
@@ -111,13 +139,18 @@ class ExperimentConfig:
             device=self.device,
         )
 
-    def critic_settings(self, training_info: bool) -> CriticConfig:
-        return replace(self.critic, family="backend", split="train", training_info=training_info, seed=self.seed, device=self.device)
+    def data_policies(self, zero_shot: str) -> str | None:
+        """Whose trajectories the trainers read (TrainingConfig.policies)."""
+        return zero_shot if self.on_policy else None
 
-    def policy_settings(self) -> PolicyConfig:
+    def critic_settings(self, training_info: bool, zero_shot: str) -> CriticConfig:
+        return replace(self.critic, family="backend", split=self.train_split, training_info=training_info, seed=self.seed,
+                       device=self.device, policies=self.data_policies(zero_shot))
+
+    def policy_settings(self, zero_shot: str) -> PolicyConfig:
         return replace(
-            self.policy, family="backend", split="train", temperature=self.temperature, max_new_tokens=self.max_new_tokens,
-            sample_batch_size=self.batch_size, seed=self.seed, device=self.device,
+            self.policy, family="backend", split=self.train_split, temperature=self.temperature, max_new_tokens=self.max_new_tokens,
+            sample_batch_size=self.batch_size, seed=self.seed, device=self.device, policies=self.data_policies(zero_shot),
         )
 
 
@@ -125,10 +158,11 @@ class ExperimentConfig:
 class Arm:
     """A row of the table: one policy, how it was made, and how it did on the test tasks."""
 
-    key: str  # zero-shot | rft | mtdpo | sweet | sweet-no-info
+    key: str  # zero-shot | rft | mtdpo | sweet | sweet-no-info | best-of-n
     model: str | None = None  # what `--model` takes to roll it out; None when it could not be trained
     training: dict = field(default_factory=dict)  # the training run's summary, or {"skipped": why}
-    result: PolicyEval | None = None
+    results: dict[str, PolicyEval] = field(default_factory=dict)  # per test split
+    rerank_critic: str | None = None  # best-of-N: the critic that picks
 
     @property
     def title(self) -> str:
@@ -149,7 +183,8 @@ class ExperimentResult:
             "critics": self.critics,
             "arms": [
                 {"arm": a.key, "title": a.title, "model": a.model, "training": a.training,
-                 "test": as_dict(a.result) if a.result else None, "paper_8b": PAPER_BACKEND[a.key]}
+                 "tests": {split: as_dict(a.results[split]) if split in a.results else None for split in self.config.test_splits},
+                 "paper_8b": PAPER_BACKEND[a.key]}
                 for a in self.arms
             ],
         }
@@ -173,44 +208,57 @@ class BackendExperiment:
 
     def run(self) -> ExperimentResult:
         cfg = self.config
-        self.report.stage(f"1/4 zero-shot rollouts: {cfg.model} on train tasks, k={cfg.samples_per_task}")
-        zero_shot_ref = self.rollout(cfg.model, "train")
-        train = self.train_summary(zero_shot_ref)
+        self.report.stage(f"1/4 zero-shot rollouts: {cfg.model} on {cfg.train_split} tasks, k={cfg.samples_per_task}")
+        self.zero_shot = self.rollout(cfg.model, cfg.train_split)
+        train = self.train_summary(self.zero_shot)
 
-        self.report.stage("2/4 critics: Bradley-Terry on pairs of train trajectories")
+        self.report.stage(f"2/4 critics: Bradley-Terry on pairs of {self.zero_shot}'s train trajectories")
         critics = {"with c": self.critic(training_info=True)}
         if cfg.ablation:
             critics["without c"] = self.critic(training_info=False)
 
         self.report.stage("3/4 policies: rejection fine-tuning, multi-turn DPO, SWEET-RL")
-        arms = [Arm("zero-shot", model=cfg.model, training={"base": zero_shot_ref}), self.policy("rft"), self.policy("mtdpo")]
+        arms = [Arm("zero-shot", model=cfg.model, training={"base": self.zero_shot}), self.policy("rft"), self.policy("mtdpo")]
         arms.append(self.policy("sweet", critics["with c"]))
         if cfg.ablation:
             arms.append(self.policy("sweet-no-info", critics["without c"]))
+        if cfg.best_of:
+            arms.append(self.best_of_n(critics["with c"]))
 
-        self.report.stage(f"4/4 evaluation: every policy on {cfg.test_tasks or 'all'} test tasks")
-        by_policy = {}
-        for arm in arms:
-            if arm.model:
-                by_policy[self.rollout(arm.model, "test")] = arm
-        results = evaluate(self.db, "backend", "test", policies=list(by_policy), simulator=self.simulator_ref,
-                           setting=cfg.rollout(cfg.model, "test").setting(), grading=cfg.grading)
-        for result in results:
-            by_policy[result.policy].result = result
+        self.report.stage(f"4/4 evaluation: every policy on {cfg.test_tasks or 'all'} tasks of {', '.join(cfg.test_splits)}")
+        for split in cfg.test_splits:
+            for arm in arms:
+                if arm.model:
+                    arm.results.update(self.evaluate(arm, split))
         return ExperimentResult(cfg, train, critics, arms)
 
     # ------------------------------------------------------------ stages
 
-    def rollout(self, model: str, split: str) -> str:
+    def rollout(self, model: str, split: str, rerank_critic: str | None = None) -> str:
         """Roll ``model`` out on a split (finishing what is missing); returns its policy name."""
-        with self.report.progress(f"{split}: {model}") as on_progress:
-            result = run_rollout(self.db, self.config.rollout(model, split), on_progress=on_progress)
+        what = f"{model}" + (f", best of {self.config.best_of} by {rerank_critic}" if rerank_critic else "")
+        with self.report.progress(f"{split}: {what}") as on_progress:
+            result = run_rollout(self.db, self.config.rollout(model, split, rerank_critic), on_progress=on_progress)
         self.simulator_ref = result.simulator
         return result.policy
 
+    def evaluate(self, arm: Arm, split: str) -> dict[str, PolicyEval]:
+        policy = self.rollout(arm.model, split, arm.rerank_critic)
+        setting = self.config.rollout(arm.model, split, arm.rerank_critic).setting()
+        found = evaluate(self.db, "backend", split, policies=[policy], simulator=self.simulator_ref, setting=setting,
+                         grading=self.config.grading)
+        return {split: found[0]} if found else {}
+
+    def best_of_n(self, critic: dict) -> Arm:
+        if "checkpoint" not in critic:
+            return Arm("best-of-n", training={"skipped": "its critic could not be trained"})
+        return Arm("best-of-n", model=self.config.model, rerank_critic=critic["checkpoint"],
+                   training={"base": self.zero_shot, "critic": critic["checkpoint"], "n": self.config.best_of})
+
     def train_summary(self, policy: str) -> dict:
-        results = evaluate(self.db, "backend", "train", policies=[policy], simulator=self.simulator_ref,
-                           setting=self.config.rollout(self.config.model, "train").setting(), grading=self.config.grading, record=False)
+        cfg = self.config
+        results = evaluate(self.db, "backend", cfg.train_split, policies=[policy], simulator=self.simulator_ref,
+                           setting=cfg.rollout(cfg.model, cfg.train_split).setting(), grading=cfg.grading, record=False)
         if not results:
             return {"policy": policy, "trajectories": 0}
         r = results[0]
@@ -220,7 +268,7 @@ class BackendExperiment:
     def critic(self, training_info: bool) -> dict:
         from colbench.training.critic import fit_critic  # torch: not for `colbench --help`
 
-        config = self.config.critic_settings(training_info)
+        config = self.config.critic_settings(training_info, self.zero_shot)
         done = self._finished_run("critic", config.to_json())
         if done:
             return done
@@ -239,7 +287,7 @@ class BackendExperiment:
         algo = "sweet" if key.startswith("sweet") else key
         if critic is not None and "checkpoint" not in critic:
             return Arm(key, training={"skipped": "its critic could not be trained"})
-        config = self.config.policy_settings()
+        config = self.config.policy_settings(self.zero_shot)
         critic_id = int(critic["checkpoint"].removeprefix("ckpt:")) if critic else None
         done = self._finished_run(f"policy:{algo}", run_settings(config, algo, critic_id))
         if done:
@@ -261,7 +309,8 @@ class BackendExperiment:
         ignored = {"device", "out", "dtype", "gradient_checkpointing"}  # how it ran, not what it learned
         base = normalized_model_ref(self.config.model)
         with self.db.read() as session:
-            newest_data = queries.newest_graded_seq(session, family="backend", split="train")
+            data = self.config.data_policies(self.zero_shot)
+            newest_data = queries.newest_graded_seq(session, family="backend", split=self.config.train_split, policies=data and [data])
             found = queries.same_run(session, kind, settings, base_model=base, ignored=ignored)
         if found is None:
             return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from sqlalchemy import delete, exists, func, insert
+from sqlalchemy import delete, exists, func, insert, or_, true
 from sqlmodel import Session, col, select
 
 from colbench.store.models import (
@@ -59,6 +59,13 @@ def add_tasks(session: Session, tasks: Sequence[dict]) -> tuple[dict[str, int], 
         session.connection().execute(insert(Task.__table__), new[start : start + _ROWS_PER_STATEMENT])
     ids.update(existing_task_ids(session, (t["content_hash"] for t in new)))  # no RETURNING: SQLite runs it row by row
     return ids, len(new)
+
+
+def tasks_by_id(session: Session, ids: Iterable[int]) -> dict[int, Task]:
+    found: dict[int, Task] = {}
+    for chunk in _chunks(sorted(set(ids))):
+        found.update({t.id: t for t in session.exec(select(Task).where(col(Task.id).in_(chunk)))})
+    return found
 
 
 def tasks_in(session: Session, family: str | None = None, split: str | None = None) -> list[Task]:
@@ -247,15 +254,27 @@ def add_screenshots(session: Session, rows: list[dict]) -> None:
 # ---------------------------------------------------------------- incremental reads and lineage
 
 
+def of_policies(policies: Sequence[str] | None):
+    """A condition on Trajectory.policy: any of ``policies``, where a trailing * matches a
+    prefix ("scripted:*"); None or empty: every policy."""
+    if not policies:
+        return true()
+    exact = [p for p in policies if not p.endswith("*")]
+    prefixes = [p[:-1] for p in policies if p.endswith("*")]
+    escaped = [p.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") for p in prefixes]
+    return or_(col(Trajectory.policy).in_(exact), *(col(Trajectory.policy).like(p + "%", escape="\\") for p in escaped))
+
+
 def graded_since(
-    session: Session, watermark: int | None, *, family: str | None = None, split: str | None = None, limit: int | None = None
+    session: Session, watermark: int | None, *, family: str | None = None, split: str | None = None, limit: int | None = None,
+    policies: Sequence[str] | None = None,
 ) -> list[Trajectory]:
     """Graded trajectories the reader has not seen: graded_seq above its watermark.
 
     A range scan on graded_seq's index, so the cost follows the number of new rows,
     not the size of the table.
     """
-    query = select(Trajectory).where(Trajectory.graded_seq > (watermark or 0)).order_by(Trajectory.graded_seq)
+    query = select(Trajectory).where(Trajectory.graded_seq > (watermark or 0), of_policies(policies)).order_by(Trajectory.graded_seq)
     if family or split:
         query = query.join(Task, Task.id == Trajectory.task_id)
     if family:
@@ -393,21 +412,32 @@ def release(session: Session, worker: str) -> int:
     return len(rows)
 
 
-def newest_graded_seq(session: Session, *, family: str, split: str) -> int | None:
-    """The highest graded_seq among a family's split (None when nothing is graded)."""
-    query = select(func.max(Trajectory.graded_seq)).join(Task, Task.id == Trajectory.task_id).where(Task.family == family, Task.split == split)
+def newest_graded_seq(session: Session, *, family: str, split: str, policies: Sequence[str] | None = None) -> int | None:
+    """The highest graded_seq among a family's split, of ``policies`` (None when nothing is graded)."""
+    query = (
+        select(func.max(Trajectory.graded_seq)).join(Task, Task.id == Trajectory.task_id)
+        .where(Task.family == family, Task.split == split, of_policies(policies))
+    )
     return session.exec(query).one()
 
 
-def trained_data(session: Session, *, family: str, split: str, watermark: int | None) -> tuple[list[Trajectory], int | None]:
+def trained_data(
+    session: Session, *, family: str, split: str, watermark: int | None, policies: Sequence[str] | None = None
+) -> tuple[list[Trajectory], int | None]:
     """What a trainer continuing from ``watermark`` reads: graded, finished trajectories of the
-    family's split above it (with a reward), and the new watermark."""
-    fresh = [t for t in graded_since(session, watermark, family=family, split=split) if t.reward is not None and t.status == "done"]
+    family's split above it (with a reward), of ``policies`` (see of_policies), and the new watermark."""
+    fresh = [
+        t for t in graded_since(session, watermark, family=family, split=split, policies=policies)
+        if t.reward is not None and t.status == "done"
+    ]
     return fresh, max((t.graded_seq for t in fresh), default=watermark)
 
 
-def graded_rewards(session: Session, task_ids: Sequence[int], up_to_seq: int) -> list[tuple[int, int, float]]:
-    """(trajectory id, task id, reward) of every finished, graded trajectory of the tasks, up to a graded_seq."""
+def graded_rewards(
+    session: Session, task_ids: Sequence[int], up_to_seq: int, policies: Sequence[str] | None = None
+) -> list[tuple[int, int, float]]:
+    """(trajectory id, task id, reward) of every finished, graded trajectory of the tasks (and
+    ``policies``, see of_policies), up to a graded_seq."""
     found: list[tuple[int, int, float]] = []
     for chunk in _chunks(list(task_ids)):
         rows = session.exec(
@@ -417,6 +447,7 @@ def graded_rewards(session: Session, task_ids: Sequence[int], up_to_seq: int) ->
                 Trajectory.graded_seq <= up_to_seq,
                 col(Trajectory.reward).is_not(None),
                 Trajectory.status == "done",
+                of_policies(policies),
             )
         )
         found.extend((i, task, float(reward)) for i, task, reward in rows)

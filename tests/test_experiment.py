@@ -55,7 +55,7 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
     records = [t for i in range(2) for t in (trajectory(backend_task(i), 2, 1.0), trajectory(backend_task(i), 1, 0.3), trajectory(backend_task(i), 3, 0.0))]
     import_trajectories(db, write_jsonl(tmp_path / "offline.jsonl", records))
 
-    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", *TINY_STUDY)
+    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-on-policy", *TINY_STUDY)
     assert code == 0, err
     result = json.loads(out)
     arms = {a["arm"]: a for a in result["arms"]}
@@ -65,7 +65,7 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
     # every arm was rolled out on the two test tasks and evaluated under its own name
     zero_shot = arms["zero-shot"]["training"]["base"]
     assert zero_shot == f"hf:{tiny_model_dir}"
-    assert all(a["test"]["n_tasks"] == 2 and a["test"]["policy"] == (a["model"] if a["arm"] != "zero-shot" else zero_shot) for a in arms.values())
+    assert all(a["tests"]["test"]["n_tasks"] == 2 and a["tests"]["test"]["policy"] == (a["model"] if a["arm"] != "zero-shot" else zero_shot) for a in arms.values())
     assert result["critics"]["with c"]["checkpoint"] != result["critics"]["without c"]["checkpoint"]
 
     with db.read() as session:
@@ -86,12 +86,12 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
     assert json.loads((folder / "results.json").read_text())["arms"] == result["arms"]
 
     before = counts(db)
-    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), *TINY_STUDY)
+    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--no-on-policy", *TINY_STUDY)
     assert code == 0, err
     assert counts(db) == before  # nothing retrained, nothing rolled out again
     assert "SWEET-RL" in out and "held-out pair accuracy" in out
     # A SWEET-only setting changes: only the SWEET policies are trained again (and rolled out).
-    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", *TINY_STUDY, "--policy-candidates", "3")
+    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-on-policy", *TINY_STUDY, "--policy-candidates", "3")
     assert code == 0, err
     with db.read() as session:
         new_runs = session.exec(select(TrainingRun).where(TrainingRun.id > max(runs))).all()
@@ -108,7 +108,7 @@ def test_a_study_without_any_success_reports_what_could_not_be_trained(tiny_mode
     assert "fully correct" in result["critics"]["with c"]["skipped"]
     assert "no successful trajectory" in arms["rft"]["training"]["skipped"]
     assert "critic could not be trained" in arms["sweet"]["training"]["skipped"]
-    assert arms["rft"]["test"] is None and arms["zero-shot"]["test"]["success"]["mean"] == 0.0
+    assert arms["rft"]["tests"]["test"] is None and arms["zero-shot"]["tests"]["test"]["success"]["mean"] == 0.0
     assert "not trained" in (folder / "results.md").read_text()
 
 

@@ -10,7 +10,7 @@ from typing import Iterable
 from colbench import protocol
 from colbench.errors import ColbenchError
 from colbench.options import check, help_of, option
-from colbench.tasks.spec import FAMILIES
+from colbench.tasks.spec import FAMILIES, is_held_out
 
 LORA_LR = 2e-5
 FULL_LR = 2e-7
@@ -30,7 +30,8 @@ PAIR_RULE_HELP = (
 
 @dataclass
 class TrainingConfig:
-    """Optimisation settings of every trainer (the critic's and the policy's configs extend it)."""
+    """Settings of every trainer: optimisation, and whose trajectories it reads (the critic's and
+    the policy's configs extend it)."""
 
     lr: float | None = option(
         None,
@@ -51,12 +52,17 @@ class TrainingConfig:
     device: str = option("auto", "auto (cuda when available), cpu or cuda. Under accelerate launch each process takes its own GPU.")
     dtype: str | None = option(None, "Model weights' dtype: float32 on CPU, bfloat16 on GPU by default. Log-probs entering a loss are float32 either way.")
     out: str | None = option(None, "Checkpoint folder. Default: checkpoints/<kind>-<run id> beside the database.")
+    policies: str | None = option(None, "Train only on trajectories of these policies: comma-separated names as stored (`colbench ls`), a trailing * matching a prefix (e.g. 'scripted:*' for scripted agents' demonstrations, or 'ckpt:12'). Default: every policy's.")
 
     def __post_init__(self):
         check(self)  # every field's declared bounds
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError("warmup_ratio must be in [0, 1)")
         self.adam_betas = tuple(self.adam_betas)
+
+    @property
+    def policy_list(self) -> list[str] | None:
+        return [p.strip() for p in self.policies.split(",") if p.strip()] or None if self.policies else None
 
     @property
     def learning_rate(self) -> float:
@@ -106,13 +112,18 @@ def pair_rule(family: str, rule: str | None = None) -> str:
 # ---------------------------------------------------------------- the critic
 
 
+def refuse_held_out(split: str) -> None:
+    if is_held_out(split):
+        raise ValueError(f"--split {split} is held out for evaluation: train on train (or lite-train)")
+
+
 @dataclass
 class CriticConfig(TrainingConfig):
     """How to fit a critic. Each field's help is its documentation (``CriticConfig.help()``);
     the optimisation fields are :class:`~colbench.training.config.TrainingConfig`'s."""
 
     family: str = option("backend", "Task family whose trajectories make the pairs: backend (best fully correct vs each lower) or frontend (every pair ≥ 0.1 apart).", choices=FAMILIES)
-    split: str = option("train", "Task split to train on. Never the test split: the critic reads the reference solution.")
+    split: str = option("train", "Task split to train on: train, or lite-train for the backend-lite tier. Never a held-out split: the critic reads the reference solution.")
     beta: float = option(0.1, "β in Σ_t β·A(o_t,a_t,c), the score Bradley-Terry compares (paper: 0.1).", min=0.0)
     normalize: str = option(
         "turn",
@@ -134,15 +145,16 @@ class CriticConfig(TrainingConfig):
             self.batch_size = DEFAULT_BATCH_SIZE
         if not 0 <= self.heldout_fraction < 1:
             raise ValueError("heldout_fraction must be in [0, 1)")
+        refuse_held_out(self.split)
         self.pairs = pair_rule(self.family, self.pairs)
 
 
 # ---------------------------------------------------------------- the policy
 
 
-ALGOS = ("sweet", "rft", "mtdpo")
-DEFAULT_EPOCHS = {"sweet": 1, "mtdpo": 1, "rft": 4}
-DEFAULT_BATCH = {"sweet": DEFAULT_BATCH_SIZE, "mtdpo": DEFAULT_BATCH_SIZE, "rft": 32}
+ALGOS = ("sweet", "rft", "mtdpo", "sft")
+DEFAULT_EPOCHS = {"sweet": 1, "mtdpo": 1, "rft": 4, "sft": 3}
+DEFAULT_BATCH = {"sweet": DEFAULT_BATCH_SIZE, "mtdpo": DEFAULT_BATCH_SIZE, "rft": 32, "sft": DEFAULT_BATCH_SIZE}
 SCORES = ("sampler", "critic")
 SELECTIONS = ("trajectories", "turns")
 
@@ -153,7 +165,7 @@ class PolicyConfig(TrainingConfig):
     the optimisation fields are :class:`~colbench.training.config.TrainingConfig`'s."""
 
     family: str = option("backend", "Task family whose stored trajectories are the training data (backend or frontend).", choices=FAMILIES)
-    split: str = option("train", "Task split to read. Never the test split.")
+    split: str = option("train", "Task split to read: train, or lite-train for the backend-lite tier. Never a held-out split.")
     beta: float = option(0.1, "DPO β (sweet, mtdpo; paper: 0.1).", min=0.0)
     nll_weight: float = option(0.01, "Weight of the NLL term on the chosen side, added to the DPO loss (sweet, mtdpo; paper: 0.01). The NLL is the mean over the chosen sequences' agent tokens.", min=0.0, flags=("--nll-weight", "--nll"))
     # sweet
@@ -182,13 +194,14 @@ class PolicyConfig(TrainingConfig):
         "definition), and per frontend task its best page when its similarity reaches 0.8. Set: per task, its best "
         "trajectory when its reward (share of tests passed, or similarity) reaches this.",
     )
-    epochs: int | None = option(None, "Passes over the training data. Default: 1 for sweet (paper) and mtdpo, 4 for rft (paper).", min=1)
+    epochs: int | None = option(None, "Passes over the training data. Default: 1 for sweet (paper) and mtdpo, 4 for rft (paper), 3 for sft.", min=1)
     max_len: int = option(2048, "Most tokens of context an agent turn is trained with (the turn itself is never cut). A longer prompt keeps its last max_len tokens, in a row of its own.", min=16)
 
     def __post_init__(self):
         super().__post_init__()
         if self.fraction == 0:
             raise ValueError("fraction must be above 0")
+        refuse_held_out(self.split)
         self.pairs = pair_rule(self.family, self.pairs)
 
     def epochs_for(self, algo: str) -> int:

@@ -273,7 +273,7 @@ def fit_critic(
         watermark = None if from_scratch else run.data_watermark
     base_model = base_model or "smollm2"
 
-    data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark, rule=config.pairs)
+    data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark, rule=config.pairs, policies=config.policy_list)
     if not data.pairs:
         since = "" if watermark is None else f" graded after watermark {watermark}"
         raise NothingToTrain(

@@ -164,7 +164,8 @@ class CriticData:
 
 
 def read_pairs(
-    db, *, family: str = "backend", split: str = "train", watermark: int | None = None, rule: str | None = None
+    db, *, family: str = "backend", split: str = "train", watermark: int | None = None, rule: str | None = None,
+    policies: list[str] | None = None,
 ) -> CriticData:
     """Pairs for a run that continues from ``watermark`` (None: all the data).
 
@@ -173,11 +174,12 @@ def read_pairs(
     touches, up to the new watermark (a new failure needs its task's old success as
     the chosen side). Pairs are built on the pool by ``rule`` (default: the family's
     paper rule), and only those with a new trajectory on at least one side are kept.
+    ``policies`` (queries.of_policies) restricts both to some policies' trajectories.
     """
     rule = pair_rule(family, rule)
     with db.read() as session:
-        fresh, top = queries.trained_data(session, family=family, split=split, watermark=watermark)
-        pool = [Graded(*row) for row in queries.graded_rewards(session, sorted({t.task_id for t in fresh}), top or 0)]
+        fresh, top = queries.trained_data(session, family=family, split=split, watermark=watermark, policies=policies)
+        pool = [Graded(*row) for row in queries.graded_rewards(session, sorted({t.task_id for t in fresh}), top or 0, policies)]
     new_ids = {t.id for t in fresh}
     pairs = build_pairs(pool, rule, None if watermark is None else new_ids)
     return CriticData(pairs=pairs, new_ids=sorted(new_ids), pool_size=len(pool), watermark=top)

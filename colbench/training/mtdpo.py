@@ -9,7 +9,7 @@ from colbench.training.trainer import Gathered, PairItem, PolicyConfig, PolicyRe
 
 def items(db, tokenizer, config: PolicyConfig, watermark: int | None) -> Gathered:
     """One DPO item per pair of trajectories; each side holds every row of its trajectory."""
-    data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark, rule=config.pairs)
+    data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark, rule=config.pairs, policies=config.policy_list)
     wanted = {i for p in data.pairs for i in (p.chosen, p.rejected)}
     rows = trajectory_rows(db, tokenizer, config.family, sorted(wanted), config.max_len)
     has_agent_tokens = {i: any(r.agent_tokens for r in rows[i]) for i in rows}

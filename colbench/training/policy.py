@@ -1,13 +1,14 @@
-"""The policy recipes by name: SWEET-RL's turn-level DPO and the two baselines it is measured
-against. Each recipe is its own module (sweet.py, rft.py, mtdpo.py: read the data, build the
-items, train with trainer.py's loop); this module only picks one."""
+"""The policy recipes by name: SWEET-RL's turn-level DPO, the two baselines it is measured
+against, and supervised fine-tuning on demonstrations (a small model's warm start). Each recipe
+is its own module (sweet.py, rft.py, mtdpo.py, sft.py: read the data, build the items, train
+with trainer.py's loop); this module only picks one."""
 from __future__ import annotations
 
-from colbench.training import mtdpo, rft, sweet
+from colbench.training import mtdpo, rft, sft, sweet
 from colbench.training.config import ALGOS, PolicyConfig
 from colbench.training.trainer import PolicyResult, Progress
 
-RECIPES = {"sweet": sweet.fit, "rft": rft.fit, "mtdpo": mtdpo.fit}
+RECIPES = {"sweet": sweet.fit, "rft": rft.fit, "mtdpo": mtdpo.fit, "sft": sft.fit}
 assert tuple(RECIPES) == ALGOS
 
 
@@ -21,7 +22,7 @@ def fit_policy(
     on_progress: Progress | None = None,
     from_scratch: bool = False,
 ) -> PolicyResult:
-    """Train a policy with ``algo`` (sweet, rft or mtdpo); record run, checkpoint and lineage.
+    """Train a policy with ``algo`` (sweet, rft, mtdpo or sft); record run, checkpoint and lineage.
 
     ``critic_checkpoint`` is the critic that scores sweet's candidates (required for sweet).
     Raises :class:`~colbench.training.NothingToTrain` (no run is written) when the data holds nothing to train on.

@@ -87,7 +87,7 @@ def trajectory_rows(db, tokenizer, family: str, trajectory_ids: Sequence[int], m
 def trained_data(db, config: "PolicyConfig", watermark: int | None):
     """Graded, finished trajectories of the config's family and split above the watermark, and the new watermark."""
     with db.read() as session:
-        return queries.trained_data(session, family=config.family, split=config.split, watermark=watermark)
+        return queries.trained_data(session, family=config.family, split=config.split, watermark=watermark, policies=config.policy_list)
 
 
 # ---------------------------------------------------------------- the training loop
@@ -323,12 +323,13 @@ ALGO_ONLY_FIELDS = {
     "sweet": ("fraction", "selection", "candidates", "pairs_per_turn", "temperature", "max_new_tokens", "score", "sample_batch_size"),
     "mtdpo": ("pairs",),
     "rft": ("rft_threshold",),
+    "sft": ("rft_threshold",),  # sft reads rft's data
 }
 
 
 def run_settings(config: PolicyConfig, algo: str, critic_checkpoint_id: int | None) -> dict:
     """What a policy run records as its config: the settings that decide what it trains."""
-    others = {name for other, names in ALGO_ONLY_FIELDS.items() if other != algo for name in names}
+    others = {name for other, names in ALGO_ONLY_FIELDS.items() if other != algo for name in names} - set(ALGO_ONLY_FIELDS.get(algo, ()))
     settings = {k: v for k, v in config.for_algo(algo).to_json().items() if k not in others}
     return settings | {"algo": algo, "critic_checkpoint_id": critic_checkpoint_id}
 

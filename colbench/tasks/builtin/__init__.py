@@ -104,3 +104,18 @@ def ensure_builtin_tasks(db, family: str = "backend") -> int:
     with db.write() as session:
         _, added = queries.add_tasks(session, rows)
     return added
+
+
+def ensure_lite_tasks(db) -> int:
+    """Store the backend-lite tier's missing tasks (colbench/tasks/lite), under the splits
+    lite-train, lite-test and lite-novel; returns how many were added. Idempotent."""
+    from dataclasses import replace
+
+    from colbench.store import queries
+    from colbench.tasks.lite import lite_tasks
+    from colbench.tasks.spec import LITE_SPLITS
+
+    rows = [task_row(replace(spec, split=LITE_SPLITS[spec.split])) for spec in lite_tasks()]
+    with db.write() as session:
+        _, added = queries.add_tasks(session, rows)
+    return added

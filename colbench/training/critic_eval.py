@@ -1,0 +1,154 @@
+"""How good a trained critic is, on trajectories it was not trained on.
+
+- **Pair accuracy**: on graded trajectories of held-out tasks, the pairs a critic would be
+  trained on (the family's rule unless told), and how often the chosen side's trajectory
+  score Σ_t A_t (what Bradley-Terry compares, up to β) is the higher.
+- **Turn credit**: on backend-lite trajectories, each agent turn's ground-truth label: did the
+  simulated human's reply to it state a hidden fact not stated before (the lite human states a
+  fact only when asked for it, colbench/simulators/rulebased/lite.py)? A critic that assigns
+  credit well gives those turns the higher advantages. Two figures: Spearman's rank
+  correlation between A_t and the label over all turns, and the within-trajectory AUC (the
+  chance that a fact-obtaining turn outranks a turn of the same dialogue that obtained
+  nothing; ties count half), which no difference in scale between dialogues can inflate.
+
+SWEET-RL's claim is that a critic given the training-time information c (the reference)
+ranks turns better than one without; `colbench critic eval` on both critics measures it.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from colbench.progress import Progress
+from colbench.store import queries
+from colbench.training import data as D
+from colbench.training.config import pair_rule
+
+
+@dataclass
+class CriticEvaluation:
+    checkpoint: str
+    training_info: bool
+    tasks: str
+    trajectories: int
+    pairs: int
+    pair_accuracy: float | None
+    labelled_turns: int  # agent turns of lite trajectories with an advantage
+    fact_turns: int  # of which obtained a new fact
+    turn_spearman: float | None
+    turn_auc: float | None  # within-trajectory
+    auc_trajectories: int  # dialogues with both kinds of turn
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def evaluate_critic(
+    db, critic_ref: str, *, tasks: str = "backend-lite:test", policies: list[str] | None = None, rule: str | None = None,
+    limit: int | None = None, device: str = "auto", on_progress: Progress | None = None,
+) -> CriticEvaluation:
+    """Score the graded trajectories of ``tasks`` (a --tasks selector; of ``policies``, at most
+    ``limit``, newest first) with the critic, and measure both figures."""
+    from colbench.training.scoring import CriticModel
+    from colbench.wiring import parse_task_selector
+
+    family, split = parse_task_selector(tasks)
+    critic = CriticModel.from_checkpoint(db, critic_ref, device=device)
+    with db.read() as session:
+        trajectories, _ = queries.trained_data(session, family=family, split=split, watermark=None, policies=policies)
+    trajectories = sorted(trajectories, key=lambda t: t.id, reverse=True)[:limit] if limit else trajectories
+    if not trajectories:
+        raise ValueError(f"no graded trajectories in {tasks}" + (f" of {', '.join(policies)}" if policies else ""))
+
+    advantages: dict[int, list[float | None]] = {}
+    ids = sorted(t.id for t in trajectories)
+    step = max(critic.batch_size * 4, 1)
+    for start in range(0, len(ids), step):
+        chunk = ids[start : start + step]
+        examples = D.load_examples(db, critic.tokenizer, chunk, training_info=critic.training_info, max_len=critic.max_len)
+        for trajectory_id, values in zip(chunk, critic.turn_advantages([examples[i] for i in chunk])):
+            advantages[trajectory_id] = values
+        if on_progress:
+            on_progress("critic eval", min(start + step, len(ids)), len(ids), {})
+
+    pairs = D.build_pairs([D.Graded(t.id, t.task_id, float(t.reward)) for t in trajectories], pair_rule(family, rule))
+    total = {i: sum(a for a in values if a is not None) for i, values in advantages.items()}
+    wins = [1.0 if total[p.chosen] > total[p.rejected] else 0.5 if total[p.chosen] == total[p.rejected] else 0.0 for p in pairs]
+
+    labels = turn_labels(db, ids)
+    scored = [(advantages[i][k], label, i) for i, turn_labels_ in labels.items() for k, label in enumerate(turn_labels_)
+              if k < len(advantages[i]) and advantages[i][k] is not None]
+    auc, auc_trajectories = within_trajectory_auc(scored)
+    return CriticEvaluation(
+        checkpoint=f"ckpt:{critic.checkpoint_id}", training_info=critic.training_info, tasks=tasks,
+        trajectories=len(ids), pairs=len(pairs), pair_accuracy=sum(wins) / len(wins) if wins else None,
+        labelled_turns=len(scored), fact_turns=sum(label for _, label, _ in scored),
+        turn_spearman=spearman([a for a, _, _ in scored], [float(label) for _, label, _ in scored]),
+        turn_auc=auc, auc_trajectories=auc_trajectories,
+    )
+
+
+def turn_labels(db, trajectory_ids: list[int]) -> dict[int, list[int]]:
+    """Per lite trajectory, each agent turn's label: 1 when the human's reply to it stated a
+    hidden fact not stated before, else 0. Trajectories of other tasks are left out."""
+    from colbench.official import spec_of
+    from colbench.simulators.rulebased.lite import revealed_facts
+    from colbench.tasks.lite import is_lite
+
+    with db.read() as session:
+        by_id = queries.trajectories_by_id(session, trajectory_ids)
+        tasks = {i: spec_of(task) for i, task in queries.tasks_by_id(session, [t.task_id for t in by_id.values()]).items()}
+        turns = queries.turns_for(session, trajectory_ids)
+    labels: dict[int, list[int]] = {}
+    for trajectory_id in trajectory_ids:
+        task = tasks[by_id[trajectory_id].task_id]
+        if not is_lite(task):
+            continue
+        known: set[str] = set()
+        labels[trajectory_id] = []
+        for turn in turns[trajectory_id]:
+            if turn.role != "assistant":
+                continue
+            new = set(revealed_facts(task, turn.content)) - known
+            known |= new
+            labels[trajectory_id].append(int(bool(new)))
+    return labels
+
+
+def ranks(values: list[float]) -> list[float]:
+    """1-based ranks, ties sharing their average rank."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    result = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for position in range(start, end + 1):
+            result[order[position]] = (start + end) / 2 + 1
+        start = end + 1
+    return result
+
+
+def spearman(xs: list[float], ys: list[float]) -> float | None:
+    """Spearman's rho (Pearson correlation of the ranks); None when either side is constant."""
+    if len(xs) < 2:
+        return None
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    vx, vy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    return None if vx == 0 or vy == 0 else cov / (vx * vy) ** 0.5
+
+
+def within_trajectory_auc(scored: list[tuple[float, int, int]]) -> tuple[float | None, int]:
+    """Mean over dialogues (with both kinds of turn) of P(A of a labelled turn > A of an
+    unlabelled one), ties counting half; and how many dialogues that is."""
+    by_trajectory: dict[int, tuple[list[float], list[float]]] = {}
+    for advantage, label, trajectory_id in scored:
+        by_trajectory.setdefault(trajectory_id, ([], []))[0 if label else 1].append(advantage)
+    aucs = []
+    for positives, negatives in by_trajectory.values():
+        if positives and negatives:
+            wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in positives for n in negatives)
+            aucs.append(wins / (len(positives) * len(negatives)))
+    return (sum(aucs) / len(aucs) if aucs else None), len(aucs)

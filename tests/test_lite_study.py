@@ -1,0 +1,114 @@
+"""The small-scale study end to end on the tiny model: scripted demonstrations on backend-lite,
+a warm start by sft that learns to ask, the whole experiment on both lite test sets with
+best-of-N, and the critic's evaluation against the turns' ground-truth labels."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from colbench.engines.hf import HFEngine
+from colbench.store.db import Database
+from colbench.tasks.lite import facts_of, lite_tasks
+from colbench.wiring import checkpoint_lookup
+
+STUDY = [
+    "--tasks", "backend-lite", "--train-tasks", "3", "-k", "1", "--test-tasks", "1", "--max-new-tokens", "4", "--batch-size", "4",
+    "--critic-epochs", "1", "--policy-candidates", "2", "--policy-fraction", "0.5", "--critic-lr", "1e-3", "--policy-lr", "1e-3",
+    "--critic-lora-rank", "4", "--policy-lora-rank", "4", "--critic-max-len", "256", "--policy-max-len", "256",
+    "--sandbox", "bwrap", "--device", "cpu", "--no-on-policy", "--best-of", "2",
+]
+FIT = ["--split", "lite-train", "--lora-rank", "8", "--lr", "5e-3", "--max-len", "512", "--device", "cpu", "--batch-size", "1"]
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    from colbench.cli import app, common
+
+    monkeypatch.delenv("COLBENCH_DB", raising=False)
+
+    def run(*args):
+        common.state._db = None
+        with pytest.raises(SystemExit) as exit_info:
+            app.main(list(args))
+        out, err = capsys.readouterr()
+        assert exit_info.value.code == 0, err
+        return json.loads(out) if "--json" in args else out
+
+    return run
+
+
+def first_question_logprob(engine: HFEngine, task) -> float:
+    """Mean log-prob per token of the expert's first question on the task's opening turn."""
+    from colbench.envs.backend import BACKEND_SYSTEM_PROMPT
+    from colbench.protocol import MAX_AGENT_TURNS
+
+    conversation = [
+        {"role": "system", "content": BACKEND_SYSTEM_PROMPT.format(turns=MAX_AGENT_TURNS)},
+        {"role": "user", "content": task.problem_description},
+    ]
+    question = facts_of(task)[0].question
+    [logps] = engine.logprobs([engine.render_prompt(conversation)], [question])
+    return sum(logps) / len(logps)
+
+
+def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny_model_dir, tmp_path, cli):
+    db_url = f"sqlite:///{tmp_path / 'colbench.db'}"
+    # Demonstrations: the expert on the first three train tasks (each template's instances are
+    # spread over the tier, so these are three templates), and noisy agents for failures.
+    for engine in ("scripted:expert", "scripted:early@0"):
+        done = cli("--db", db_url, "rollout", "--engine", engine, "--tasks", "backend-lite:train", "--limit", "3", "--sandbox", "bwrap", "--json")
+        assert done["finished"] == 3 and done["success_rate"] == (1.0 if engine.endswith("expert") else 0.0)
+    warm = cli("--db", db_url, "policy", "fit", "--algo", "sft", "--model", str(tiny_model_dir), "--epochs", "12", *FIT, "--json")
+    assert warm["metrics"]["trajectories"] == 3  # the expert's successes, not early@0's failures
+
+    # Learning: on an unseen instance of a demonstrated template, asking for its first hidden
+    # fact became more likely than under the base model.
+    db = Database(db_url)
+    train = [t for t in lite_tasks() if t.split == "train"]
+    seen_templates = {t.source for t in train[:3]}
+    unseen_instance = next(t for t in train[3:] if t.source in seen_templates)
+    base = HFEngine(str(tiny_model_dir), device="cpu")
+    tuned = HFEngine(warm["checkpoint"], device="cpu", checkpoint_lookup=checkpoint_lookup(db))
+    before, after = first_question_logprob(base, unseen_instance), first_question_logprob(tuned, unseen_instance)
+    assert after > before + 0.5, (before, after)
+
+    # The study from the warm start: every arm trains (on the scripted data too, --no-on-policy)
+    # and is evaluated on lite-test and lite-novel, best-of-N included.
+    folder = tmp_path / "study"
+    result = cli("--db", db_url, "experiment", "backend", "--model", warm["checkpoint"], "--dir", str(folder), "--json", *STUDY)
+    arms = {a["arm"]: a for a in result["arms"]}
+    assert list(arms) == ["zero-shot", "rft", "mtdpo", "sweet", "sweet-no-info", "best-of-n"]
+    for key, arm in arms.items():
+        assert set(arm["tests"]) == {"lite-test", "lite-novel"}, key
+        assert all(arm["tests"][split]["n_trajectories"] == 1 for split in arm["tests"]), (key, arm["training"])
+    assert arms["best-of-n"]["training"]["critic"] == result["critics"]["with c"]["checkpoint"]
+    critic = result["critics"]["with c"]["checkpoint"]
+    assert all(f"best-of-2:{critic}" in arms["best-of-n"]["tests"][split]["setting"] for split in ("lite-test", "lite-novel"))
+    assert all(f"best-of" not in arms["zero-shot"]["tests"][split]["setting"] for split in ("lite-test", "lite-novel"))
+    markdown = (folder / "results.md").read_text()
+    assert "**backend:lite-test**" in markdown and "**backend:lite-novel**" in markdown and "| best-of-N with the critic |" in markdown
+
+    # Critic evaluation against ground truth: the expert's fact questions are the labelled turns.
+    for name, training_info in (("with c", True), ("without c", False)):
+        figures = cli("--db", db_url, "critic", "eval", "--critic", result["critics"][name]["checkpoint"], "--tasks", "backend-lite:train",
+                      "--policies", "scripted:*", "--device", "cpu", "--json")
+        assert figures["training_info"] is training_info
+        assert figures["trajectories"] == 6 and figures["pairs"] == 3
+        # The expert asks 2-3 facts then answers; early@0 answers at once: every asked fact is a labelled turn.
+        assert figures["fact_turns"] == sum(len(facts_of(t)) for t in train[:3])
+        assert figures["labelled_turns"] == figures["fact_turns"] + 6
+        assert 0.0 <= figures["pair_accuracy"] <= 1.0 and -1.0 <= figures["turn_spearman"] <= 1.0
+        assert figures["auc_trajectories"] == 3 and 0.0 <= figures["turn_auc"] <= 1.0
+
+
+def test_turn_credit_figures_by_hand():
+    from colbench.training.critic_eval import ranks, spearman, within_trajectory_auc
+
+    assert ranks([3.0, 1.0, 3.0, 2.0]) == [3.5, 1.0, 3.5, 2.0]
+    assert spearman([1, 2, 3, 4], [0, 0, 1, 1]) == pytest.approx(0.894427, abs=1e-6)
+    assert spearman([4, 3, 2, 1], [0, 0, 1, 1]) == pytest.approx(-0.894427, abs=1e-6)
+    assert spearman([1, 1, 1], [0, 1, 0]) is None
+    # Dialogue 1: the fact turn outranks both others (1.0); dialogue 2: one of two (0.5); dialogue 3 has no fact turn.
+    scored = [(0.9, 1, 1), (0.1, 0, 1), (0.2, 0, 1), (0.3, 1, 2), (0.1, 0, 2), (0.5, 0, 2), (0.7, 0, 3)]
+    assert within_trajectory_auc(scored) == (pytest.approx(0.75), 2)
