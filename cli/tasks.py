@@ -59,6 +59,7 @@ class SandboxChoice(str, Enum):
 def tasks_validate(
     file: Path = typer.Argument(None, help="Task JSONL to check (official format; naive_solution optional)."),
     builtin: bool = typer.Option(False, "--builtin", help="Check the built-in task sets instead of a file."),
+    lite: bool = typer.Option(False, "--lite", help="Check the backend-lite tier (colbench/tasks/lite) instead of a file."),
     family: Family = typer.Option(Family.backend, "--family", help="Task family of the file or built-in set."),
     sandbox: SandboxChoice = typer.Option(SandboxChoice.auto, "--sandbox", help="Where references run: auto (docker, else bwrap), docker, bwrap, or none (unsafe)."),
     tests: int = typer.Option(None, "--tests", min=1, help="Require exactly N tests, test1..testN. Default: 10 with --builtin, at least 1 for a file."),
@@ -71,18 +72,26 @@ def tasks_validate(
     """
     from colbench.tasks.validate import validate_file, validate_tasks
 
-    if builtin == (file is not None):
-        raise typer.BadParameter("give a task FILE or --builtin, not both" if builtin else "give a task FILE or --builtin")
-    if builtin:
-        from colbench.tasks.builtin import load_builtin
+    if (builtin or lite) == (file is not None) or (builtin and lite):
+        raise typer.BadParameter("give one of a task FILE, --builtin or --lite")
+    if builtin or lite:
+        if lite:
+            from colbench.tasks.lite import lite_tasks, template_of
 
-        loaded = load_builtin(family.value)
-        if not loaded:
-            fail(f"no built-in {family.value} tasks")
-        with reporting(f"validating built-in {family.value} tasks", len(loaded), enabled=not as_json) as on_progress:
+            specs = lite_tasks()
+            where = [f"lite:{template_of(spec)}#{i}" for i, spec in enumerate(specs)]
+            what = "backend-lite tasks"
+        else:
+            from colbench.tasks.builtin import load_builtin
+
+            loaded = load_builtin(family.value)
+            if not loaded:
+                fail(f"no built-in {family.value} tasks")
+            specs, where, what = [task.spec for task in loaded], [task.where for task in loaded], f"built-in {family.value} tasks"
+        with reporting(f"validating {what}", len(specs), enabled=not as_json) as on_progress:
             report = validate_tasks(
-                [task.spec for task in loaded],
-                where=[task.where for task in loaded],
+                specs,
+                where=where,
                 sandbox=sandbox.value,
                 exact_tests=tests or 10,
                 require_naive=True,

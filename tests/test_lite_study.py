@@ -9,8 +9,9 @@ import pytest
 
 from colbench.engines.hf import HFEngine
 from colbench.store.db import Database
-from colbench.tasks.lite import facts_of, lite_tasks
-from colbench.wiring import checkpoint_lookup
+from colbench.official import spec_of
+from colbench.tasks.lite import NOVEL_TEMPLATES, facts_of, template_of
+from colbench.wiring import checkpoint_lookup, select_tasks
 
 STUDY = [
     "--tasks", "backend-lite", "--train-tasks", "3", "-k", "1", "--test-tasks", "1", "--max-new-tokens", "4", "--batch-size", "4",
@@ -65,8 +66,9 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
     # Learning: on an unseen instance of a demonstrated template, asking for its first hidden
     # fact became more likely than under the base model.
     db = Database(db_url)
-    train = [t for t in lite_tasks() if t.split == "train"]
+    train = [spec_of(task) for task in select_tasks(db, "backend-lite:train", None)]
     seen_templates = {t.source for t in train[:3]}
+    assert len(seen_templates) == 3  # the first tasks of the split are spread over the templates
     unseen_instance = next(t for t in train[3:] if t.source in seen_templates)
     base = HFEngine(str(tiny_model_dir), device="cpu")
     tuned = HFEngine(warm["checkpoint"], device="cpu", checkpoint_lookup=checkpoint_lookup(db))
@@ -112,3 +114,12 @@ def test_turn_credit_figures_by_hand():
     # Dialogue 1: the fact turn outranks both others (1.0); dialogue 2: one of two (0.5); dialogue 3 has no fact turn.
     scored = [(0.9, 1, 1), (0.1, 0, 1), (0.2, 0, 1), (0.3, 1, 2), (0.1, 0, 2), (0.5, 0, 2), (0.7, 0, 3)]
     assert within_trajectory_auc(scored) == (pytest.approx(0.75), 2)
+
+
+def test_the_first_tasks_of_each_lite_split_are_spread_over_its_templates(sqlite_url):
+    db = Database(sqlite_url)
+    seen = 50 - len(NOVEL_TEMPLATES)
+    first = [template_of(spec_of(t)) for t in select_tasks(db, "backend-lite:train", seen)]
+    assert len(set(first)) == seen
+    novel = [template_of(spec_of(t)) for t in select_tasks(db, "backend-lite:novel", len(NOVEL_TEMPLATES))]
+    assert set(novel) == NOVEL_TEMPLATES

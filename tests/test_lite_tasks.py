@@ -253,7 +253,16 @@ def test_validator_on_a_sample_of_every_template(instances):
 
 
 @NEEDS_BWRAP
-def test_validator_on_every_lite_task():
+def test_tasks_validate_lite_checks_every_lite_task(capsys):
+    """`colbench tasks validate --lite`: the whole tier through the project's validator."""
+    import json
+
+    from colbench.cli import app
+
     started = time.monotonic()
-    _validate(lite_tasks())
+    with pytest.raises(SystemExit) as exit_info:
+        app.main(["tasks", "validate", "--lite", "--sandbox", "bwrap", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert exit_info.value.code == 0, report["findings"][:5]
+    assert report["ok"] and report["tasks"] == len(lite_tasks()) == report["naive_checked"] and report["naive_passes_all"] == 0
     print(f"\nbackend-lite: {len(lite_tasks())} tasks validated in {time.monotonic() - started:.1f} s")

@@ -1,9 +1,8 @@
 """Scripted agents: rule-following policies that run through the same rollout, store and grading as models.
 
 ``colbench rollout --engine scripted:<policy> --tasks backend-lite:train`` plays the agent on
-**backend-lite** tasks (colbench/tasks/lite). A policy with a knob goes through ``--model``, as
---engine takes a fixed list: ``--engine scripted --model skip@0.3``; in code,
-``make_engine("scripted", "skip@0.3")``. A lite task's hidden information is a short list of facts
+**backend-lite** tasks (colbench/tasks/lite): ``--engine scripted:skip@0.3``, or
+``--engine scripted --model skip@0.3``; in code, ``make_engine("scripted", "skip@0.3")``. A lite task's hidden information is a short list of facts
 (``facts_of(task)``: name, the sentence the person says, a question that asks for it, keywords).
 The engine sees only what a model sees, the conversation; it recognises the task by the human's
 opening message (the task's ``problem_description``), looked up among ``lite_tasks()`` and any

@@ -108,14 +108,19 @@ def ensure_builtin_tasks(db, family: str = "backend") -> int:
 
 def ensure_lite_tasks(db) -> int:
     """Store the backend-lite tier's missing tasks (colbench/tasks/lite), under the splits
-    lite-train, lite-test and lite-novel; returns how many were added. Idempotent."""
+    lite-train, lite-test and lite-novel; returns how many were added. Idempotent.
+
+    They are stored instance by instance across the templates (every template's first
+    instance, then every template's second, ...), so the first N tasks of a split by id, which
+    `--limit N` and the experiment's `--train-tasks N` take, are spread over its templates."""
     from dataclasses import replace
 
     from colbench.store import queries
-    from colbench.tasks.lite import lite_tasks
+    from colbench.tasks.lite import lite_instances
     from colbench.tasks.spec import LITE_SPLITS
 
-    rows = [task_row(replace(spec, split=LITE_SPLITS[spec.split])) for spec in lite_tasks()]
+    order = sorted(lite_instances(), key=lambda item: item.index)  # stable: templates keep their order
+    rows = [task_row(replace(item.spec, split=LITE_SPLITS[item.spec.split])) for item in order]
     with db.write() as session:
         _, added = queries.add_tasks(session, rows)
     return added
