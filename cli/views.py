@@ -371,6 +371,15 @@ def study_notes(payload: dict) -> list[str]:
         accuracy = m.get("heldout_accuracy")
         shown = "n/a" if accuracy is None else f"{accuracy:.0%} of {m.get('heldout_pairs')}"
         lines.append(f"critic {name} ({critic['checkpoint']}): {m.get('train_pairs')} training pairs, {m.get('steps')} steps, held-out pair accuracy {shown}")
+        judged = critic.get("eval")
+        if judged:
+            def fmt(value, spec):
+                return "n/a" if value is None else format(value, spec)
+            lines.append(
+                f"critic {name} judged on {judged['trajectories']} dialogues of {judged['tasks']} by a scripted agent: pair accuracy "
+                f"{fmt(judged['pair_accuracy'], '.0%')} of {judged['pairs']}; turn credit (did the turn obtain a fact?) Spearman "
+                f"{fmt(judged['turn_spearman'], '+.2f')}, within-dialogue AUC {fmt(judged['turn_auc'], '.2f')} over {judged['labelled_turns']} turns"
+            )
     for arm in payload["arms"]:
         if "skipped" in arm["training"]:
             lines.append(f"{arm['title']}: not trained: {arm['training']['skipped']}")

@@ -56,6 +56,9 @@ ARM_TITLES = {
     "sweet-no-info": "SWEET-RL, critic without training info",
     "best-of-n": "best-of-N with the critic",
 }
+# The agent whose dialogues judge the critics on backend-lite: it asks, skips, digresses and
+# answers early, so its turns differ in whether they obtain a fact.
+SCRIPTED_JUDGE = "scripted:mixed"
 # Task sets: the split the study trains on, and the splits it evaluates on.
 TASK_SETS = {
     "backend": ("train", ("test",)),
@@ -217,6 +220,9 @@ class BackendExperiment:
         if cfg.ablation:
             critics["without c"] = self.critic(training_info=False)
 
+        if cfg.tasks == "backend-lite":
+            self.judge_critics(critics)
+
         self.report.stage("3/4 policies: rejection fine-tuning, multi-turn DPO, SWEET-RL")
         arms = [Arm("zero-shot", model=cfg.model, training={"base": self.zero_shot}), self.policy("rft"), self.policy("mtdpo")]
         arms.append(self.policy("sweet", critics["with c"]))
@@ -279,6 +285,26 @@ class BackendExperiment:
         except NothingToTrain as why:
             return {"skipped": str(why)}
         return {"checkpoint": f"ckpt:{result.checkpoint_id}", "run_id": result.run_id, "metrics": result.metrics}
+
+    def judge_critics(self, critics: dict[str, dict]) -> None:
+        """backend-lite: each critic's held-out pair accuracy and turn credit (critic_eval.py) on a
+        mixed scripted agent's dialogues of the first test tasks (k=2), whose turns' ground truth
+        (did it obtain a fact?) the lite human knows; stored in the critic's summary as "eval"."""
+        from colbench.training.critic_eval import evaluate_critic
+
+        trained = {name: critic for name, critic in critics.items() if "checkpoint" in critic}
+        if not trained:
+            return
+        cfg = self.config
+        test = cfg.test_splits[0]
+        scripted = replace(cfg.rollout(SCRIPTED_JUDGE, test), engine=SCRIPTED_JUDGE, samples_per_task=2)
+        with self.report.progress(f"{test}: {SCRIPTED_JUDGE}, for the critics' evaluation") as on_progress:
+            policy = run_rollout(self.db, scripted, on_progress=on_progress).policy
+        for name, critic in trained.items():
+            with self.report.progress(f"critic {name}: evaluation") as on_progress:
+                found = evaluate_critic(self.db, critic["checkpoint"], tasks=f"backend:{test}", policies=[policy],
+                                        device=cfg.device, on_progress=on_progress)
+            critic["eval"] = found.as_dict()
 
     def policy(self, key: str, critic: dict | None = None) -> Arm:
         from colbench.training.policy import fit_policy  # torch: not for `colbench --help`

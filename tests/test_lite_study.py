@@ -39,17 +39,21 @@ def cli(capsys, monkeypatch):
     return run
 
 
-def first_question_logprob(engine: HFEngine, task) -> float:
-    """Mean log-prob per token of the expert's first question on the task's opening turn."""
-    from colbench.envs.backend import BACKEND_SYSTEM_PROMPT
-    from colbench.protocol import MAX_AGENT_TURNS
+def first_questions(db) -> list:
+    """The expert's first agent turn of each of its dialogues: a question for a hidden fact."""
+    from sqlmodel import select
 
-    conversation = [
-        {"role": "system", "content": BACKEND_SYSTEM_PROMPT.format(turns=MAX_AGENT_TURNS)},
-        {"role": "user", "content": task.problem_description},
-    ]
-    question = facts_of(task)[0].question
-    [logps] = engine.logprobs([engine.render_prompt(conversation)], [question])
+    from colbench.store import queries
+    from colbench.store.models import Trajectory
+
+    with db.read() as session:
+        expert = session.exec(select(Trajectory).where(Trajectory.policy == "scripted:expert")).all()
+        return [next(t for t in queries.turns_of(session, e.id) if t.role == "assistant") for e in expert]
+
+
+def mean_logprob(engine: HFEngine, turn) -> float:
+    """Mean log-prob per token of a stored agent turn's tokens after its stored prompt."""
+    [logps] = engine.logprobs([turn.prompt], [turn.token_ids])
     return sum(logps) / len(logps)
 
 
@@ -63,17 +67,18 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
     warm = cli("--db", db_url, "policy", "fit", "--algo", "sft", "--model", str(tiny_model_dir), "--epochs", "12", *FIT, "--json")
     assert warm["metrics"]["trajectories"] == 3  # the expert's successes, not early@0's failures
 
-    # Learning: on an unseen instance of a demonstrated template, asking for its first hidden
-    # fact became more likely than under the base model.
+    # Learning: on each demonstrated dialogue's opening, asking for the first hidden fact became
+    # far more likely than under the base model.
     db = Database(db_url)
-    train = [spec_of(task) for task in select_tasks(db, "backend-lite:train", None)]
-    seen_templates = {t.source for t in train[:3]}
-    assert len(seen_templates) == 3  # the first tasks of the split are spread over the templates
-    unseen_instance = next(t for t in train[3:] if t.source in seen_templates)
+    questions = first_questions(db)
+    assert len(questions) == 3 and all(q.content.rstrip().endswith("?") for q in questions)
     base = HFEngine(str(tiny_model_dir), device="cpu")
     tuned = HFEngine(warm["checkpoint"], device="cpu", checkpoint_lookup=checkpoint_lookup(db))
-    before, after = first_question_logprob(base, unseen_instance), first_question_logprob(tuned, unseen_instance)
-    assert after > before + 0.5, (before, after)
+    for question in questions:
+        before, after = mean_logprob(base, question), mean_logprob(tuned, question)
+        assert after > before + 1.0, (question.content, before, after)
+    first_three = [spec_of(t) for t in select_tasks(db, "backend-lite:train", 3)]
+    assert len({t.source for t in first_three}) == 3  # the first tasks of the split are spread over the templates
 
     # The study from the warm start: every arm trains (on the scripted data too, --no-on-policy)
     # and is evaluated on lite-test and lite-novel, best-of-N included.
@@ -88,7 +93,12 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
     critic = result["critics"]["with c"]["checkpoint"]
     assert all(f"best-of-2:{critic}" in arms["best-of-n"]["tests"][split]["setting"] for split in ("lite-test", "lite-novel"))
     assert all(f"best-of" not in arms["zero-shot"]["tests"][split]["setting"] for split in ("lite-test", "lite-novel"))
+    # Each critic was judged on a scripted agent's test dialogues, whose turns' ground truth is known.
+    for name in ("with c", "without c"):
+        judged = result["critics"][name]["eval"]
+        assert judged["tasks"] == "backend:lite-test" and judged["trajectories"] == 2 and judged["labelled_turns"] >= 2, judged
     markdown = (folder / "results.md").read_text()
+    assert "judged on 2 dialogues of backend:lite-test" in markdown
     assert "**backend:lite-test**" in markdown and "**backend:lite-novel**" in markdown and "| best-of-N with the critic |" in markdown
 
     # Critic evaluation against ground truth: the expert's fact questions are the labelled turns.
@@ -98,7 +108,7 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
         assert figures["training_info"] is training_info
         assert figures["trajectories"] == 6 and figures["pairs"] == 3
         # The expert asks 2-3 facts then answers; early@0 answers at once: every asked fact is a labelled turn.
-        assert figures["fact_turns"] == sum(len(facts_of(t)) for t in train[:3])
+        assert figures["fact_turns"] == sum(len(facts_of(t)) for t in first_three)
         assert figures["labelled_turns"] == figures["fact_turns"] + 6
         assert 0.0 <= figures["pair_accuracy"] <= 1.0 and -1.0 <= figures["turn_spearman"] <= 1.0
         assert figures["auc_trajectories"] == 3 and 0.0 <= figures["turn_auc"] <= 1.0
