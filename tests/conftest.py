@@ -2,9 +2,16 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
+
+# A suite started in the background of a non-interactive shell (`cmd &`) inherits SIGINT
+# ignored, and so would every process it starts: the Ctrl-C tests would see nothing. A handler
+# here is reset to the default in each child at exec, so Python installs KeyboardInterrupt there.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 pytest_plugins = ["plugins.postgres", "plugins.openai_server", "plugins.models", "plugins.docker_engine", "plugins.sandboxes"]
 
