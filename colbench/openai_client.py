@@ -10,9 +10,11 @@ One client is safe to share between threads (the SDK's is).
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -211,6 +213,29 @@ class OpenAIClient:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class BoundedAsyncClient:
+    """An asynchronous OpenAIClient with at most ``concurrency`` requests in flight. Both are made
+    on first use, inside the event loop that awaits them (a semaphore belongs to one loop)."""
+
+    def __init__(self, base_url: str, concurrency: int, **options):
+        self.base_url, self.concurrency, self.options = base_url, max(1, int(concurrency)), options
+        self._made: tuple[OpenAIClient, asyncio.Semaphore] | None = None
+
+    @asynccontextmanager
+    async def slot(self):
+        """Waits for a free slot, then yields the client for one request."""
+        if self._made is None:
+            self._made = (OpenAIClient(self.base_url, **self.options, asynchronous=True), asyncio.Semaphore(self.concurrency))
+        client, slots = self._made
+        async with slots:
+            yield client
+
+    async def close(self) -> None:
+        if self._made is not None:
+            await self._made[0].close()
+            self._made = None
 
 
 def dumps_messages(messages: list[dict[str, Any]]) -> str:

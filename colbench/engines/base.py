@@ -87,5 +87,40 @@ class Engine(ABC):
         self.close()
 
 
+class TokenizerEngine(Engine):
+    """A local engine with a transformers tokenizer (``self.tokenizer``): prompts are its chat
+    template, encoded without added special tokens, and generation continues them."""
+
+    tokenizer: object
+
+    def render_prompt(self, conversation: list[Message]) -> str:
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise EngineError(f"the tokenizer of {self.model_ref} has no chat template")
+        return self.tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+
+    def encode(self, text: str) -> list[int]:
+        # The chat template already writes every special token (BOS included), so add none.
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def generate(self, conversations: list[list[Message]], params: SamplingParams) -> list[Generation]:
+        return self.generate_from_prompts([self.render_prompt(c) for c in conversations], params)
+
+    @abstractmethod
+    def generate_from_prompts(self, prompts: list[str], params: SamplingParams) -> list[Generation]:
+        """Continue prompts that are already templated (e.g. a stored turn's exact prompt)."""
+
+
+def token_ids(*values) -> set[int]:
+    """The ids among values that are each an id, a list of ids, or None (e.g. the generation
+    config's eos_token_id and the tokenizer's)."""
+    ids: set[int] = set()
+    for value in values:
+        if isinstance(value, int):
+            ids.add(value)
+        elif value:
+            ids.update(int(v) for v in value)
+    return ids
+
+
 class EngineError(ColbenchError, RuntimeError):
     """A generation request failed for a reason worth one line to the user."""

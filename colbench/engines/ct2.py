@@ -30,7 +30,7 @@ from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
-from colbench.engines.base import Engine, EngineError, Generation, Message, Sample, SamplingParams
+from colbench.engines.base import EngineError, Generation, Sample, SamplingParams, TokenizerEngine, token_ids
 from colbench.model_refs import ModelSource, cache_dir, convert_once, load_tokenizer, resolve_model
 
 # How long generate() sleeps between checks of a running batch: the bound it adds to Ctrl-C.
@@ -177,7 +177,7 @@ def length_groups(lengths: list[int], new_tokens: int, max_rows: int, samples: i
 # ---------------------------------------------------------------------------- the engine
 
 
-class CT2Engine(Engine):
+class CT2Engine(TokenizerEngine):
     """A causal LM run by CTranslate2 (CPU by default), converted from a model reference.
 
     ``compute_type`` is both the conversion's quantization and the type computed in:
@@ -238,21 +238,7 @@ class CT2Engine(Engine):
         if vocabulary[:width] != self.tokenizer.convert_ids_to_tokens(list(range(width))):
             raise EngineError(f"the CTranslate2 vocabulary of {self.model_ref} does not match its tokenizer")
 
-    # ------------------------------------------------------------------ prompts
-
-    def render_prompt(self, conversation: list[Message]) -> str:
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise EngineError(f"the tokenizer of {self.model_ref} has no chat template")
-        return self.tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
-
-    def encode(self, text: str) -> list[int]:
-        # The chat template already writes every special token (BOS included), so add none.
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    # ------------------------------------------------------------------ sampling
-
-    def generate(self, conversations: list[list[Message]], params: SamplingParams) -> list[Generation]:
-        return self.generate_from_prompts([self.render_prompt(c) for c in conversations], params)
+    # ------------------------------------------------------------------ sampling (prompts: TokenizerEngine)
 
     def generate_from_prompts(self, prompts: list[str], params: SamplingParams) -> list[Generation]:
         """Continue prompts that are already templated (e.g. a stored turn's exact prompt)."""
@@ -401,10 +387,4 @@ def _eos_ids(source: ModelSource, tokenizer) -> set[int]:
             found = GenerationConfig.from_model_config(AutoConfig.from_pretrained(source.base)).eos_token_id
         except (OSError, ValueError):
             found = None
-    ids = set()
-    for value in (found, tokenizer.eos_token_id):
-        if isinstance(value, int):
-            ids.add(value)
-        elif value:
-            ids.update(int(v) for v in value)
-    return ids
+    return token_ids(found, tokenizer.eos_token_id)

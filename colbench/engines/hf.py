@@ -18,11 +18,11 @@ from contextlib import contextmanager
 
 import torch
 
-from colbench.engines.base import Engine, EngineError, Generation, Message, Sample, SamplingParams
+from colbench.engines.base import EngineError, Generation, Sample, SamplingParams, TokenizerEngine, token_ids
 from colbench.model_refs import ModelSource, load_model, load_tokenizer, resolve_model
 
 
-class HFEngine(Engine):
+class HFEngine(TokenizerEngine):
     """A transformers causal LM, loaded from a ModelSource (or a reference to resolve),
     or wrapping a model and tokenizer that are already loaded (e.g. by training code)."""
 
@@ -65,21 +65,7 @@ class HFEngine(Engine):
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    # ------------------------------------------------------------------ prompts
-
-    def render_prompt(self, conversation: list[Message]) -> str:
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise EngineError(f"the tokenizer of {self.model_ref} has no chat template")
-        return self.tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
-
-    def encode(self, text: str) -> list[int]:
-        # The chat template already writes every special token (BOS included), so add none.
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    # ------------------------------------------------------------------ sampling
-
-    def generate(self, conversations: list[list[Message]], params: SamplingParams) -> list[Generation]:
-        return self.generate_from_prompts([self.render_prompt(c) for c in conversations], params)
+    # ------------------------------------------------------------------ sampling (prompts: TokenizerEngine)
 
     def generate_from_prompts(self, prompts: list[str], params: SamplingParams) -> list[Generation]:
         """Continue prompts that are already templated (e.g. a stored turn's exact prompt)."""
@@ -238,13 +224,7 @@ class HFEngine(Engine):
 
 
 def _eos_ids(model, tokenizer) -> set[int]:
-    ids = set()
-    for value in (getattr(getattr(model, "generation_config", None), "eos_token_id", None), tokenizer.eos_token_id):
-        if isinstance(value, int):
-            ids.add(value)
-        elif value:
-            ids.update(int(v) for v in value)
-    return ids
+    return token_ids(getattr(getattr(model, "generation_config", None), "eos_token_id", None), tokenizer.eos_token_id)
 
 
 def _left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -11,12 +11,11 @@ callers without an event loop.
 """
 from __future__ import annotations
 
-import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from colbench.engines.base import Engine, EngineError, Generation, Message, Sample, SamplingParams
-from colbench.openai_client import ChatCompletion, EndpointError, OpenAIClient, dumps_messages
+from colbench.openai_client import BoundedAsyncClient, ChatCompletion, EndpointError, OpenAIClient, dumps_messages
 
 DEFAULT_CONCURRENCY = 64  # requests in flight; a vLLM server batches hundreds
 
@@ -43,7 +42,7 @@ class OpenAIEngine(Engine):
         self.logprobs = logprobs
         self._client_options = {"api_key": api_key, "timeout_s": timeout_s, "max_retries": max_retries}
         self.client = OpenAIClient(self.base_url, **self._client_options)
-        self._async: tuple[OpenAIClient, asyncio.Semaphore] | None = None  # made in the running loop
+        self._async = BoundedAsyncClient(self.base_url, self.concurrency, **self._client_options)
 
     def render_prompt(self, conversation: list[Message]) -> str:
         return dumps_messages(conversation)
@@ -67,11 +66,7 @@ class OpenAIEngine(Engine):
 
     async def agenerate(self, conversation: list[Message], params: SamplingParams) -> Generation:
         """One conversation's samples, as soon as its own request returns."""
-        if self._async is None:
-            self._async = (OpenAIClient(self.base_url, **self._client_options, asynchronous=True),
-                           asyncio.Semaphore(self.concurrency))
-        client, slots = self._async
-        async with slots:
+        async with self._async.slot() as client:
             start = time.monotonic()
             try:
                 completion = await client.chat(self.model, conversation, **self._sampling(params))
@@ -104,9 +99,7 @@ class OpenAIEngine(Engine):
         )
 
     async def aclose(self) -> None:
-        if self._async is not None:
-            await self._async[0].close()
-            self._async = None
+        await self._async.close()
 
     def close(self) -> None:
         self.client.close()

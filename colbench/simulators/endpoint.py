@@ -9,11 +9,10 @@ in flight); ``reply`` keeps the batched, threaded form.
 """
 from __future__ import annotations
 
-import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from colbench.openai_client import OpenAIClient
+from colbench.openai_client import BoundedAsyncClient, OpenAIClient
 from colbench.simulators.base import SimReply, SimRequest, Simulator
 from colbench.simulators.prompts import NO_FRONTEND, build_messages, clean_reply
 
@@ -45,7 +44,7 @@ class EndpointSimulator(Simulator):
         self._client_options = {"api_key": api_key, "timeout_s": timeout_s, "max_retries": max_retries}
         # The thread pool in reply() is what bounds requests in flight there.
         self.client = OpenAIClient(self.base_url, **self._client_options)
-        self._async: tuple[OpenAIClient, asyncio.Semaphore] | None = None  # made in the running loop
+        self._async = BoundedAsyncClient(self.base_url, self.concurrency, **self._client_options)
 
     def reply(self, requests: list[SimRequest]) -> list[SimReply]:
         if not requests:
@@ -75,11 +74,7 @@ class EndpointSimulator(Simulator):
         problem = self.unanswerable(request)
         if problem:
             return SimReply(text="", error=problem)
-        if self._async is None:
-            self._async = (OpenAIClient(self.base_url, **self._client_options, asynchronous=True),
-                           asyncio.Semaphore(self.concurrency))
-        client, slots = self._async
-        async with slots:
+        async with self._async.slot() as client:
             start = time.monotonic()
             try:
                 completion = await client.chat(self.model, self.messages(request), temperature=0.0, max_tokens=self.max_tokens)
@@ -93,9 +88,7 @@ class EndpointSimulator(Simulator):
         return SimReply(text=text, error=error, latency_s=time.monotonic() - start)
 
     async def aclose(self) -> None:
-        if self._async is not None:
-            await self._async[0].close()
-            self._async = None
+        await self._async.close()
 
     def close(self) -> None:
         self.client.close()

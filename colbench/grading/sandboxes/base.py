@@ -118,13 +118,19 @@ def _wait_for_exit(pid: int, wait_s: float = 5.0) -> None:
         time.sleep(0.005)
 
 
-def process_state(pid: int) -> str | None:
-    """R, S, D, T, Z... of host process `pid`; None if there is none."""
+def _stat_field(pid: int, index: int) -> str | None:
+    """Field `index` of /proc/<pid>/stat counted after the command name (0: the state); None
+    if there is no such process."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0]
+            return stat.read().rsplit(")", 1)[1].split()[index]
     except (OSError, IndexError):
         return None
+
+
+def process_state(pid: int) -> str | None:
+    """R, S, D, T, Z... of host process `pid`; None if there is none."""
+    return _stat_field(pid, 0)
 
 
 def _child_pid(fd: int) -> int | None:
@@ -164,11 +170,7 @@ def server_intact(pid: int, started: str | None) -> bool:
 
 def start_time(pid: int) -> str | None:
     """When host process `pid` started (clock ticks since boot): tells a reused pid apart."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
+    return _stat_field(pid, 19)
 
 
 def start_process(
