@@ -56,6 +56,8 @@ class RolloutConfig:
     simulator: str = option("builtin", "Simulated human: builtin (the family's rule-based one), endpoint:<url>#<model>, local:<model>, or for frontend vision:<url>#<model>.")
     tasks: str = option("backend:test", "Tasks: FAMILY:SPLIT (backend or frontend, train or test) or backend-lite:train|test|novel, the tier a small model can learn (built-in tasks are added on first use).")
     limit: int | None = option(None, "Only the first N tasks of the split (by id).", min=1)
+    offset: int = option(0, "Skip the first N tasks of the split (by id) before --limit applies: e.g. demonstrations on "
+                         "--offset 200 and a validation rollout on --limit 200 never share a task.", min=0)
     samples_per_task: int = option(1, "Trajectories per task (k, for best-of-k and critic pairs).", min=1, flags=("--samples-per-task", "-k"))
     seed: int = option(0, "Base sampling seed.")
     temperature: float = option(protocol.TEMPERATURE, "Sampling temperature (the protocol samples at 1.0, at evaluation too).", min=0.0)
@@ -484,7 +486,7 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
     from colbench.wiring import build_engine, build_env, build_simulator, parse_task_selector, select_tasks
 
     family, _ = parse_task_selector(config.tasks)
-    chosen = select_tasks(db, config.tasks, config.limit)
+    chosen = select_tasks(db, config.tasks, config.limit, offset=config.offset)
     env, close_env = build_env(db, family, sandbox=config.sandbox, workers=config.grade_workers, clip=config.clip, grading=config.grading)
     try:
         critic = None

@@ -22,8 +22,8 @@ def parse_task_selector(selector: str) -> tuple[str, str]:
     raise ValueError(f"--tasks takes {TASK_SELECTORS}; got {selector!r}")
 
 
-def select_tasks(db: Database, selector: str, limit: int | None) -> list[Task]:
-    """Stored tasks of a family and split, first by id; the built-in set is added if missing."""
+def select_tasks(db: Database, selector: str, limit: int | None, offset: int = 0) -> list[Task]:
+    """Stored tasks of a family and split by id, from the ``offset``-th, at most ``limit``; the built-in set is added if missing."""
     family, split = parse_task_selector(selector)
     from colbench.tasks.builtin import ensure_builtin_tasks, ensure_lite_tasks
 
@@ -32,6 +32,9 @@ def select_tasks(db: Database, selector: str, limit: int | None) -> list[Task]:
         tasks = queries.tasks_in(session, family=family, split=split)
     if not tasks:
         raise ValueError(f"no {family} tasks in the {split} split; import some with `colbench tasks import`")
+    tasks = tasks[offset:]
+    if not tasks:
+        raise ValueError(f"--offset {offset} skips every {family} task of the {split} split")
     return tasks[:limit] if limit else tasks
 
 

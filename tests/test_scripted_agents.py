@@ -330,3 +330,25 @@ def test_cli_expert_rollout_on_lite_tasks(tmp_path):
     summary = json.loads(result.stdout)
     assert summary["policy"] == "scripted:expert" and summary["engine"] == "scripted"
     assert summary["graded"] == 5 and summary["success_rate"] == 1.0
+
+
+def test_cli_offset_and_limit_pick_disjoint_tasks_and_too_far_is_one_line(tmp_path):
+    """Demonstrations on --offset N and a validation rollout on --limit N never share a task."""
+    from colbench.store.db import Database
+    from colbench.store.models import Trajectory
+    from sqlmodel import select
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    env = dict(os.environ, COLBENCH_DB=url, NO_COLOR="1")
+    env.pop("COLBENCH_DEBUG", None)
+    base = COLBENCH + ["rollout", "--engine", "scripted:expert", "--tasks", "backend-lite:train", "--sandbox", "bwrap"]
+    for extra in (["--offset", "3", "--limit", "2"], ["--limit", "3"]):
+        result = subprocess.run(base + extra, capture_output=True, text=True, env=env, timeout=300)
+        assert result.returncode == 0, result.stderr
+    with Database(url).read() as session:
+        tasks = [t.task_id for t in session.exec(select(Trajectory).order_by(Trajectory.id)).all()]
+    assert len(tasks) == len(set(tasks)) == 5
+    assert sorted(tasks[:2]) == sorted(tasks)[3:]  # the offset run took the split's 4th and 5th tasks
+    result = subprocess.run(base + ["--offset", "840"], capture_output=True, text=True, env=env, timeout=300)
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    assert result.returncode != 0 and len(lines) == 1 and "--offset 840 skips every" in lines[0], result.stderr

@@ -113,7 +113,7 @@ class CriticRecipe:
             context = nullcontext()
         else:
             model, context = self.model, adapter_disabled(self.model)
-        scorer = TokenLogProbs(model)
+        scorer = TokenLogProbs(model, autocast=self.config.autocast_dtype(device))
         found: dict[int, list[torch.Tensor]] = {}
         with evaluating(model), context:
             for start in range(0, len(mine), self.config.batch_size):

@@ -6,6 +6,10 @@ next token is a target (agent tokens), in float32. On SmolLM2 the 49,152-wide ou
 layer is most of the cost, and agent tokens are a fraction of a critic's input (c and
 the human turns are not), so this is both faster and lighter than full logits.
 
+With ``autocast`` (a dtype, e.g. bfloat16) the decoder runs under ``torch.autocast``
+while the output layer stays float32: log-probs are differences of logits near 20, where
+bfloat16's 3 significant digits would cost ~0.1 nat per token.
+
 It is an ``nn.Module`` so that ``accelerate`` can wrap it (DDP) and its forward is
 what runs under the wrapper.
 """
@@ -44,16 +48,19 @@ class TokenLogProbs(nn.Module):
     ``target_mask[b, i]`` is set, else 0. Position 0 is never a target.
     """
 
-    def __init__(self, lm):
+    def __init__(self, lm, autocast: torch.dtype | None = None):
         super().__init__()
         self.lm = lm
+        self.autocast = autocast
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, target_mask: torch.Tensor) -> torch.Tensor:
         base = unwrap(self.lm)
         decoder, head = base.get_decoder(), base.get_output_embeddings()
-        hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+        with torch.autocast(input_ids.device.type, dtype=self.autocast or torch.bfloat16, enabled=self.autocast is not None):
+            hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
         select = target_mask[:, 1:].bool()
-        logits = head(hidden[:, :-1][select])
+        states = hidden[:, :-1][select]
+        logits = head(states.to(head.weight.dtype))
         logits = softcap(logits, base.config)
         picked = token_logps_from_logits(logits, input_ids[:, 1:][select])
         out = torch.zeros(select.shape, dtype=torch.float32, device=picked.device).masked_scatter(select, picked)
@@ -182,7 +189,8 @@ def prepare_training(accelerator, model, config, examples: int, epochs: int):
     optimizer, scheduler = config.optimizer(params, total_steps)
     generator = torch.Generator().manual_seed(config.seed)
     loader = torch.utils.data.DataLoader(list(range(examples)), batch_size=config.batch_size, shuffle=True, generator=generator, collate_fn=list)
-    scorer, optimizer, loader, scheduler = accelerator.prepare(TokenLogProbs(model), optimizer, loader, scheduler)
+    scorer = TokenLogProbs(model, autocast=config.autocast_dtype(accelerator.device))
+    scorer, optimizer, loader, scheduler = accelerator.prepare(scorer, optimizer, loader, scheduler)
     return scorer, optimizer, loader, scheduler, total_steps
 
 

@@ -136,7 +136,7 @@ class PolicyTrainer:
 
         acc = self.accelerator
         mine = list(range(acc.process_index, len(self.items), acc.num_processes))
-        scorer = TokenLogProbs(self.model)
+        scorer = TokenLogProbs(self.model, autocast=self.config.autocast_dtype(self.device))
         found: dict[int, tuple[float, float]] = {}
         with evaluating(self.model):
             for start in range(0, len(mine), self.config.batch_size):
