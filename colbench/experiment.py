@@ -332,7 +332,7 @@ class BackendExperiment:
     def _finished_run(self, kind: str, settings: dict) -> dict | None:
         """The newest finished run of ``kind`` with these settings that has consumed every
         graded train trajectory, as a summary; None when the stage has to run."""
-        ignored = {"device", "out", "dtype", "gradient_checkpointing"}  # how it ran, not what it learned
+        ignored = {"device", "out", "dtype", "autocast", "gradient_checkpointing", "sampler"}  # how it ran, not what it learned
         base = normalized_model_ref(self.config.model)
         with self.db.read() as session:
             data = self.config.data_policies(self.zero_shot)

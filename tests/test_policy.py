@@ -19,7 +19,7 @@ from colbench.store import queries
 from colbench.store.db import Database
 from colbench.store.models import Checkpoint, Lineage, SweetCandidate, SweetPair, TrainingRun, Trajectory, Turn
 from colbench.training import data as D
-from colbench.training import mtdpo, rft
+from colbench.training import mtdpo, rft, sweet
 from colbench.training.checkpoints import export_checkpoint
 from colbench.training.policy import fit_policy
 from colbench.training.trainer import NothingToTrain, PolicyConfig
@@ -252,6 +252,37 @@ def test_sweet_stores_candidates_scores_pairs_and_a_rerun_resumes(trained, tiny_
     # Continuing the policy: nothing new was graded since its run, so nothing to train and no run.
     with pytest.raises(NothingToTrain):
         fit_policy(db, PolicyConfig(**SWEET), "sweet", critic_checkpoint=critic_id, parent_checkpoint=result.checkpoint_id)
+
+
+def test_sweet_candidates_from_ct2_are_the_policys_own_samples(trained, tiny_model_dir, tokenizer):
+    """The ct2 sampler draws from the policy as training starts: each candidate's stored sampler
+    log-prob is what the loaded model itself gives those tokens; hf and ct2 keep separate candidates."""
+    from colbench.training.critic import CriticConfig, fit_critic
+
+    db, _, _ = trained
+    # A critic that reads whole dialogues: a cut prompt has its sampler log-probs recomputed by hf.
+    critic = fit_critic(db, CriticConfig(epochs=1, batch_size=4, max_len=2048, heldout_fraction=0.0, lora_rank=4, device="cpu", lr=1e-3),
+                        base_model=str(tiny_model_dir))
+    runs = {s: fit_policy(db, PolicyConfig(**SWEET, sampler=s), "sweet", base_model=str(tiny_model_dir), critic_checkpoint=critic.checkpoint_id)
+            for s in ("ct2", "hf")}
+    assert {s: r.metrics["sampler"] for s, r in runs.items()} == {"ct2": "ct2", "hf": "hf"}
+    assert runs["ct2"].metrics["sampling_key"] != runs["hf"].metrics["sampling_key"]
+    assert runs["ct2"].metrics["turns_sampled"] == runs["hf"].metrics["turns_sampled"] == 12
+    with db.read() as session:
+        key = runs["ct2"].metrics["sampling_key"]
+        candidates = session.exec(select(SweetCandidate).where(SweetCandidate.sampling_key == key)).all()
+    jobs, _, _ = sweet.select_turns(db, PolicyConfig(**SWEET), None, tokenizer)
+    prompts = {j.turn_id: j.prompt for j in jobs}
+    assert len(candidates) == 48
+    model = tiny(tiny_model_dir).eval()
+    for c in candidates[::4]:
+        prompt = S.encode_text(tokenizer, prompts[c.turn_id])
+        ids = torch.tensor([prompt + list(c.token_ids)])
+        target = torch.zeros_like(ids, dtype=torch.bool)
+        target[0, len(prompt):] = True
+        with torch.no_grad():
+            own = TokenLogProbs(model)(ids, torch.ones_like(ids), target)[target].mean().item()
+        assert abs(own - c.sampler_logp) < 1e-3, (own, c.sampler_logp)
 
 
 def test_sweet_without_a_critic_or_with_a_policy_as_critic_is_refused(trained, tiny_model_dir):

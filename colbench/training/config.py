@@ -188,6 +188,7 @@ DEFAULT_EPOCHS = {"sweet": 1, "mtdpo": 1, "rft": 4, "sft": 3}
 DEFAULT_BATCH = {"sweet": DEFAULT_BATCH_SIZE, "mtdpo": DEFAULT_BATCH_SIZE, "rft": 32, "sft": DEFAULT_BATCH_SIZE}
 SCORES = ("sampler", "critic")
 SELECTIONS = ("trajectories", "turns")
+SAMPLERS = ("auto", "hf", "ct2")
 
 
 @dataclass
@@ -215,6 +216,13 @@ class PolicyConfig(TrainingConfig):
         "sweet: what ranks the candidates. 'sampler' (default, the paper): the critic's mean log-prob given the "
         "training-time information c minus the sampler's own mean log-prob of the candidate (the sampler plays the "
         "reference of A). 'critic': the critic's own advantage, its mean log-prob minus its frozen reference's, both given c.", choices=SCORES)
+    sampler: str = option(
+        "auto",
+        "sweet: what samples the candidates from the policy as training starts: 'hf' (the loaded model itself) or "
+        "'ct2' (CTranslate2 on the same weights: the same distribution, its log-probs within 1e-3 nats, 2-4x faster "
+        "on a CPU). 'auto': the engine `rollout --engine auto` would pick for that policy (ct2 on a CPU).",
+        choices=SAMPLERS,
+    )
     sample_batch_size: int = option(16, "sweet: rows (turn × candidate) decoded together when sampling; candidates of a few turns are stored after each generate call.", min=1)
     # mtdpo
     pairs: str | None = option(None, "mtdpo: " + PAIR_RULE_HELP, choices=PAIR_RULES)

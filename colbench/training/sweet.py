@@ -7,8 +7,9 @@ of turns):
 1. **Sample** N candidates for that turn from the current policy (the model being
    trained, before its first step), on exactly the prompt the policy was given at that
    turn (``Turn.prompt``), at temperature 1.0, batched through
-   :class:`colbench.engines.hf.HFEngine`. The sampler's own log-prob of each sampled
-   token (raw distribution) comes with it.
+   :class:`colbench.engines.hf.HFEngine` on the loaded model or, on a CPU, the ct2
+   engine on the same weights (``PolicyConfig.sampler``). The sampler's own log-prob of
+   each sampled token (raw distribution) comes with it.
 2. **Score** each with the critic on the same dialogue: c + that very prompt
    (:meth:`CriticModel.context`), then the candidate's sampled ids, EOS included only if
    it stopped. By default the critic's mean log-prob given c minus the sampler's mean
@@ -94,13 +95,25 @@ def select_turns(db, config: P.PolicyConfig, watermark: int | None, tokenizer) -
     return jobs, top, len(fresh)
 
 
-def sampling_key(config: P.PolicyConfig, base_model: str, parent_id: int | None, critic_id: int) -> str:
+def sampler_kind(db, config: P.PolicyConfig, start: str, device) -> str:
+    """hf or ct2: the engine that samples candidates from the policy ``start`` (a model ref)."""
+    if config.sampler != "auto":
+        return config.sampler
+    from colbench.engines import default_engine
+    from colbench.wiring import checkpoint_lookup
+
+    return default_engine(start, str(device), checkpoint_lookup=checkpoint_lookup(db))
+
+
+def sampling_key(config: P.PolicyConfig, base_model: str, parent_id: int | None, critic_id: int, sampler: str = "hf") -> str:
     """Names what decides a turn's candidates and scores: same key, same candidates."""
     spec = {
         "base": base_model, "parent": parent_id, "critic": critic_id, "n": config.candidates,
         "temperature": config.temperature, "max_new_tokens": config.max_new_tokens, "seed": config.seed,
         "score": config.score, "full": config.full, "prompt": "stored",
     }
+    if sampler != "hf":  # the same distribution, other draws (keys of hf-sampled stores stay as they were)
+        spec["sampler"] = sampler
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -135,12 +148,23 @@ def ranking_score(score, sampler_logps: Sequence[float], mode: str) -> tuple[flo
     return sampler, (score.critic_logp - sampler if mode == "sampler" else score.advantage)
 
 
-def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic, key: str, on_progress=None) -> dict:
-    """Sample and score candidates for the jobs whose candidates are not stored yet; store them."""
+def candidate_engine(db, recipe, sampler: str, start: str):
+    """The engine sampling candidates: hf on the model being trained (before its first step),
+    or ct2 on ``start``, the same policy's stored weights."""
+    if sampler == "ct2":
+        from colbench.wiring import build_engine
+
+        return build_engine(db, "ct2", start, max_batch_size=recipe.config.sample_batch_size)
+    from colbench.engines.hf import HFEngine
+
+    return HFEngine(model=recipe.model, tokenizer=recipe.tokenizer, max_batch_size=recipe.config.sample_batch_size, model_ref="training")
+
+
+def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic, key: str, engine, on_progress=None) -> dict:
+    """Sample (with ``engine``) and score candidates for the jobs whose candidates are not stored yet; store them."""
     import torch
 
     from colbench.engines.base import SamplingParams
-    from colbench.engines.hf import HFEngine
     from colbench.training.scoring import shared_prefix_logps
 
     cfg = recipe.config
@@ -151,7 +175,6 @@ def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic, k
     stats = {"turns_reused": len(jobs) - len(todo), "turns_sampled": len(todo), "candidates_sampled": len(todo) * cfg.candidates}
     if not mine:
         return stats
-    engine = HFEngine(model=recipe.model, tokenizer=recipe.tokenizer, max_batch_size=cfg.sample_batch_size, model_ref="training")
     per_call = max(1, cfg.sample_batch_size // cfg.candidates)
     done = 0
     with torch.no_grad():
@@ -191,13 +214,21 @@ def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_ref, ba
     from colbench.training.scoring import CriticModel
 
     cfg = recipe.config
-    key = sampling_key(cfg, base_model, parent_id, int(critic_ref))
-    critic = None
+    start = f"ckpt:{parent_id}" if parent_id is not None else base_model  # the policy as training starts
+    sampler = sampler_kind(db, cfg, start, recipe.device)
+    key = sampling_key(cfg, base_model, parent_id, int(critic_ref), sampler)
     have = stored_candidates(db, key, [j.turn_id for j in jobs])
+    stats = {"turns_reused": len(jobs), "turns_sampled": 0, "candidates_sampled": 0}
     if len(have) < len(jobs):
         critic = CriticModel.from_checkpoint(db, critic_ref, device=str(recipe.device), dtype=cfg.dtype, batch_size=cfg.sample_batch_size)
-    stats = sample_and_score(db, recipe, jobs, run_id, critic, key, on_progress) if critic else {"turns_reused": len(jobs), "turns_sampled": 0, "candidates_sampled": 0}
-    del critic
+        engine = candidate_engine(db, recipe, sampler, start)
+        try:
+            stats = sample_and_score(db, recipe, jobs, run_id, critic, key, engine, on_progress)
+        finally:
+            if sampler != "hf":  # the hf engine runs the model being trained: it stays
+                engine.close()
+        del critic, engine
+    stats["sampler"] = sampler
     recipe.accelerator.wait_for_everyone()
     have = stored_candidates(db, key, [j.turn_id for j in jobs])
 
