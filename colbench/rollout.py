@@ -18,10 +18,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import threading
 import time
-import uuid
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Callable
@@ -29,6 +27,7 @@ from typing import Callable
 from colbench import protocol
 from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP, GRADINGS
 from colbench.options import check, option
+from colbench.processes import worker_gone, worker_id
 from colbench.batching import Batcher
 from colbench.progress import Progress, silent
 from colbench.engines import KINDS
@@ -135,23 +134,17 @@ def turn_seed(seed: int, trajectory_id: int, agent_turns: int) -> int:
     return hash((seed, trajectory_id, agent_turns)) % (1 << 31)
 
 
-def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+CLAIM_RETRY_S = 0.5
 
 
 def _abandoned(stale_after_s: float) -> Callable[[Trajectory], bool]:
-    host = socket.gethostname()
+    """Is a running row's worker gone: its process on this host has ended (kill -9, a
+    zombie, a reused pid), or, from another host, it has not beaten for ``stale_after_s``?"""
 
-    def check(trajectory: Trajectory) -> bool:
-        name = trajectory.worker or ""
-        parts = name.split(":")
-        if len(parts) == 3 and parts[0] == host and parts[1].isdigit():
-            try:
-                os.kill(int(parts[1]), 0)
-            except ProcessLookupError:
-                return True  # its process on this machine is gone (e.g. kill -9)
-            except PermissionError:
-                pass
+    def check(trajectory) -> bool:
+        gone = worker_gone(trajectory.worker)
+        if gone is not None:
+            return gone
         beat = trajectory.heartbeat_at
         if beat is None:
             return True
@@ -179,7 +172,7 @@ class Rollout:
         if (critic is None) != (config.rerank_critic is None):
             raise ValueError("best-of-N needs both config.rerank_critic and the loaded critic")
         self._progress = on_progress or silent
-        self.worker = worker_name()
+        self.worker = worker_id()
         self.stats = RolloutStats()
         self.tasks: dict[int, object] = {}
         self.live = 0  # episodes under way
@@ -274,7 +267,13 @@ class Rollout:
                     running.add(asyncio.create_task(self._episode(episode)))
                 self.live = len(running)
             if not running:
-                return
+                if not await self._claimable(slot):
+                    return
+                # Rows remain that this claim did not get: locked by a worker claiming them
+                # right now, or just left by a dead one. Look again shortly rather than exit.
+                await asyncio.sleep(CLAIM_RETRY_S)
+                more = True
+                continue
             done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
             running -= done
             self.live = len(running)
@@ -282,6 +281,9 @@ class Rollout:
                 task.result()  # an episode's failure (a dead server) ends the rollout
             self.writer.check()
             more = more or bool(done)  # a place came free: look for work again
+
+    async def _claimable(self, slot: queries.Slot) -> int:
+        return await self.writer.call(lambda session: queries.claimable(session, slot, _abandoned(self.config.stale_after_s)))
 
     async def _claim(self, slot: queries.Slot, room: int) -> list[Episode]:
         def claim(session):

@@ -47,6 +47,27 @@ def existing_task_ids(session: Session, hashes: Iterable[str]) -> dict[str, int]
     return found
 
 
+def insert_new(session: Session, table, rows: Sequence[dict]) -> None:
+    """Insert rows, skipping any that a unique constraint says are stored already.
+
+    Several workers may insert the same rows at once (the built-in tasks on a fresh
+    store, a rollout's pending slots): checking first and inserting after races on
+    PostgreSQL, whose transactions do not queue like SQLite's BEGIN IMMEDIATE ones.
+    """
+    if not rows:
+        return
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    else:
+        raise NotImplementedError(f"colbench stores run on SQLite or PostgreSQL, not {dialect}")
+    statement = dialect_insert(table).on_conflict_do_nothing()
+    for start in range(0, len(rows), _ROWS_PER_STATEMENT):
+        session.connection().execute(statement, list(rows[start : start + _ROWS_PER_STATEMENT]))
+
+
 def add_tasks(session: Session, tasks: Sequence[dict]) -> tuple[dict[str, int], int]:
     """Insert task rows (column dicts) not stored yet. Returns (content_hash → id for all, number added)."""
     ids = existing_task_ids(session, (t["content_hash"] for t in tasks))
@@ -55,8 +76,7 @@ def add_tasks(session: Session, tasks: Sequence[dict]) -> tuple[dict[str, int], 
         if task["content_hash"] not in seen:
             seen.add(task["content_hash"])
             new.append(task)
-    for start in range(0, len(new), _ROWS_PER_STATEMENT):
-        session.connection().execute(insert(Task.__table__), new[start : start + _ROWS_PER_STATEMENT])
+    insert_new(session, Task.__table__, new)
     ids.update(existing_task_ids(session, (t["content_hash"] for t in new)))  # no RETURNING: SQLite runs it row by row
     return ids, len(new)
 
@@ -243,12 +263,9 @@ def add_screenshots(session: Session, rows: list[dict]) -> None:
     """Record rendered pages (sha256, path, width, height) not recorded yet."""
     if not rows:
         return
-    known = set(session.exec(select(Screenshot.sha256).where(col(Screenshot.sha256).in_([r["sha256"] for r in rows]))))
-    for row in rows:
-        if row["sha256"] not in known:
-            known.add(row["sha256"])
-            session.add(Screenshot(**row))
-    session.flush()
+    unique = {r["sha256"]: r for r in rows}
+    known = set(session.exec(select(Screenshot.sha256).where(col(Screenshot.sha256).in_(list(unique)))))
+    insert_new(session, Screenshot.__table__, [r for sha, r in unique.items() if sha not in known])
 
 
 # ---------------------------------------------------------------- incremental reads and lineage
@@ -347,8 +364,7 @@ def ensure_slots(session: Session, slot: Slot) -> int:
         for index in range(slot.samples_per_task)
         if (task_id, index) not in have
     ]
-    for start in range(0, len(missing), _ROWS_PER_STATEMENT):
-        session.connection().execute(insert(Trajectory.__table__), missing[start : start + _ROWS_PER_STATEMENT])
+    insert_new(session, Trajectory.__table__, missing)
     return len(missing)
 
 
@@ -371,37 +387,64 @@ def claim(session: Session, slot: Slot, worker: str, limit: int, is_abandoned) -
 
     Pending rows are free; a running row is taken over only when `is_abandoned(row)`
     says its worker is gone. Call inside a write transaction: on SQLite, BEGIN
-    IMMEDIATE makes claims exclusive; on PostgreSQL, SKIP LOCKED does.
+    IMMEDIATE makes claims exclusive; on PostgreSQL, row locks do. The candidates are
+    read without locks and then locked `limit` at a time (SKIP LOCKED): locking every
+    match would hold rows this worker never takes, and the other workers, skipping
+    them, would find nothing to do.
     """
     if limit <= 0:
         return []
+    unfinished = _unfinished(slot)
     wanted = set(slot.task_ids)
-    query = (
-        select(Trajectory)
-        .where(
-            Trajectory.policy == slot.policy,
-            Trajectory.simulator == slot.simulator,
-            Trajectory.setting == slot.setting,
-            Trajectory.sample_index < slot.samples_per_task,
-            col(Trajectory.status).in_(("pending", "running")),
+    free = [
+        row.id
+        for row in session.exec(
+            select(Trajectory.id, Trajectory.task_id, Trajectory.status, Trajectory.worker, Trajectory.heartbeat_at)
+            .where(*unfinished)
+            .order_by(Trajectory.task_id, Trajectory.sample_index)
         )
-        .order_by(Trajectory.task_id, Trajectory.sample_index)
-        .with_for_update(skip_locked=True)
-    )
-    taken = []
+        if row.task_id in wanted and (row.status == "pending" or is_abandoned(row))
+    ]
+    taken: list[Trajectory] = []
     now = utcnow()
-    for trajectory in session.exec(query):
-        if trajectory.task_id not in wanted:
-            continue
-        if trajectory.status == "running" and not is_abandoned(trajectory):
-            continue
-        trajectory.status, trajectory.worker, trajectory.heartbeat_at = "running", worker, now
-        trajectory.started_at = trajectory.started_at or now
-        taken.append(trajectory)
+    for start in range(0, len(free), limit):
+        locked = session.exec(
+            select(Trajectory)
+            .where(col(Trajectory.id).in_(free[start : start + limit]), *unfinished)
+            .order_by(Trajectory.task_id, Trajectory.sample_index)
+            .with_for_update(skip_locked=True)
+            .execution_options(populate_existing=True)
+        )
+        for trajectory in locked:
+            if trajectory.status == "running" and not is_abandoned(trajectory):
+                continue  # claimed by a live worker since the unlocked read
+            trajectory.status, trajectory.worker, trajectory.heartbeat_at = "running", worker, now
+            trajectory.started_at = trajectory.started_at or now
+            taken.append(trajectory)
+            if len(taken) == limit:
+                break
         if len(taken) == limit:
             break
     session.flush()
     return taken
+
+
+def claimable(session: Session, slot: Slot, is_abandoned) -> int:
+    """How many trajectories of the slot set a worker could still take: pending, or
+    running for a worker that is gone (a worker stops only when this is 0)."""
+    wanted = set(slot.task_ids)
+    rows = session.exec(select(Trajectory.task_id, Trajectory.status, Trajectory.worker, Trajectory.heartbeat_at).where(*_unfinished(slot)))
+    return sum(1 for row in rows if row.task_id in wanted and (row.status == "pending" or is_abandoned(row)))
+
+
+def _unfinished(slot: Slot) -> tuple:
+    return (
+        Trajectory.policy == slot.policy,
+        Trajectory.simulator == slot.simulator,
+        Trajectory.setting == slot.setting,
+        Trajectory.sample_index < slot.samples_per_task,
+        col(Trajectory.status).in_(("pending", "running")),
+    )
 
 
 def release(session: Session, worker: str) -> int:

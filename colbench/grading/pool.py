@@ -23,8 +23,10 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from colbench.processes import start_time
+
 from .runner import TAMPERED
-from .sandboxes.base import server_intact, start_time
+from .sandboxes.base import server_intact
 
 START_TIMEOUT_S = 30.0
 REPLY_CAP = 2 << 20  # bytes per job from the server (it caps children at 1 MiB)

@@ -6,6 +6,7 @@ a Channel: bytes in (jobs), bytes out (result lines), and a way to kill it all.
 from __future__ import annotations
 
 from colbench.errors import ColbenchError
+from colbench.processes import process_state, start_time
 
 import json
 import os
@@ -118,21 +119,6 @@ def _wait_for_exit(pid: int, wait_s: float = 5.0) -> None:
         time.sleep(0.005)
 
 
-def _stat_field(pid: int, index: int) -> str | None:
-    """Field `index` of /proc/<pid>/stat counted after the command name (0: the state); None
-    if there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[index]
-    except (OSError, IndexError):
-        return None
-
-
-def process_state(pid: int) -> str | None:
-    """R, S, D, T, Z... of host process `pid`; None if there is none."""
-    return _stat_field(pid, 0)
-
-
 def _child_pid(fd: int) -> int | None:
     """bwrap's --info-fd report: a JSON object with "child-pid", written once the sandbox runs."""
     data = b""
@@ -166,11 +152,6 @@ def server_intact(pid: int, started: str | None) -> bool:
     except OSError:
         return False
     return exe.removesuffix(" (deleted)") in PYTHON_PATHS
-
-
-def start_time(pid: int) -> str | None:
-    """When host process `pid` started (clock ticks since boot): tells a reused pid apart."""
-    return _stat_field(pid, 19)
 
 
 def start_process(
