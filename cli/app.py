@@ -33,8 +33,13 @@ def root(
     database: str = typer.Option(
         None, "--db", envvar="COLBENCH_DB", help="SQLAlchemy URL of the store. Default: sqlite:///colbench.db in the working directory."
     ),
+    artifacts: str = typer.Option(
+        None, "--artifacts", envvar="COLBENCH_ARTIFACTS",
+        help="Folder for the store's files (checkpoints, screenshots). Default: the SQLite file's folder; a PostgreSQL store needs it.",
+    ),
 ) -> None:
     common.state.db_url = database
+    common.state.artifacts = artifacts
 
 
 app.add_typer(db.app, name="db")

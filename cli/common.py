@@ -19,13 +19,14 @@ err_console = Console(stderr=True)
 @dataclass
 class State:
     db_url: str | None = None
+    artifacts: str | None = None
     _db: Any = None
 
     def db(self):
         if self._db is None:
             from colbench.store.db import Database
 
-            self._db = Database(self.db_url)
+            self._db = Database(self.db_url, artifacts=self.artifacts)
         return self._db
 
 

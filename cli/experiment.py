@@ -54,7 +54,7 @@ def backend(
     model = config.model
     folder = (folder or Path("experiments") / f"backend-{_slug(model)}").resolve()
     folder.mkdir(parents=True, exist_ok=True)
-    db = state.db() if state.db_url else Database(f"sqlite:///{folder / 'colbench.db'}")
+    db = state.db() if state.db_url else Database(f"sqlite:///{folder / 'colbench.db'}", artifacts=state.artifacts)
     started = time.perf_counter()
     result = BackendExperiment(db, config, _RichReporter(quiet=as_json)).run()
     payload = result.as_dict() | {"store": db.url, "elapsed_s": round(time.perf_counter() - started, 1)}

@@ -3,6 +3,10 @@
 One URL names it: `--db`, else `$COLBENCH_DB`, else a SQLite file in the working
 directory. The same SQLModel code runs on SQLite and PostgreSQL.
 
+Files that belong to a store (checkpoints, screenshots) live under its artefact root:
+`--artifacts`, else `$COLBENCH_ARTIFACTS`, else the SQLite file's folder. A PostgreSQL
+store has no folder of its own, so it needs one of the first two before it writes a file.
+
 SQLite is tuned for several processes sharing one file: WAL (readers never block the
 writer), a long busy timeout, foreign keys on, and every write transaction opened
 with BEGIN IMMEDIATE so that two writers queue at the start instead of deadlocking
@@ -25,6 +29,7 @@ from colbench.store.errors import StoreError, one_line
 __all__ = ["Database", "StoreError", "database_url"]
 
 DEFAULT_URL = "sqlite:///colbench.db"
+ARTIFACTS_ENV = "COLBENCH_ARTIFACTS"
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 
 
@@ -54,8 +59,10 @@ def _tune_sqlite(engine: Engine) -> None:
 class Database:
     """An opened store. Use `write()` for transactions that change data, `read()` otherwise."""
 
-    def __init__(self, url: str | None = None, *, migrate: bool = True):
+    def __init__(self, url: str | None = None, *, migrate: bool = True, artifacts: str | Path | None = None):
         self.url = database_url(url)
+        self._artifacts = artifacts or os.environ.get(ARTIFACTS_ENV) or None
+        self._store_id: str | None = None
         parsed = make_url(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         if self.is_sqlite and parsed.database and parsed.database != ":memory:":
@@ -81,11 +88,31 @@ class Database:
 
     @property
     def folder(self) -> Path:
-        """Where files that belong to this database live (screenshots, checkpoints)."""
+        """The artefact root: where files that belong to this store live (screenshots, checkpoints)."""
+        if self._artifacts:
+            return Path(self._artifacts).expanduser().resolve()
         parsed = make_url(self.url)
         if self.is_sqlite and parsed.database and parsed.database != ":memory:":
             return Path(parsed.database).expanduser().resolve().parent
-        return Path.cwd()
+        raise StoreError(
+            f"{self.safe_url} has no folder for its checkpoints and screenshots: "
+            f"give one with --artifacts DIR or ${ARTIFACTS_ENV}"
+        )
+
+    @property
+    def store_id(self) -> str:
+        """The store's identity (its one ``store`` row), made when the store was created."""
+        if self._store_id is None:
+            from sqlmodel import select
+
+            from colbench.store.models import Store
+
+            with self.read() as session:
+                found = session.exec(select(Store.id)).first()
+            if found is None:
+                raise StoreError(f"{self.safe_url} has no identity row; run `colbench db upgrade`")
+            self._store_id = found
+        return self._store_id
 
     @contextmanager
     def write(self) -> Iterator[Session]:

@@ -162,6 +162,14 @@ class TestResult(SQLModel, table=True):
     duration_s: Optional[float] = None
 
 
+class Store(SQLModel, table=True):
+    """The store's identity: one row, made with the store. Its checkpoint folders carry the
+    id, so two stores sharing a folder never share (or overwrite) one."""
+
+    id: str = Field(primary_key=True)
+    created_at: datetime = _when(nullable=False)
+
+
 class TrainingRun(SQLModel, table=True):
     __tablename__ = "training_run"
 
@@ -178,6 +186,8 @@ class TrainingRun(SQLModel, table=True):
     data_watermark: Optional[int] = None  # the highest graded_seq this run consumed
     started_at: datetime = _when(nullable=False)
     finished_at: Optional[datetime] = _when()
+    worker: Optional[str] = None  # host:pid:start:tag of the process writing it (colbench/processes.py)
+    heartbeat_at: Optional[datetime] = _when()  # while running: a run whose worker is gone is failed
 
 
 class Checkpoint(SQLModel, table=True):

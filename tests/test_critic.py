@@ -4,6 +4,8 @@ second, incremental one), stored turn scores, and shared-prefix candidate scorin
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
 import pytest
 import torch
 from sqlmodel import select
@@ -213,7 +215,8 @@ def test_fit_writes_run_checkpoint_lineage_then_continues_on_new_data_only(tiny_
     assert run.metrics["pairs"] == 8 and run.metrics["train_pairs"] == 6 and run.metrics["heldout_pairs"] == 2
     assert run.metrics["heldout_accuracy"] is not None and 0 <= result.metrics["heldout_accuracy"] <= 1
     assert checkpoint.kind == "critic" and checkpoint.adapter and checkpoint.path.startswith(str(db.folder / "checkpoints"))
-    assert (tmp_path / "checkpoints" / f"critic-{run.id}" / "adapter_config.json").is_file()
+    assert checkpoint.path == str(tmp_path / "checkpoints" / f"critic-{run.id}-{db.store_id[:8]}")
+    assert (Path(checkpoint.path) / "adapter_config.json").is_file() and checkpoint.sha256
     assert len(lineage) == 9 and lineage <= first_ids  # the 3 trajectories of each of the 3 training tasks
     assert progress and progress[-1][:3] == ("train", run.metrics["steps"], run.metrics["steps"])
 

@@ -210,7 +210,7 @@ def test_sweet_stores_candidates_scores_pairs_and_a_rerun_resumes(trained, tiny_
         max_seq = max(t.graded_seq for t in session.exec(select(Trajectory)))
     assert run.kind == "policy:sweet" and run.status == "done" and run.data_watermark == max_seq
     assert run.config["critic_checkpoint_id"] == critic_id and run.config["candidates"] == 4
-    assert checkpoint.kind == "policy" and checkpoint.adapter and (tmp_path / "checkpoints" / f"policy-{run.id}" / "adapter_config.json").is_file()
+    assert checkpoint.kind == "policy" and checkpoint.adapter and (tmp_path / "checkpoints" / f"policy-{run.id}-{db.store_id[:8]}" / "adapter_config.json").is_file()
     # Every agent turn got 4 scored candidates (fraction 1: every trajectory, every turn).
     assert len(agent_turns) == 12 and len(candidates) == 48
     by_turn = {}

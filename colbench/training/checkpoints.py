@@ -1,13 +1,19 @@
 """Checkpoint folders and rows: where a trained model goes, and how it comes back.
 
-A checkpoint is a folder, by default ``<database folder>/checkpoints/<kind>-<run id>``:
-a peft adapter (``adapter_config.json`` and weights) or, after ``--full`` training,
-full weights with the tokenizer. Its ``Checkpoint`` row names the run, the base model
-reference the run started from (so ``ckpt:<id>`` resolves), the step and metrics.
+A checkpoint is a folder, by default ``<artefact root>/checkpoints/<kind>-<run id>-<store>``
+(the store's id: two stores sharing a folder never share a checkpoint): a peft adapter
+(``adapter_config.json`` and weights) or, after ``--full`` training, full weights with
+the tokenizer. It is written under a temporary name and renamed when complete. Its
+``Checkpoint`` row names the run, the base model reference the run started from (so
+``ckpt:<id>`` resolves), the step, metrics, and the sha256 of its weights, checked on
+every load.
 """
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
+from functools import lru_cache
 from pathlib import Path
 
 from colbench.model_refs import ModelNotFound, ModelSource, resolve_model
@@ -25,23 +31,82 @@ def normalized_model_ref(ref: str) -> str:
 def checkpoint_folder(db, kind: str, run_id: int, out: str | None = None) -> Path:
     if out:
         return Path(out).expanduser().resolve()
-    return db.folder / "checkpoints" / f"{kind}-{run_id}"
+    return db.folder / "checkpoints" / f"{kind}-{run_id}-{db.store_id[:8]}"
 
 
-def save_model(model, tokenizer, folder: Path) -> tuple[bool, str | None]:
-    """Write an adapter (peft model) or full weights and tokenizer. Returns (adapter, sha256)."""
+def check_artifact_root(db, out: str | None) -> None:
+    """Before a run starts: the store must have somewhere to put its checkpoint (a
+    PostgreSQL store needs --artifacts), so no training is lost to a late refusal."""
+    if not out:
+        db.folder
+
+
+def check_out_folder(out: str | None) -> None:
+    """Refuse, before anything is trained, an --out folder that holds files already."""
+    if out:
+        path = Path(out).expanduser()
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            raise ValueError(f"--out {out} exists and is not an empty folder")
+
+
+def save_model(model, tokenizer, folder: Path) -> tuple[bool, str]:
+    """Write an adapter (peft model) or full weights and tokenizer, all or nothing: into a
+    temporary sibling folder, renamed to ``folder`` once complete. Returns (adapter, sha256)."""
     from colbench.training.modeling import is_peft
 
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise FileExistsError(f"checkpoint folder {folder} exists and is not empty")
+    partial = folder.parent / f".{folder.name}.partial-{os.getpid()}"
+    shutil.rmtree(partial, ignore_errors=True)
     model = getattr(model, "module", model)
     model = getattr(model, "lm", model)
     model = getattr(model, "module", model)
     adapter = is_peft(model)
-    model.save_pretrained(folder)
-    if not adapter:
-        tokenizer.save_pretrained(folder)
-    weights = sorted(folder.glob("*.safetensors"))
-    return adapter, (_sha256(weights[0]) if len(weights) == 1 else None)
+    try:
+        model.save_pretrained(partial)
+        if not adapter:
+            tokenizer.save_pretrained(partial)
+        digest = weights_digest(partial)
+        if folder.exists():
+            folder.rmdir()  # empty (checked above): rename needs it gone
+        os.rename(partial, folder)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return adapter, digest
+
+
+def weights_digest(folder: Path) -> str:
+    """sha256 of a checkpoint's weights: of its one .safetensors file, or of the names and
+    hashes of several."""
+    files = sorted(Path(folder).glob("*.safetensors"))
+    if not files:
+        raise ModelNotFound(f"{folder} holds no .safetensors weights")
+    if len(files) == 1:
+        return _cached_sha256(files[0])
+    return hashlib.sha256("".join(f"{f.name}:{_cached_sha256(f)}\n" for f in files).encode()).hexdigest()
+
+
+def verify_checkpoint(row: Checkpoint) -> None:
+    """The folder must hold the weights its run wrote: a clear error when they differ."""
+    if not Path(row.path).is_dir():
+        raise ModelNotFound(f"checkpoint ckpt:{row.id}: folder {row.path} is missing")
+    if row.sha256 and weights_digest(Path(row.path)) != row.sha256:
+        raise ModelNotFound(
+            f"checkpoint ckpt:{row.id}: the weights in {row.path} are not the ones its run wrote "
+            "(sha256 mismatch: the folder was overwritten or changed)"
+        )
+
+
+def _cached_sha256(path: Path) -> str:
+    stat = path.stat()
+    return _sha256_of(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _sha256_of(path: str, size: int, mtime_ns: int) -> str:  # size and mtime: a changed file is hashed again
+    return _sha256(Path(path))
 
 
 def save_trained(accelerator, scorer, tokenizer, folder: Path) -> tuple[bool, str | None]:
@@ -78,8 +143,7 @@ def get_checkpoint(db, ref) -> tuple[Checkpoint, TrainingRun]:
     if found is None:
         raise ModelNotFound(f"checkpoint ckpt:{checkpoint_id} not found")
     row, run = found
-    if not Path(row.path).is_dir():
-        raise ModelNotFound(f"checkpoint ckpt:{checkpoint_id}: folder {row.path} is missing")
+    verify_checkpoint(row)
     return row, run
 
 

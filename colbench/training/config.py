@@ -68,6 +68,9 @@ class TrainingConfig:
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError("warmup_ratio must be in [0, 1)")
         self.adam_betas = tuple(self.adam_betas)
+        from colbench.training.checkpoints import check_out_folder
+
+        check_out_folder(self.out)
 
     @property
     def policy_list(self) -> list[str] | None:

@@ -30,6 +30,7 @@ from colbench.training import NothingToTrain
 from colbench.training import data as D
 from colbench.training import sequences as S
 from colbench.training.checkpoints import (
+    check_artifact_root,
     checkpoint_folder,
     fail_run,
     finish_run,
@@ -272,6 +273,7 @@ def fit_critic(
         base_model = checkpoint.base_model
         watermark = None if from_scratch else run.data_watermark
     base_model = base_model or "smollm2"
+    check_artifact_root(db, config.out)
 
     data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark, rule=config.pairs, policies=config.policy_list)
     if not data.pairs:

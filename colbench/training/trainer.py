@@ -24,7 +24,7 @@ from colbench.store import queries
 from colbench.training import NothingToTrain
 from colbench.training import data as D
 from colbench.training import sequences as S
-from colbench.training.checkpoints import checkpoint_folder, fail_run, finish_run, get_checkpoint, normalized_model_ref, resolve_base, save_trained, start_run
+from colbench.training.checkpoints import check_artifact_root, checkpoint_folder, fail_run, finish_run, get_checkpoint, normalized_model_ref, resolve_base, save_trained, start_run
 from colbench.training.config import PolicyConfig
 from colbench.training.losses import by_owner, policy_dpo_loss, sequence_logps, sft_loss
 from colbench.training.modeling import (
@@ -265,6 +265,7 @@ def train_policy(
         base_model = checkpoint.base_model if checkpoint.adapter or config.full else f"ckpt:{checkpoint.id}"
     base_model = base_model or "smollm2"
     source = resolve_base(db, base_model)
+    check_artifact_root(db, config.out)
 
     from accelerate import PartialState
 
