@@ -33,6 +33,14 @@ class State:
 state = State()
 
 
+def main_process() -> bool:
+    """False in the processes of an ``accelerate launch`` other than rank 0: they train
+    their share and stay silent, so that one result (one --json document) is printed."""
+    import os
+
+    return os.environ.get("RANK", "0") == "0"
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
     err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     sys.exit(code)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import typer
 
-from colbench.cli.common import console, print_json, reporting, state
+from colbench.cli.common import console, main_process, print_json, reporting, state
 from colbench.cli.options import flags_from
 from colbench.training.config import CriticConfig
 
@@ -27,8 +27,10 @@ def fit(
     """
     from colbench.training.critic import fit_critic
 
-    with reporting("critic", enabled=not as_json) as on_progress:
+    with reporting("critic", enabled=not as_json and main_process()) as on_progress:
         result = fit_critic(state.db(), config, base_model=model, parent_checkpoint=parent, from_scratch=from_scratch, on_progress=on_progress)
+    if not main_process():
+        return
     metrics = result.metrics
     if as_json:
         print_json({"run_id": result.run_id, "checkpoint": f"ckpt:{result.checkpoint_id}", "path": result.path, "metrics": metrics})

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import typer
 
-from colbench.cli.common import console, print_json, reporting, state
+from colbench.cli.common import console, main_process, print_json, reporting, state
 from colbench.cli.options import flags_from
 from colbench.training.config import PolicyConfig
 
@@ -27,11 +27,13 @@ def fit(
 
     if algo == "sweet" and not critic:
         raise typer.BadParameter("sweet needs --critic ckpt:<id>", param_hint="--critic")
-    with reporting(f"policy {algo}", enabled=not as_json) as on_progress:
+    with reporting(f"policy {algo}", enabled=not as_json and main_process()) as on_progress:
         result = fit_policy(
             state.db(), config, algo=algo, base_model=model, critic_checkpoint=critic, parent_checkpoint=parent,
             on_progress=on_progress, from_scratch=from_scratch,
         )
+    if not main_process():
+        return
     m = result.metrics
     if as_json:
         print_json({"run_id": result.run_id, "checkpoint": f"ckpt:{result.checkpoint_id}", "path": result.path, "metrics": m})

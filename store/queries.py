@@ -596,11 +596,29 @@ def save_grades(session: Session, grades: dict) -> None:
 # ---------------------------------------------------------------- training runs and checkpoints
 
 
-def start_run(session: Session, *, kind: str, base_model: str, parent_checkpoint_id: int | None, config: dict) -> int:
-    run = TrainingRun(kind=kind, base_model=base_model, parent_checkpoint_id=parent_checkpoint_id, config=config, status="running")
+def start_run(session: Session, *, kind: str, base_model: str, parent_checkpoint_id: int | None, config: dict, worker: str | None = None) -> int:
+    run = TrainingRun(kind=kind, base_model=base_model, parent_checkpoint_id=parent_checkpoint_id, config=config, status="running",
+                      worker=worker, heartbeat_at=utcnow())
     session.add(run)
     session.flush()
     return run.id
+
+
+def beat_run(session: Session, run_id: int) -> None:
+    session.connection().execute(
+        TrainingRun.__table__.update().where(TrainingRun.__table__.c.id == run_id).values(heartbeat_at=utcnow())
+    )
+
+
+def fail_stale_runs(session: Session, is_gone) -> list[int]:
+    """Mark failed the running training runs whose process is gone (``is_gone(run)``):
+    a kill -9 or a lost machine leaves no other trace. Returns their ids."""
+    stale = [run for run in session.exec(select(TrainingRun).where(TrainingRun.status == "running")) if is_gone(run)]
+    for run in stale:
+        run.status, run.finished_at = "failed", utcnow()
+        run.error = f"its process ({run.worker or 'unknown'}) stopped without finishing it (killed, or its machine lost)"
+        session.add(run)
+    return [run.id for run in stale]
 
 
 def finish_run(

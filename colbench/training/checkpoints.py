@@ -13,12 +13,15 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import threading
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
 from colbench.model_refs import ModelNotFound, ModelSource, resolve_model
+from colbench.processes import worker_gone, worker_id
 from colbench.store import queries
-from colbench.store.models import Checkpoint, TrainingRun
+from colbench.store.models import Checkpoint, TrainingRun, utcnow
 
 
 def normalized_model_ref(ref: str) -> str:
@@ -170,10 +173,59 @@ def fail_run(db, run_id: int | None, exc: BaseException) -> None:
 # ---------------------------------------------------------------- runs
 
 
+RUN_HEARTBEAT_S = 30.0
+RUN_STALE_AFTER_S = 600.0  # a run on another host that has not beaten for this long is failed
+
+
 def start_run(db, *, kind: str, base_model: str, parent_checkpoint_id: int | None, config: dict) -> int:
-    """A training run's row, marked running, before anything is trained."""
+    """A training run's row, marked running with this process as its worker, before
+    anything is trained (runs whose process is gone are marked failed first)."""
     with db.write() as session:
-        return queries.start_run(session, kind=kind, base_model=base_model, parent_checkpoint_id=parent_checkpoint_id, config=config)
+        queries.fail_stale_runs(session, run_is_gone)
+        return queries.start_run(session, kind=kind, base_model=base_model, parent_checkpoint_id=parent_checkpoint_id,
+                                 config=config, worker=worker_id())
+
+
+def run_is_gone(run) -> bool:
+    """A running run's process has ended (this host), or has not beaten for RUN_STALE_AFTER_S."""
+    gone = worker_gone(run.worker)
+    if gone is not None:
+        return gone
+    beat = run.heartbeat_at or run.started_at
+    if beat.tzinfo is None:  # SQLite hands back naive UTC
+        beat = beat.replace(tzinfo=utcnow().tzinfo)
+    return (utcnow() - beat).total_seconds() > RUN_STALE_AFTER_S
+
+
+def fail_stale_runs(db) -> list[int]:
+    with db.write() as session:
+        return queries.fail_stale_runs(session, run_is_gone)
+
+
+@contextmanager
+def heartbeat(db, run_id: int | None, every_s: float = RUN_HEARTBEAT_S):
+    """Beat the run's row every ``every_s`` while the block runs (a thread: training holds the
+    main one), so that another host can tell a live run from a dead one."""
+    if run_id is None:  # not the main process: it writes nothing
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every_s):
+            try:
+                with db.write() as session:
+                    queries.beat_run(session, run_id)
+            except Exception:  # a busy or lost store: the next beat tries again
+                pass
+
+    thread = threading.Thread(target=beat, name=f"run-{run_id}-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
 
 
 def finish_run(db, run_id: int, *, kind: str, base_model: str, folder: Path, adapter: bool, sha256: str | None,
@@ -227,6 +279,7 @@ def export_checkpoint(db, ref, out, *, merge: bool = True, device: str = "cpu", 
 
 
 def list_checkpoints(db) -> list[dict]:
+    fail_stale_runs(db)
     with db.read() as session:
         rows = queries.checkpoints_with_runs(session)
     return [

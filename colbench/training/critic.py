@@ -35,6 +35,7 @@ from colbench.training.checkpoints import (
     fail_run,
     finish_run,
     get_checkpoint,
+    heartbeat,
     normalized_model_ref,
     resolve_base,
     save_trained,
@@ -51,6 +52,7 @@ from colbench.training.modeling import (
     model_to_train,
     optimizer_step,
     prepare_training,
+    summed_over_processes,
 )
 
 
@@ -179,9 +181,11 @@ class CriticRecipe:
                     step += 1
                     if self.on_progress and acc.is_main_process:
                         self.on_progress("train", step, self.total_steps, {"epoch": epoch + 1, "loss": losses[-1]})
+            sums = summed_over_processes(acc, {"loss": sum(losses), "batches": len(losses), "correct": correct, "seen": seen})
             self.metrics.setdefault("epochs", []).append(
-                {"epoch": epoch + 1, "loss": sum(losses) / max(len(losses), 1), "train_pair_accuracy": correct / max(seen, 1)}
+                {"epoch": epoch + 1, "loss": sums["loss"] / max(sums["batches"], 1), "train_pair_accuracy": sums["correct"] / max(sums["seen"], 1)}
             )
+        tokens = int(summed_over_processes(acc, {"tokens": tokens})["tokens"])
         elapsed = time.perf_counter() - started
         last = self.metrics["epochs"][-1]
         self.metrics.update(
@@ -189,6 +193,7 @@ class CriticRecipe:
             train_loss=last["loss"],
             train_pair_accuracy=last["train_pair_accuracy"],
             train_seconds=round(elapsed, 3),
+            train_tokens=tokens,
             tokens_per_second=round(tokens / elapsed, 1) if elapsed > 0 else None,
         )
 
@@ -286,34 +291,40 @@ def fit_critic(
 
     from accelerate import PartialState
 
-    main_process = PartialState(cpu=config.on_cpu).is_main_process  # under accelerate launch, one writer
+    state = PartialState(cpu=config.on_cpu)
+    main_process = state.is_main_process  # under accelerate launch, one writer
     recipe = CriticRecipe(db, config, base_model, parent, data, on_progress)
     run_id = None
     if main_process:
         settings = config.to_json() | {"from_scratch": from_scratch}
         run_id = start_run(db, kind="critic", base_model=base_model, parent_checkpoint_id=parent[0].id if parent else None, config=settings)
-    try:
-        recipe.setup()
-        recipe.train()
-        accuracy = recipe.evaluate()
-        folder = checkpoint_folder(db, "critic", run_id, config.out)
-        adapter, digest = recipe.save(folder)
-        metrics = recipe.metrics | {
-            "pairs": len(data.pairs),
-            "train_pairs": len(recipe.train_pairs),
-            "new_trajectories": len(data.new_ids),
-            "pool_trajectories": data.pool_size,
-            "heldout_accuracy": accuracy,
-        }
-        checkpoint_id = None
-        if main_process:
-            consumed = sorted({i for p in recipe.train_pairs for i in (p.chosen, p.rejected)})
-            checkpoint_id = finish_run(
-                db, run_id, kind="critic", base_model=base_model, folder=folder, adapter=adapter, sha256=digest,
-                metrics=metrics, watermark=data.watermark, lineage=[(i, None) for i in consumed],
-            )
-        return CriticResult(run_id, checkpoint_id, str(folder), metrics)
-    except BaseException as exc:
-        if main_process:
-            fail_run(db, run_id, exc)
-        raise
+    if state.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        run_id = broadcast_object_list([run_id])[0]
+    with heartbeat(db, run_id if main_process else None):
+        try:
+            recipe.setup()
+            recipe.train()
+            accuracy = recipe.evaluate()
+            folder = checkpoint_folder(db, "critic", run_id, config.out)
+            adapter, digest = recipe.save(folder)
+            metrics = recipe.metrics | {
+                "pairs": len(data.pairs),
+                "train_pairs": len(recipe.train_pairs),
+                "new_trajectories": len(data.new_ids),
+                "pool_trajectories": data.pool_size,
+                "heldout_accuracy": accuracy,
+            }
+            checkpoint_id = None
+            if main_process:
+                consumed = sorted({i for p in recipe.train_pairs for i in (p.chosen, p.rejected)})
+                checkpoint_id = finish_run(
+                    db, run_id, kind="critic", base_model=base_model, folder=folder, adapter=adapter, sha256=digest,
+                    metrics=metrics, watermark=data.watermark, lineage=[(i, None) for i in consumed],
+                )
+            return CriticResult(run_id, checkpoint_id, str(folder), metrics)
+        except BaseException as exc:
+            if main_process:
+                fail_run(db, run_id, exc)
+            raise

@@ -194,6 +194,16 @@ def prepare_training(accelerator, model, config, examples: int, epochs: int):
     return scorer, optimizer, loader, scheduler, total_steps
 
 
+def summed_over_processes(accelerator, values: dict[str, float]) -> dict[str, float]:
+    """Each number summed over the processes of an ``accelerate launch`` (every process
+    calls it with the same keys): a run's figures are the run's, not one process's share."""
+    if accelerator.num_processes == 1:
+        return dict(values)
+    keys = sorted(values)
+    local = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64, device=accelerator.device)
+    return dict(zip(keys, accelerator.reduce(local, reduction="sum").tolist()))
+
+
 def optimizer_step(accelerator, scorer, optimizer, scheduler, loss, max_grad_norm: float) -> None:
     """Backward, then (on an accumulation boundary) clip to ``max_grad_norm`` (0: never), step, schedule, zero."""
     accelerator.backward(loss)

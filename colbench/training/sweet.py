@@ -102,7 +102,8 @@ def sampler_kind(db, config: P.PolicyConfig, start: str, device) -> str:
     from colbench.engines import default_engine
     from colbench.wiring import checkpoint_lookup
 
-    return default_engine(start, str(device), checkpoint_lookup=checkpoint_lookup(db))
+    kind = getattr(device, "type", str(device).split(":")[0])  # cpu, not cpu:0 (as accelerate names it)
+    return default_engine(start, kind, checkpoint_lookup=checkpoint_lookup(db))
 
 
 def sampling_key(config: P.PolicyConfig, base_model: str, parent_id: int | None, critic_id: int, sampler: str = "hf") -> str:

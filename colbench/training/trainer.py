@@ -24,7 +24,18 @@ from colbench.store import queries
 from colbench.training import NothingToTrain
 from colbench.training import data as D
 from colbench.training import sequences as S
-from colbench.training.checkpoints import check_artifact_root, checkpoint_folder, fail_run, finish_run, get_checkpoint, normalized_model_ref, resolve_base, save_trained, start_run
+from colbench.training.checkpoints import (
+    check_artifact_root,
+    checkpoint_folder,
+    fail_run,
+    finish_run,
+    get_checkpoint,
+    heartbeat,
+    normalized_model_ref,
+    resolve_base,
+    save_trained,
+    start_run,
+)
 from colbench.training.config import PolicyConfig
 from colbench.training.losses import by_owner, policy_dpo_loss, sequence_logps, sft_loss
 from colbench.training.modeling import (
@@ -34,6 +45,7 @@ from colbench.training.modeling import (
     model_to_train,
     optimizer_step,
     prepare_training,
+    summed_over_processes,
 )
 
 FRONTEND_RFT_THRESHOLD = 0.8
@@ -192,8 +204,11 @@ class PolicyTrainer:
                     step += 1
                     if self.on_progress and acc.is_main_process:
                         self.on_progress("train", step, self.total_steps, {"epoch": epoch + 1, **stats})
-            mean = {k: sum(h[k] for h in history) / len(history) for k in history[0]} if history else {}
+            keys = sorted(history[0]) if history else []
+            sums = summed_over_processes(acc, {k: sum(h[k] for h in history) for k in keys} | {"batches": len(history)})
+            mean = {k: sums[k] / sums["batches"] for k in keys} if sums["batches"] else {}
             self.metrics.setdefault("epochs", []).append({"epoch": epoch + 1, **mean})
+        tokens = int(summed_over_processes(acc, {"tokens": tokens})["tokens"])
         elapsed = time.perf_counter() - started
         last = self.metrics["epochs"][-1] if self.metrics.get("epochs") else {}
         self.metrics.update(
@@ -201,6 +216,7 @@ class PolicyTrainer:
             | {
                 "steps": step,
                 "train_seconds": round(elapsed, 3),
+                "train_tokens": tokens,
                 "tokens_per_second": round(tokens / elapsed, 1) if elapsed > 0 else None,
             }
         )
@@ -281,32 +297,33 @@ def train_policy(
         from accelerate.utils import broadcast_object_list
 
         run_id = broadcast_object_list([run_id])[0]
-    try:
-        trainer = PolicyTrainer(db, config, algo, source, parent, on_progress)
-        trainer.base_model = base_model
-        trainer.setup_model()
-        if build is None:
-            items, extra = gathered.data, {}
-            lineage = sorted({(i, None) for it in items for i in _trajectories_of(it.source)})
-        else:
-            items, extra, lineage = build(db, trainer, gathered, run_id)
-        trainer.setup_training(items)
-        trainer.train()
-        folder = checkpoint_folder(db, "policy", run_id, config.out)
-        adapter, digest = trainer.save(folder)
-        size = {"pairs": len(items)} if trainer.dpo else {"trajectories": len({it.source for it in items})}
-        metrics = trainer.metrics | gathered.info | extra | size
-        checkpoint_id = None
-        if state.is_main_process:
-            checkpoint_id = finish_run(
-                db, run_id, kind="policy", base_model=base_model, folder=folder, adapter=adapter, sha256=digest,
-                metrics=metrics, watermark=gathered.watermark, lineage=lineage,
-            )
-        return PolicyResult(run_id, checkpoint_id, str(folder), metrics)
-    except BaseException as exc:
-        if state.is_main_process:
-            fail_run(db, run_id, exc)
-        raise
+    with heartbeat(db, run_id if state.is_main_process else None):
+        try:
+            trainer = PolicyTrainer(db, config, algo, source, parent, on_progress)
+            trainer.base_model = base_model
+            trainer.setup_model()
+            if build is None:
+                items, extra = gathered.data, {}
+                lineage = sorted({(i, None) for it in items for i in _trajectories_of(it.source)})
+            else:
+                items, extra, lineage = build(db, trainer, gathered, run_id)
+            trainer.setup_training(items)
+            trainer.train()
+            folder = checkpoint_folder(db, "policy", run_id, config.out)
+            adapter, digest = trainer.save(folder)
+            size = {"pairs": len(items)} if trainer.dpo else {"trajectories": len({it.source for it in items})}
+            metrics = trainer.metrics | gathered.info | extra | size
+            checkpoint_id = None
+            if state.is_main_process:
+                checkpoint_id = finish_run(
+                    db, run_id, kind="policy", base_model=base_model, folder=folder, adapter=adapter, sha256=digest,
+                    metrics=metrics, watermark=gathered.watermark, lineage=lineage,
+                )
+            return PolicyResult(run_id, checkpoint_id, str(folder), metrics)
+        except BaseException as exc:
+            if state.is_main_process:
+                fail_run(db, run_id, exc)
+            raise
 
 
 def _trajectories_of(source) -> tuple[int, ...]:

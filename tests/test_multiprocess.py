@@ -1,0 +1,113 @@
+"""Training under `accelerate launch` with 2 CPU processes (gloo): one run, one checkpoint,
+one printed result, figures over both processes, and the lineage one process writes.
+And a run whose process was killed is marked failed rather than left running."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlmodel import select
+
+from colbench.official import import_trajectories
+from colbench.store.db import Database
+from colbench.store.models import Checkpoint, Lineage, TrainingRun
+from colbench.training.checkpoints import fail_stale_runs, list_checkpoints
+from conftest import write_jsonl
+from officialdata import backend_task, trajectory
+
+COLBENCH = [sys.executable, "-m", "colbench.cli.app"]
+
+
+def launch() -> list[str]:
+    """accelerate launch of 2 processes; on a machine without GPUs they train on the CPU over gloo."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return [str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+            "--mixed_precision", "no", "--main_process_port", str(port), "-m", "colbench.cli.app"]
+TINY = ["--device", "cpu", "--lora-rank", "4", "--max-len", "160", "--batch-size", "2", "--lr", "1e-3", "--json"]
+
+
+def run(command: list[str], url: str, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NO_COLOR="1", OMP_NUM_THREADS="1")
+    env.pop("COLBENCH_DEBUG", None)
+    return subprocess.run(command + ["--db", url, *args], capture_output=True, text=True, env=env, timeout=600)
+
+
+def lineage_of(db: Database, run_id: int) -> list[tuple[int, int | None]]:
+    with db.read() as session:
+        return sorted((l.trajectory_id, l.turn_id) for l in session.exec(select(Lineage).where(Lineage.run_id == run_id)))
+
+
+@pytest.fixture(scope="module")
+def store(tiny_model_dir, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("multiprocess")
+    url = f"sqlite:///{folder / 'c.db'}"
+    db = Database(url)
+    records = [trajectory(backend_task(i), turns, reward) for i in range(4) for turns, reward in ((2, 1.0), (1, 0.3), (3, 0.0))]
+    import_trajectories(db, write_jsonl(folder / "data.jsonl", records))
+    return db, url
+
+
+def test_two_processes_train_each_recipe_as_one_does(store, tiny_model_dir):
+    db, url = store
+    model = str(tiny_model_dir)
+    commands = {
+        "critic": ["critic", "fit", "--model", model, "--epochs", "1", "--heldout", "0", "--from-scratch"],
+        "rft": ["policy", "fit", "--algo", "rft", "--model", model, "--epochs", "1"],
+        "mtdpo": ["policy", "fit", "--algo", "mtdpo", "--model", model],
+    }
+    for name, command in commands.items():
+        two = run(launch(), url, *command, *TINY)
+        assert two.returncode == 0, two.stderr[-3000:]
+        summary = json.loads(two.stdout)  # one document: rank 1 prints nothing
+        one = json.loads(run(COLBENCH, url, *command, *TINY).stdout)
+        assert summary["checkpoint"].startswith("ckpt:") and summary["checkpoint"] != one["checkpoint"]
+        assert lineage_of(db, summary["run_id"]) == lineage_of(db, one["run_id"]) != []
+        metrics = summary["metrics"]
+        # Figures over both processes, not rank 0's share: every token trained, a loss near one process's.
+        assert metrics["train_tokens"] == one["metrics"]["train_tokens"] > 0
+        assert metrics["train_loss"] == pytest.approx(one["metrics"]["train_loss"], rel=0.5)
+    critic = json.loads(run(COLBENCH, url, "critic", "fit", "--model", model, "--epochs", "1", "--heldout", "0", "--from-scratch", *TINY).stdout)["checkpoint"]
+    sweet = ["policy", "fit", "--algo", "sweet", "--model", model, "--critic", critic, "--fraction", "1", "--candidates", "4",
+             "--max-new-tokens", "4", "--sample-batch-size", "8"]
+    two = run(launch(), url, *sweet, *TINY)
+    assert two.returncode == 0, two.stderr[-3000:]
+    summary = json.loads(two.stdout)
+    one = json.loads(run(COLBENCH, url, *sweet, *TINY).stdout)  # reuses the candidates the two sampled
+    assert one["metrics"]["turns_sampled"] == 0, [(k, summary["metrics"].get(k), one["metrics"].get(k)) for k in ("sampling_key", "sampler", "turns_sampled", "turns_reused", "selected_turns")]
+    assert lineage_of(db, summary["run_id"]) == lineage_of(db, one["run_id"]) != []
+    with db.read() as session:
+        runs = session.exec(select(TrainingRun)).all()
+        checkpoints = session.exec(select(Checkpoint)).all()
+    assert all(r.status == "done" for r in runs) and len(checkpoints) == len(runs) == 9  # one run and checkpoint per launch
+
+
+def test_a_run_whose_process_was_killed_is_marked_failed(store, tiny_model_dir):
+    db, url = store
+    env = dict(os.environ, NO_COLOR="1")
+    process = subprocess.Popen(COLBENCH + ["--db", url, "policy", "fit", "--algo", "rft", "--model", str(tiny_model_dir), "--epochs", "200", *TINY],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        with db.read() as session:
+            running = session.exec(select(TrainingRun).where(TrainingRun.status == "running")).all()
+        if running:
+            break
+        time.sleep(0.1)
+    assert running and running[0].worker.split(":")[1] == str(process.pid)
+    assert fail_stale_runs(db) == []  # alive: left alone
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    list_checkpoints(db)  # any look at the runs notices
+    with db.read() as session:
+        run_row = session.get(TrainingRun, running[0].id)
+    assert run_row.status == "failed" and "stopped without finishing" in run_row.error
