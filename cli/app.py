@@ -15,7 +15,7 @@ import threading
 import click
 import typer
 
-from colbench.cli import common, critic, db, evaluate, experiment, inspect, policy, rollout, sandbox, tasks, trajectories
+from colbench.cli import common, critic, db, evaluate, experiment, inspect, launch, policy, rollout, sandbox, tasks, trajectories
 
 INTERRUPTED = "interrupted; everything finished before the interrupt is stored, rerun to go on"
 
@@ -53,6 +53,7 @@ trajectories.register(app)
 inspect.register(app)
 rollout.register(app)
 evaluate.register(app)
+launch.register(app)
 
 
 # Typer 0.29 ships its own copy of click; older releases use click itself. Either way

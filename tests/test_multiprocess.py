@@ -33,6 +33,8 @@ def launch() -> list[str]:
         port = s.getsockname()[1]
     return [str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
             "--mixed_precision", "no", "--main_process_port", str(port), "-m", "colbench.cli.app"]
+
+
 TINY = ["--device", "cpu", "--lora-rank", "4", "--max-len", "160", "--batch-size", "2", "--lr", "1e-3", "--json"]
 
 
@@ -79,7 +81,7 @@ def test_two_processes_train_each_recipe_as_one_does(store, tiny_model_dir):
     critic = json.loads(run(COLBENCH, url, "critic", "fit", "--model", model, "--epochs", "1", "--heldout", "0", "--from-scratch", *TINY).stdout)["checkpoint"]
     sweet = ["policy", "fit", "--algo", "sweet", "--model", model, "--critic", critic, "--fraction", "1", "--candidates", "4",
              "--max-new-tokens", "4", "--sample-batch-size", "8"]
-    two = run(launch(), url, *sweet, *TINY)
+    two = run(COLBENCH, url, "launch", "--processes", "2", *sweet, *TINY)  # colbench's own front to accelerate launch
     assert two.returncode == 0, two.stderr[-3000:]
     summary = json.loads(two.stdout)
     one = json.loads(run(COLBENCH, url, *sweet, *TINY).stdout)  # reuses the candidates the two sampled
@@ -111,3 +113,39 @@ def test_a_run_whose_process_was_killed_is_marked_failed(store, tiny_model_dir):
     with db.read() as session:
         run_row = session.get(TrainingRun, running[0].id)
     assert run_row.status == "failed" and "stopped without finishing" in run_row.error
+
+
+def test_launch_stops_every_process_on_ctrl_c_in_one_line(store, tiny_model_dir):
+    db, url = store
+    env = dict(os.environ, NO_COLOR="1", OMP_NUM_THREADS="1")
+    env.pop("COLBENCH_DEBUG", None)
+    process = subprocess.Popen(
+        COLBENCH + ["--db", url, "launch", "-n", "2", "policy", "fit", "--algo", "rft", "--model", str(tiny_model_dir), "--epochs", "500", *TINY],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        with db.read() as session:
+            running = session.exec(select(TrainingRun).where(TrainingRun.status == "running")).all()
+        if running:
+            break
+        time.sleep(0.2)
+    assert running
+    time.sleep(3)  # into training
+    process.send_signal(signal.SIGINT)  # a terminal's Ctrl-C reaches colbench; the launcher has a session of its own
+    out, err = process.communicate(timeout=120)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert process.returncode == 130 and lines[-1].startswith("error: interrupted") and "Traceback" not in err, err[-3000:]
+    with db.read() as session:
+        assert session.get(TrainingRun, running[0].id).status == "failed"
+    time.sleep(1)
+    trainers = subprocess.run(["pgrep", "-f", f"colbench.cli.app policy fit --algo rft --model {tiny_model_dir} --epochs 500"],
+                              capture_output=True, text=True).stdout.split()
+    assert trainers == []  # none left behind
+
+
+def test_launch_runs_only_training_commands(store):
+    _, url = store
+    result = run(COLBENCH, url, "launch", "-n", "2", "rollout", "--model", "smollm2")
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode != 0 and len(lines) == 1 and "critic fit" in lines[0]

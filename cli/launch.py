@@ -1,0 +1,95 @@
+"""`colbench launch`: a training command in several processes, through `accelerate launch`.
+
+It picks the launcher's flags (one process per GPU, or CPU processes over gloo: accelerate's
+own `--cpu --num_processes N` runs a single process) and owns Ctrl-C. The launcher runs in
+a session of its own, so a terminal's Ctrl-C reaches only this process, which stops the
+trainers with SIGTERM (each marks its run failed and exits 130), waits for them, and says
+so in one line instead of the launcher's traceback.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import typer
+
+from colbench.cli.common import fail, state
+
+TRAINING_COMMANDS = (("critic", "fit"), ("policy", "fit"))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("launch", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(launch)
+
+
+def launch(
+    ctx: typer.Context,
+    processes: int = typer.Option(2, "--processes", "-n", min=2, help="Processes to train in: one per GPU on a GPU machine, else CPU processes."),
+) -> None:
+    """Run `critic fit` or `policy fit` in several processes, e.g. `colbench launch -n 2 critic fit --model smollm2`.
+    The figures, checkpoint and lineage are those of one run; rank 0 prints the result."""
+    args = list(ctx.args)
+    if tuple(args[:2]) not in TRAINING_COMMANDS:
+        fail("launch runs `critic fit ...` or `policy fit ...` in several processes; got " + (" ".join(args[:2]) or "nothing"))
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.device_count() < processes:
+        fail(f"--processes {processes} needs {processes} GPUs; this machine has {torch.cuda.device_count()}")
+    command = [
+        str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes", str(processes),
+        "--num_machines", "1", "--mixed_precision", "no", "--main_process_port", str(_free_port()),
+        "-m", "colbench.cli.app", *args,
+    ]
+    env = dict(os.environ)
+    if state.db_url:
+        env["COLBENCH_DB"] = state.db_url
+    if state.artifacts:
+        env["COLBENCH_ARTIFACTS"] = state.artifacts
+    code = _run_owning_interrupts(command, env)
+    if code == 130:
+        from colbench.cli.app import INTERRUPTED
+
+        fail(INTERRUPTED, code=130)
+    raise typer.Exit(code)
+
+
+def _run_owning_interrupts(command: list[str], env: dict) -> int:
+    """Run the launcher; on Ctrl-C or SIGTERM, stop its processes and return 130."""
+    child = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    stopping = threading.Event()
+
+    def relay() -> None:  # the trainers' and launcher's stderr, until a stop makes it noise
+        for line in child.stderr:
+            if not stopping.is_set():
+                sys.stderr.write(line)
+                sys.stderr.flush()
+
+    relaying = threading.Thread(target=relay, daemon=True)
+    relaying.start()
+
+    def stop(signum, frame) -> None:
+        stopping.set()
+        try:
+            os.killpg(child.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = child.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    relaying.join(timeout=5)
+    return 130 if stopping.is_set() else code
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
