@@ -142,7 +142,10 @@ class Status(str, Enum):
 
 
 def print_import(summary, as_json: bool, what: str) -> None:
-    """One line on an import (or its summary as JSON)."""
+    """One line on an import (or its summary as JSON); a warning on stderr when the file held
+    no records at all (a wrong or truncated file, most likely)."""
+    if summary.records == 0:
+        err_console.print(f"[bold yellow]warning:[/] {summary.path} holds no records: nothing to import", highlight=False, soft_wrap=True)
     if as_json:
         print_json(summary.__dict__)
         return

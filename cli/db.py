@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import typer
 
-from colbench.cli.common import console, print_json, state
+from colbench.cli.common import console, fail, print_json, state
 
 app = typer.Typer(help="The store's schema: show its revision, upgrade it.", no_args_is_help=True)
 
@@ -12,16 +12,21 @@ app = typer.Typer(help="The store's schema: show its revision, upgrade it.", no_
 def status(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Show the database URL, its schema revision and the newest revision this colbench knows."""
     from colbench.store.db import Database
-    from colbench.store.migrate import current_revision, head_revision
+    from colbench.store.migrate import current_revision, head_revision, is_known
 
     db = Database(state.db_url, migrate=False)
     current, head = current_revision(db), head_revision()
-    payload = {"url": db.safe_url, "revision": current, "head": head, "up_to_date": current == head}
+    newer = current is not None and not is_known(current)
+    payload = {"url": db.safe_url, "revision": current, "head": head, "up_to_date": current == head, "newer": newer}
     if as_json:
         print_json(payload)
-        return
-    mark = "[green]up to date[/]" if current == head else "[yellow]needs `colbench db upgrade`[/]"
-    console.print(f"database  {db.safe_url}\nrevision  {current or '(empty)'}\nhead      {head}  {mark}")
+    elif newer:
+        console.print(f"database  {db.safe_url}\nrevision  {current}\nhead      {head}  [red]newer than this colbench[/]")
+    else:
+        mark = "[green]up to date[/]" if current == head else "[yellow]needs `colbench db upgrade`[/]"
+        console.print(f"database  {db.safe_url}\nrevision  {current or '(empty)'}\nhead      {head}  {mark}")
+    if newer:
+        fail(f"database {db.safe_url} is at revision {current}, newer than this colbench knows (head {head}): upgrade colbench to use it")
 
 
 @app.command("upgrade")

@@ -32,7 +32,8 @@ def tasks_import(
 def tasks_ls(
     family: Family = typer.Option(None, "--family"),
     split: Split = typer.Option(None, "--split"),
-    limit: int = typer.Option(50, "--limit", help="At most this many rows (0: all)."),
+    limit: int = typer.Option(50, "--limit", min=1, help="At most this many rows."),
+    show_all: bool = typer.Option(False, "--all", help="Every row (no --limit)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """List stored tasks."""
@@ -41,7 +42,7 @@ def tasks_ls(
     with state.db().read() as session:
         tasks = queries.tasks_in(session, family=family and family.value, split=split and split.value)
     total = len(tasks)
-    shown = tasks[:limit] if limit else tasks
+    shown = tasks if show_all else tasks[:limit]
     if as_json:
         print_json([views.task_summary(t) for t in shown])
         return

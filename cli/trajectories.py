@@ -67,7 +67,8 @@ def ls(
     split: Split = typer.Option(None, "--split"),
     min_reward: float = typer.Option(None, "--min-reward"),
     max_reward: float = typer.Option(None, "--max-reward"),
-    limit: int = typer.Option(50, "--limit", help="At most this many rows (0: all)."),
+    limit: int = typer.Option(50, "--limit", min=1, help="At most this many rows."),
+    show_all: bool = typer.Option(False, "--all", help="Every row (no --limit)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """List trajectories, newest first."""
@@ -81,7 +82,7 @@ def ls(
         split=split and split.value,
         min_reward=min_reward,
         max_reward=max_reward,
-        limit=limit or None,
+        limit=None if show_all else limit,
     )
     with state.db().read() as session:
         rows = queries.find_trajectories(session, flt)

@@ -45,31 +45,37 @@ class ImportSummary:
 
 
 def read_text(path: Path) -> str:
-    """A whole UTF-8 text file, or a FormatError that names it."""
+    """A whole UTF-8 text file, or a FormatError that names it (and the line of a bad byte)."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise FormatError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError:
-        raise FormatError(f"{path}: not UTF-8 text") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise FormatError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    """(line number, record) for every non-blank line; FormatError on bad JSON."""
+    """(line number, record) for every non-blank line; FormatError, naming the file and line,
+    on bad JSON or bytes that are not UTF-8."""
     try:
-        handle = path.open(encoding="utf-8")
+        handle = Path(path).open("rb")  # decoded line by line, so a bad byte names its line
     except OSError as exc:
         raise FormatError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     with handle:
-        for number, line in enumerate(handle, start=1):
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise FormatError(f"{path}:{number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})") from None
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise FormatError(f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-            except UnicodeDecodeError:
-                raise FormatError(f"{path}:{number}: not UTF-8 text") from None
             if not isinstance(record, dict):
                 raise FormatError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
             yield number, record

@@ -37,7 +37,7 @@ def database_url(explicit: str | None = None) -> str:
     return explicit or os.environ.get("COLBENCH_DB") or DEFAULT_URL
 
 
-def _tune_sqlite(engine: Engine) -> None:
+def _tune_sqlite(engine: Engine, read_only: bool = False) -> None:
     @event.listens_for(engine, "connect")
     def on_connect(dbapi_connection, _record):
         # Hand transaction control to us (the "begin" hook below); pysqlite's own
@@ -45,8 +45,9 @@ def _tune_sqlite(engine: Engine) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute("PRAGMA synchronous = NORMAL")
+        if not read_only:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
 
@@ -54,6 +55,23 @@ def _tune_sqlite(engine: Engine) -> None:
     def on_begin(connection):
         write = connection.get_execution_options().get("colbench_write", False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _read_only_url(path: Path) -> str | None:
+    """A read-only SQLite URL for a store this process cannot write, else None.
+
+    A WAL database is read through its -shm file, which SQLite creates beside it. In a
+    folder we cannot write, with no -wal file left over (everything is in the main file),
+    the file is opened immutable; with one, read-only through the files that exist.
+    """
+    if not path.exists() or (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        return None
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    immutable = not os.access(path.parent, os.W_OK) and not (wal.exists() and wal.stat().st_size > 0)
+    options = "mode=ro&immutable=1" if immutable else "mode=ro"
+    if not immutable and not shm.exists():
+        return None  # it cannot be read without a -shm file it cannot create: the open will say so
+    return f"sqlite:///file:{path}?{options}&uri=true"
 
 
 class Database:
@@ -65,17 +83,21 @@ class Database:
         self._store_id: str | None = None
         parsed = make_url(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        self.read_only = False
+        engine_url: str = self.url
         if self.is_sqlite and parsed.database and parsed.database != ":memory:":
-            folder = Path(parsed.database).expanduser().resolve().parent
-            if not folder.is_dir():
-                raise StoreError(f"database folder {folder} does not exist")
+            path = Path(parsed.database).expanduser().resolve()
+            if not path.parent.is_dir():
+                raise StoreError(f"database folder {path.parent} does not exist")
+            engine_url = _read_only_url(path) or self.url
+            self.read_only = engine_url != self.url
         connect_args = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000} if self.is_sqlite else {}
         try:
-            self.engine = create_engine(self.url, connect_args=connect_args, pool_pre_ping=not self.is_sqlite)
+            self.engine = create_engine(engine_url, connect_args=connect_args, pool_pre_ping=not self.is_sqlite)
         except Exception as exc:  # bad URL, missing driver
             raise StoreError(f"cannot open database {self.safe_url}: {one_line(exc)}") from exc
         if self.is_sqlite:
-            _tune_sqlite(self.engine)
+            _tune_sqlite(self.engine, self.read_only)
         self._write_engine = self.engine.execution_options(colbench_write=True)
         if migrate:
             from colbench.store.migrate import ensure_current
@@ -117,6 +139,8 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Session]:
         """A write transaction: committed on success, rolled back on any error."""
+        if self.read_only:
+            raise StoreError(f"{self.safe_url} is read-only (its file or folder cannot be written): this command writes to it")
         with Session(self._write_engine, expire_on_commit=False) as session:
             with session.begin():
                 yield session

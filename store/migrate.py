@@ -41,7 +41,7 @@ def current_revision(db: Database) -> str | None:
         return MigrationContext.configure(connection).get_current_revision()
 
 
-def _known(revision: str) -> bool:
+def is_known(revision: str) -> bool:
     try:
         return ScriptDirectory(str(MIGRATIONS_DIR)).get_revision(revision) is not None
     except Exception:
@@ -80,7 +80,7 @@ def upgrade(db: Database, revision: str = "head") -> str | None:
 
 
 def _refuse_unknown(found: str | None, db: Database) -> None:
-    if found is not None and not _known(found):
+    if found is not None and not is_known(found):
         raise StoreError(
             f"database {db.safe_url} is at revision {found}, newer than this colbench "
             f"knows (head {head_revision()}); upgrade colbench to use it"
@@ -95,4 +95,6 @@ def ensure_current(db: Database) -> None:
     if found == head_revision():
         return
     _refuse_unknown(found, db)
+    if db.read_only:
+        raise StoreError(f"{db.safe_url} is at revision {found}, older than this colbench's {head_revision()}, and read-only: it cannot be upgraded")
     upgrade(db)

@@ -164,3 +164,84 @@ def test_a_bad_flag_value_is_one_line_naming_the_flag_exit_2(tmp_path):
     assert result.returncode == 2
     assert_one_line_error(result, "--no-such-flag")
     assert not (tmp_path / "colbench.db").exists()  # refused before anything opened the store
+
+
+# ---------------------------------------------------------------- bad input that once slipped through
+
+
+@pytest.mark.parametrize("args", [("tasks", "ls", "--limit", "-5"), ("tasks", "ls", "--limit", "0"), ("ls", "--limit", "0"),
+                                  ("rollout", "--limit", "0"), ("rollout", "--limit", "-1")])
+def test_counts_below_one_are_refused(args, sqlite_url):
+    result = run(*args, db_url=sqlite_url)
+    assert result.returncode == 2
+    assert_one_line_error(result, "--limit")
+
+
+def test_ls_all_lists_every_row(stocked):
+    assert len(json.loads(run("ls", "--limit", "1", "--json", db_url=stocked).stdout)) == 1
+    assert len(json.loads(run("ls", "--all", "--json", db_url=stocked).stdout)) == 4
+
+
+def test_a_file_that_is_not_utf8_names_its_file_and_line(sqlite_url, tmp_path):
+    path = tmp_path / "latin1.jsonl"
+    good = json.dumps(backend_task(0)).encode()
+    path.write_bytes(good + b"\n" + json.dumps(backend_task(1)).encode().replace(b"def", b"d\xe9f", 1) + b"\n")
+    assert_one_line_error(run("tasks", "import", str(path), "--family", "backend", "--split", "train", db_url=sqlite_url),
+                          f"{path}:2", "not UTF-8", "0xe9")
+    with Database(sqlite_url).read() as session:
+        assert session.exec(select(TrainingRun)).all() == []
+
+
+def test_an_empty_import_file_warns(sqlite_url, tmp_path):
+    path = tmp_path / "empty.jsonl"
+    path.write_text("\n")
+    result = run("tasks", "import", str(path), "--family", "backend", "--split", "train", db_url=sqlite_url)
+    assert result.returncode == 0 and "holds no records" in result.stderr and "warning" in result.stderr
+
+
+def test_a_read_only_store_is_read_and_a_write_is_refused_as_read_only(stocked, tmp_path):
+    """In a folder mounted read-only (bwrap): no -shm file can be made, yet ls, inspect and
+    export read it; a command that writes says the store is read-only."""
+    if not stocked.startswith("sqlite"):
+        pytest.skip("a SQLite file's folder")
+    path = Path(stocked.removeprefix("sqlite:///"))
+    Database(stocked).engine.dispose()
+    for suffix in ("-wal", "-shm"):  # a cleanly closed store leaves none
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    (folder / "c.db").write_bytes(path.read_bytes())
+    url = f"sqlite:///{folder / 'c.db'}"
+    env = dict(os.environ, COLUMNS="160", NO_COLOR="1", COLBENCH_DB=url)
+    env.pop("COLBENCH_DEBUG", None)
+
+    def read_only(*args: str) -> subprocess.CompletedProcess:
+        sandbox = ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(folder), str(folder)]
+        return subprocess.run(sandbox + COLBENCH + list(args), capture_output=True, text=True, env=env, timeout=120)
+
+    listed = read_only("ls", "--json")
+    assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 4, listed.stderr
+    assert read_only("inspect", "1").returncode == 0
+    exported = read_only("export", "--format", "official", "--out", str(tmp_path / "out"))
+    assert exported.returncode == 0, exported.stderr
+    assert_one_line_error(read_only("rollout", "--engine", "scripted:expert", "--tasks", "backend-lite:train", "--limit", "1"), "read-only")
+
+
+def test_db_status_on_a_newer_database_says_so_and_fails(sqlite_url):
+    from sqlalchemy import text
+
+    db = Database(sqlite_url)
+    with db.engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = 'abc123'"))
+    result = run("db", "status", db_url=sqlite_url)
+    assert result.returncode != 0 and "newer than this colbench" in result.stderr and "db upgrade" not in result.stdout + result.stderr
+    assert json.loads(run("db", "status", "--json", db_url=sqlite_url).stdout)["newer"] is True
+
+
+def test_training_refused_before_its_run_is_recorded(stocked):
+    for args in (("critic", "fit", "--model", "no-such-model"), ("critic", "fit", "--model", "org/not-downloadable"),
+                 ("policy", "fit", "--algo", "rft", "--model", "no-such-model"), ("critic", "fit", "--lr", "-1")):
+        result = run(*args, "--device", "cpu", db_url=stocked)
+        assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    with Database(stocked).read() as session:
+        assert session.exec(select(TrainingRun)).all() == []

@@ -77,6 +77,14 @@ class CriticRecipe:
         self.data = data
         self.on_progress = on_progress
         self.metrics: dict[str, Any] = {}
+        # What can be refused is refused here, before the run's row is written.
+        from colbench.model_refs import load_tokenizer
+
+        self.source = resolve_base(db, base_model)
+        self.tokenizer = load_tokenizer(self.source)
+        self.train_pairs, self.heldout_pairs = D.split_heldout(data.pairs, config.heldout_fraction, config.seed)
+        if not self.train_pairs:
+            raise NothingToTrain("every pair fell in the held-out tasks; lower --heldout or add tasks")
 
     # -------------------------------------------------- setup
 
@@ -84,13 +92,6 @@ class CriticRecipe:
         cfg = self.config
         self.accelerator = accelerator_for(cfg)
         device = str(self.accelerator.device)
-        self.source = resolve_base(self.db, self.base_model)
-        from colbench.model_refs import load_tokenizer
-
-        self.tokenizer = load_tokenizer(self.source)
-        self.train_pairs, self.heldout_pairs = D.split_heldout(self.data.pairs, cfg.heldout_fraction, cfg.seed)
-        if not self.train_pairs:
-            raise NothingToTrain("every pair fell in the held-out tasks; lower --heldout or add tasks")
         wanted = {i for p in self.data.pairs for i in (p.chosen, p.rejected)}
         self.examples = D.load_examples(self.db, self.tokenizer, sorted(wanted), training_info=cfg.training_info, max_len=cfg.max_len)
         self.model = model_to_train(self.source, self.parent, cfg, device, lora_over_full=False)
