@@ -125,7 +125,7 @@ def evaluate(
                     rate = win_rate(result.task_rewards, other.task_rewards)
                     if rate is not None:
                         result.win_rate[other.label] = rate
-    if record and results:
+    if record and results and not db.read_only:  # a read-only store is evaluated, not recorded to
         with db.write() as session:
             queries.add_evaluations(session, (
                 {"policy": r.policy, "family": family, "split": split, "simulator": r.simulator,
