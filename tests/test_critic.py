@@ -255,14 +255,25 @@ def test_fit_writes_run_checkpoint_lineage_then_continues_on_new_data_only(tiny_
     assert roles == {"assistant"}
 
 
-def test_a_crash_marks_the_run_failed(sqlite_url, tmp_path):
+def test_a_crash_marks_the_run_failed_and_a_bad_model_writes_no_run(sqlite_url, tmp_path, tiny_model_dir, monkeypatch):
+    from colbench.training.critic import CriticRecipe
+
     db = Database(sqlite_url)
     import_records(db, tmp_path, "first", first_batch()[:3])
     with pytest.raises(Exception):
-        fit_critic(db, CriticConfig(**SMALL), base_model=str(tmp_path))  # not a model folder
+        fit_critic(db, CriticConfig(**SMALL), base_model=str(tmp_path))  # not a model folder: refused up front
+    with db.read() as session:
+        assert session.exec(select(TrainingRun)).all() == []
+
+    def crash(self):
+        raise RuntimeError("out of memory\nand a second line")
+
+    monkeypatch.setattr(CriticRecipe, "train", crash)
+    with pytest.raises(RuntimeError):
+        fit_critic(db, CriticConfig(**SMALL), base_model=str(tiny_model_dir))
     with db.read() as session:
         run = session.exec(select(TrainingRun)).one()
-    assert run.status == "failed" and run.error and "\n" not in run.error
+    assert run.status == "failed" and run.error == "RuntimeError: out of memory"
 
 
 # ---------------------------------------------------------------- candidates
