@@ -15,9 +15,9 @@ import threading
 import click
 import typer
 
+from colbench.cli.common import INTERRUPTED
 from colbench.cli import common, critic, db, evaluate, experiment, inspect, launch, policy, rollout, sandbox, tasks, trajectories
 
-INTERRUPTED = "interrupted; everything finished before the interrupt is stored, rerun to go on"
 
 app = typer.Typer(
     name="colbench",

@@ -12,6 +12,8 @@ from typing import Any, Iterator, NoReturn
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+INTERRUPTED = "interrupted; everything finished before the interrupt is stored, rerun to go on"
+
 console = Console()
 err_console = Console(stderr=True)
 

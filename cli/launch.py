@@ -18,7 +18,7 @@ from pathlib import Path
 
 import typer
 
-from colbench.cli.common import fail, state
+from colbench.cli.common import INTERRUPTED, fail, state
 
 TRAINING_COMMANDS = (("critic", "fit"), ("policy", "fit"))
 
@@ -52,8 +52,6 @@ def launch(
         env["COLBENCH_ARTIFACTS"] = state.artifacts
     code = _run_owning_interrupts(command, env)
     if code == 130:
-        from colbench.cli.app import INTERRUPTED
-
         fail(INTERRUPTED, code=130)
     raise typer.Exit(code)
 

@@ -46,7 +46,7 @@ def checkpoint_lookup(db: Database):
             row = session.get(Checkpoint, int(checkpoint_id))
         if row is None:
             return None
-        from colbench.training.checkpoints import verify_checkpoint
+        from colbench.weights import verify_checkpoint
 
         verify_checkpoint(row)
         return (row.base_model, row.path, None) if row.adapter else (row.base_model, None, row.path)

@@ -10,15 +10,14 @@ every load.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import threading
 from contextlib import contextmanager
-from functools import lru_cache
 from pathlib import Path
 
 from colbench.model_refs import ModelNotFound, ModelSource, resolve_model
+from colbench.weights import verify_checkpoint, weights_digest
 from colbench.processes import worker_gone, worker_id
 from colbench.store import queries
 from colbench.store.models import Checkpoint, TrainingRun, utcnow
@@ -42,14 +41,6 @@ def check_artifact_root(db, out: str | None) -> None:
     PostgreSQL store needs --artifacts), so no training is lost to a late refusal."""
     if not out:
         db.folder
-
-
-def check_out_folder(out: str | None) -> None:
-    """Refuse, before anything is trained, an --out folder that holds files already."""
-    if out:
-        path = Path(out).expanduser()
-        if path.exists() and (not path.is_dir() or any(path.iterdir())):
-            raise ValueError(f"--out {out} exists and is not an empty folder")
 
 
 def save_model(model, tokenizer, folder: Path) -> tuple[bool, str]:
@@ -80,52 +71,12 @@ def save_model(model, tokenizer, folder: Path) -> tuple[bool, str]:
     return adapter, digest
 
 
-def weights_digest(folder: Path) -> str:
-    """sha256 of a checkpoint's weights: of its one .safetensors file, or of the names and
-    hashes of several."""
-    files = sorted(Path(folder).glob("*.safetensors"))
-    if not files:
-        raise ModelNotFound(f"{folder} holds no .safetensors weights")
-    if len(files) == 1:
-        return _cached_sha256(files[0])
-    return hashlib.sha256("".join(f"{f.name}:{_cached_sha256(f)}\n" for f in files).encode()).hexdigest()
-
-
-def verify_checkpoint(row: Checkpoint) -> None:
-    """The folder must hold the weights its run wrote: a clear error when they differ."""
-    if not Path(row.path).is_dir():
-        raise ModelNotFound(f"checkpoint ckpt:{row.id}: folder {row.path} is missing")
-    if row.sha256 and weights_digest(Path(row.path)) != row.sha256:
-        raise ModelNotFound(
-            f"checkpoint ckpt:{row.id}: the weights in {row.path} are not the ones its run wrote "
-            "(sha256 mismatch: the folder was overwritten or changed)"
-        )
-
-
-def _cached_sha256(path: Path) -> str:
-    stat = path.stat()
-    return _sha256_of(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-
-
-@lru_cache(maxsize=64)
-def _sha256_of(path: str, size: int, mtime_ns: int) -> str:  # size and mtime: a changed file is hashed again
-    return _sha256(Path(path))
-
-
 def save_trained(accelerator, scorer, tokenizer, folder: Path) -> tuple[bool, str | None]:
     """Save what a recipe trained (the main process writes; the others wait). Returns (adapter, sha256)."""
     accelerator.wait_for_everyone()
     if not accelerator.is_main_process:
         return True, None
     return save_model(accelerator.unwrap_model(scorer).lm, tokenizer, folder)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def parse_checkpoint_id(ref) -> int:

@@ -4,6 +4,7 @@ policy's; and the optimiser and schedule built from them. Nothing here imports t
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from dataclasses import asdict, dataclass, replace
 from typing import Iterable
 
@@ -68,8 +69,6 @@ class TrainingConfig:
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError("warmup_ratio must be in [0, 1)")
         self.adam_betas = tuple(self.adam_betas)
-        from colbench.training.checkpoints import check_out_folder
-
         check_out_folder(self.out)
 
     @property
@@ -119,6 +118,14 @@ class TrainingConfig:
         # Rounded down: a run of a few steps starts at its peak rate rather than spending its first step at 0.
         schedule = get_cosine_schedule_with_warmup(optimizer, int(self.warmup_ratio * total_steps), total_steps)
         return optimizer, schedule
+
+
+def check_out_folder(out: str | None) -> None:
+    """Refuse, before anything is trained, an --out folder that holds files already."""
+    if out:
+        path = Path(out).expanduser()
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            raise ValueError(f"--out {out} exists and is not an empty folder")
 
 
 def cpu_has_native_bf16() -> bool:
