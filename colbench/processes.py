@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from datetime import datetime, timezone
 
 
 def _stat_field(pid: int, index: int) -> str | None:
@@ -53,3 +54,16 @@ def worker_gone(worker: str | None) -> bool | None:
     if len(parts) == 4 and parts[2].isdigit() and parts[2] != "0":
         return start_time(pid) != parts[2]
     return False  # an id without a start time: the pid is all there is
+
+
+def worker_abandoned(worker: str | None, last_beat: datetime | None, stale_after_s: float) -> bool:
+    """Has `worker` left its work: its process on this host is gone, or, when this host
+    cannot tell, its last heartbeat is older than `stale_after_s` (or there is none)?"""
+    gone = worker_gone(worker)
+    if gone is not None:
+        return gone
+    if last_beat is None:
+        return True
+    if last_beat.tzinfo is None:  # SQLite hands back naive UTC
+        last_beat = last_beat.replace(tzinfo=timezone.utc)
+    return (datetime.now(timezone.utc) - last_beat).total_seconds() > stale_after_s

@@ -21,13 +21,12 @@ import signal
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
-from datetime import timedelta
 from typing import Callable
 
 from colbench import protocol
 from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP, GRADINGS
 from colbench.options import check, option
-from colbench.processes import worker_gone, worker_id
+from colbench.processes import worker_abandoned, worker_id
 from colbench.batching import Batcher
 from colbench.progress import Progress, silent
 from colbench.engines import KINDS
@@ -37,7 +36,7 @@ from colbench.official import spec_of
 from colbench.simulators.base import Simulator
 from colbench.store import queries
 from colbench.store.db import Database
-from colbench.store.models import Task, Trajectory, Turn, utcnow
+from colbench.store.models import Task, Trajectory, Turn
 from colbench.store.writer import StoreWriter
 
 
@@ -140,19 +139,7 @@ CLAIM_RETRY_S = 0.5
 def _abandoned(stale_after_s: float) -> Callable[[Trajectory], bool]:
     """Is a running row's worker gone: its process on this host has ended (kill -9, a
     zombie, a reused pid), or, from another host, it has not beaten for ``stale_after_s``?"""
-
-    def check(trajectory) -> bool:
-        gone = worker_gone(trajectory.worker)
-        if gone is not None:
-            return gone
-        beat = trajectory.heartbeat_at
-        if beat is None:
-            return True
-        if beat.tzinfo is None:  # SQLite hands back naive UTC
-            beat = beat.replace(tzinfo=utcnow().tzinfo)
-        return utcnow() - beat > timedelta(seconds=stale_after_s)
-
-    return check
+    return lambda trajectory: worker_abandoned(trajectory.worker, trajectory.heartbeat_at, stale_after_s)
 
 
 class Rollout:

@@ -44,6 +44,18 @@ def run(command: list[str], url: str, *args: str) -> subprocess.CompletedProcess
     return subprocess.run(command + ["--db", url, *args], capture_output=True, text=True, env=env, timeout=600)
 
 
+def running_runs(db: Database, timeout_s: float = 180) -> list[TrainingRun]:
+    """The training runs marked running, once there is one (or [] after ``timeout_s``)."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        with db.read() as session:
+            running = session.exec(select(TrainingRun).where(TrainingRun.status == "running")).all()
+        if running:
+            return running
+        time.sleep(0.1)
+    return []
+
+
 def lineage_of(db: Database, run_id: int) -> list[tuple[int, int | None]]:
     with db.read() as session:
         return sorted((l.trajectory_id, l.turn_id) for l in session.exec(select(Lineage).where(Lineage.run_id == run_id)))
@@ -98,13 +110,7 @@ def test_a_run_whose_process_was_killed_is_marked_failed(store, tiny_model_dir):
     env = dict(os.environ, NO_COLOR="1")
     process = subprocess.Popen(COLBENCH + ["--db", url, "policy", "fit", "--algo", "rft", "--model", str(tiny_model_dir), "--epochs", "200", *TINY],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        with db.read() as session:
-            running = session.exec(select(TrainingRun).where(TrainingRun.status == "running")).all()
-        if running:
-            break
-        time.sleep(0.1)
+    running = running_runs(db)
     assert running and running[0].worker.split(":")[1] == str(process.pid)
     assert fail_stale_runs(db) == []  # alive: left alone
     process.send_signal(signal.SIGKILL)
@@ -123,13 +129,7 @@ def test_launch_stops_every_process_on_ctrl_c_in_one_line(store, tiny_model_dir)
         COLBENCH + ["--db", url, "launch", "-n", "2", "policy", "fit", "--algo", "rft", "--model", str(tiny_model_dir), "--epochs", "500", *TINY],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        with db.read() as session:
-            running = session.exec(select(TrainingRun).where(TrainingRun.status == "running")).all()
-        if running:
-            break
-        time.sleep(0.2)
+    running = running_runs(db)
     assert running
     time.sleep(3)  # into training
     process.send_signal(signal.SIGINT)  # a terminal's Ctrl-C reaches colbench; the launcher has a session of its own

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from colbench.model_refs import ModelNotFound, ModelSource, resolve_model
 from colbench.weights import verify_checkpoint, weights_digest
-from colbench.processes import worker_gone, worker_id
+from colbench.processes import worker_abandoned, worker_id
 from colbench.store import queries
-from colbench.store.models import Checkpoint, TrainingRun, utcnow
+from colbench.store.models import Checkpoint, TrainingRun
 
 
 def normalized_model_ref(ref: str) -> str:
@@ -139,13 +139,7 @@ def start_run(db, *, kind: str, base_model: str, parent_checkpoint_id: int | Non
 
 def run_is_gone(run) -> bool:
     """A running run's process has ended (this host), or has not beaten for RUN_STALE_AFTER_S."""
-    gone = worker_gone(run.worker)
-    if gone is not None:
-        return gone
-    beat = run.heartbeat_at or run.started_at
-    if beat.tzinfo is None:  # SQLite hands back naive UTC
-        beat = beat.replace(tzinfo=utcnow().tzinfo)
-    return (utcnow() - beat).total_seconds() > RUN_STALE_AFTER_S
+    return worker_abandoned(run.worker, run.heartbeat_at or run.started_at, RUN_STALE_AFTER_S)
 
 
 def fail_stale_runs(db) -> list[int]:
