@@ -16,7 +16,7 @@ import click
 import typer
 
 from colbench.cli.common import INTERRUPTED
-from colbench.cli import common, critic, db, evaluate, experiment, inspect, launch, policy, rollout, sandbox, tasks, trajectories
+from colbench.cli import common, compare, critic, db, evaluate, experiment, inspect, launch, policy, rollout, runs, sandbox, tasks, trajectories
 
 
 app = typer.Typer(
@@ -54,6 +54,8 @@ inspect.register(app)
 rollout.register(app)
 evaluate.register(app)
 launch.register(app)
+runs.register(app)
+compare.register(app)
 
 
 # Typer 0.29 ships its own copy of click; older releases use click itself. Either way

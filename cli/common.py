@@ -14,8 +14,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 INTERRUPTED = "interrupted; everything finished before the interrupt is stored, rerun to go on"
 
-console = Console()
-err_console = Console(stderr=True)
+def _console(stderr: bool = False) -> Console:
+    """A terminal's own width; piped or redirected output (80 columns to Rich) gets $COLUMNS or 200,
+    so that tables written to a file or a pager are not folded into narrow columns."""
+    import os
+
+    probe = Console(stderr=stderr)
+    if probe.is_terminal or os.environ.get("COLUMNS"):
+        return probe
+    return Console(stderr=stderr, width=200)
+
+
+console = _console()
+err_console = _console(stderr=True)
 
 
 @dataclass

@@ -12,11 +12,12 @@ def evaluate(
     policy: list[str] = typer.Option(None, "--policy", help="Only these policies (repeat the flag). Default: every policy with graded trajectories."),
     simulator: str = typer.Option(None, "--simulator", help="Only trajectories with this simulator."),
     setting: str = typer.Option(None, "--setting", help="Only rollouts made with this setting (as shown in brackets after the policy; '' for the protocol's defaults)."),
-    k: int = typer.Option(None, "--k", help="Report best-of-k up to this k (default: as many samples as stored)."),
+    k: int = typer.Option(None, "--max-k", "--k", min=1, help="Report pass@k and pass^k up to this k (default: the fewest samples any task has)."),
     grading: str = typer.Option(None, "--grading", help="Backend: only grades made under this grading (official or strict). Default: every grading, each in its own rows."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Per policy, side by side: backend % tests passed and success (95% bootstrap CIs, best-of-k);
+    """Per policy, side by side: backend % tests passed and success (95% bootstrap CIs), pass@k and pass^k
+    (unbiased estimates over every sample: at least one of k succeeds, all k do);
     frontend mean similarity (95% CI) and win rate against the other policies. Every graded trajectory
     counts; "sim. failures" is how many had a turn where the simulated human failed to reply. Backend rows
     name the grading their rewards were made under (official: the official ColBench grader's semantics)."""

@@ -62,6 +62,7 @@ def export(
 def ls(
     task: int = typer.Option(None, "--task", help="Only this task id."),
     policy: str = typer.Option(None, "--policy"),
+    run: str = typer.Option(None, "--run", help="Only this rollout run's: rollout:<id> or its name (`colbench runs ls`)."),
     status: Status = typer.Option(None, "--status"),
     family: Family = typer.Option(None, "--family"),
     split: Split = typer.Option(None, "--split"),
@@ -72,11 +73,13 @@ def ls(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """List trajectories, newest first."""
+    from colbench.runs import rollout_id_of
     from colbench.store import queries
 
     flt = queries.TrajectoryFilter(
         task_id=task,
         policy=policy,
+        rollout_id=run and rollout_id_of(state.db(), run),
         status=status and status.value,
         family=family and family.value,
         split=split and split.value,

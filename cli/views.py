@@ -29,6 +29,11 @@ def _short(text: str, width: int = 60) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+def labelled(policy: str, setting: str) -> str:
+    """A policy with its rollout setting, the way every table names a rollout: ``ckpt:3 [seed=5]``."""
+    return f"{policy} [{setting}]" if setting else policy
+
+
 def task_summary(task) -> dict[str, Any]:
     return {
         "id": task.id,
@@ -56,9 +61,12 @@ def trajectory_summary(trajectory, task, agent_turns: int) -> dict[str, Any]:
         "task_id": task.id,
         "family": task.family,
         "split": task.split,
+        "run": f"rollout:{trajectory.rollout_id}" if trajectory.rollout_id else None,
         "policy": trajectory.policy,
         "simulator": trajectory.simulator,
+        "setting": trajectory.setting,
         "sample_index": trajectory.sample_index,
+        "seed": trajectory.seed,
         "status": trajectory.status,
         "agent_turns": agent_turns,
         "reward": trajectory.reward,
@@ -73,7 +81,7 @@ _STATUS_STYLE = {"done": "green", "failed": "red", "running": "yellow", "pending
 
 def trajectories_table(rows) -> Table:
     table = Table(title=f"trajectories ({len(rows)})", title_justify="left")
-    for name in ("id", "task", "policy", "simulator", "#", "status", "turns", "reward", "success", "finished"):
+    for name in ("id", "task", "run", "policy [setting]", "simulator", "#", "status", "turns", "reward", "success", "finished"):
         table.add_column(name, justify="right" if name in ("id", "task", "#", "turns", "reward") else "left")
     for trajectory, task, agent_turns in rows:
         status = Text(trajectory.status, style=_STATUS_STYLE.get(trajectory.status, ""))
@@ -81,8 +89,9 @@ def trajectories_table(rows) -> Table:
         table.add_row(
             str(trajectory.id),
             f"{task.id} {task.family[0]}/{task.split}",
-            trajectory.policy,
-            trajectory.simulator,
+            f"rollout:{trajectory.rollout_id}" if trajectory.rollout_id else "",
+            Text(labelled(trajectory.policy, trajectory.setting)),
+            Text(trajectory.simulator),
             str(trajectory.sample_index),
             status,
             str(agent_turns),
@@ -136,8 +145,12 @@ def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple
     header.add_column()
     header.add_row("trajectory", str(trajectory.id))
     header.add_row("task", f"{task.id} ({task.family}/{task.split}, {task.source})")
-    header.add_row("policy", trajectory.policy)
-    header.add_row("simulator", trajectory.simulator)
+    if trajectory.rollout_id:
+        header.add_row("run", f"rollout:{trajectory.rollout_id}")
+    header.add_row("policy", Text(trajectory.policy))
+    if trajectory.setting:
+        header.add_row("setting", Text(trajectory.setting))
+    header.add_row("simulator", Text(trajectory.simulator))
     header.add_row("sample", f"{trajectory.sample_index}" + (f"  seed {trajectory.seed}" if trajectory.seed is not None else ""))
     header.add_row("outcome", outcome)
     reward = _reward(trajectory.reward)
@@ -418,20 +431,21 @@ def eval_table(results, family: str, split: str) -> Table:
     """Policies side by side (`colbench eval`): backend % tests and success with CIs, frontend similarity and win rates."""
     table = Table(title=f"{family}:{split}", title_justify="left")
     if family == "backend":
-        headers = ("policy", "simulator", "grading", "tasks", "trajectories", "sim. failures", "% tests passed (95% CI)", "success (95% CI)", "best-of-k success")
+        headers = ("policy", "simulator", "grading", "tasks", "trajectories", "sim. failures", "% tests passed (95% CI)", "success (95% CI)", "pass@k", "pass^k")
     else:
         headers = ("policy", "simulator", "tasks", "trajectories", "sim. failures", "similarity (95% CI)", "metric", "win rate vs")
     for name in headers:
         table.add_column(name, justify="left" if name in ("policy", "simulator", "grading", "metric", "win rate vs") else "right")
     for r in results:
-        counts = (r.label, r.simulator) + ((r.grading or "–",) if family == "backend" else ()) + (str(r.n_tasks), str(r.n_trajectories), str(r.simulator_failures))
+        counts = (Text(r.label), Text(r.simulator)) + ((r.grading or "–",) if family == "backend" else ()) + (str(r.n_tasks), str(r.n_trajectories), str(r.simulator_failures))
         reward = f"{r.reward.mean:.1%} [{r.reward.low:.1%}, {r.reward.high:.1%}]"
         if family == "backend":
             success = f"{r.success.mean:.1%} [{r.success.low:.1%}, {r.success.high:.1%}]"
-            best = "  ".join(f"@{k} {v:.1%}" for k, v in r.best_of_k.items()) if len(r.best_of_k) > 1 else ""
-            table.add_row(*counts, reward, success, best)
+            at_k = "  ".join(f"@{k} {v:.1%}" for k, v in r.pass_at_k.items() if k > 1)
+            hat_k = "  ".join(f"^{k} {v:.1%}" for k, v in r.pass_hat_k.items() if k > 1)
+            table.add_row(*counts, reward, success, at_k, hat_k)
         else:
-            wins = "  ".join(f"{other} {rate:.1%}" for other, rate in r.win_rate.items())
+            wins = Text("  ".join(f"{other} {rate:.1%}" for other, rate in r.win_rate.items()))
             table.add_row(*counts, f"{r.reward.mean:.3f} [{r.reward.low:.3f}, {r.reward.high:.3f}]", r.metric, wins)
     return table
 

@@ -12,8 +12,13 @@ rollouts made or graded differently are never pooled.
 
 With several samples per task, each task's samples are averaged first, so every task
 weighs the same; intervals are 95% percentile bootstraps over tasks (fixed seed, so the
-same data gives the same interval). Best-of-k counts a task solved when any of its
-first k samples is.
+same data gives the same interval).
+
+pass@k and pass^k (backend) use every sample, not the first k: with n samples of a task
+of which c succeed, pass@k = 1 - C(n-c, k)/C(n, k) is the unbiased estimate of the chance
+that at least one of k fresh samples succeeds (Chen et al., 2021), and pass^k = C(c, k)/C(n, k)
+that all k do (tau-bench's reliability); both are averaged over tasks, for k up to the
+fewest samples any task has. pass@1 = pass^1 = success.
 
 Every graded trajectory counts, including those where the simulated human failed to
 reply on some turn (as officially, the dialogue went on with "No response."); each row
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from math import comb
 
 import numpy as np
 from colbench.store import queries
@@ -49,7 +55,8 @@ class PolicyEval:
     n_trajectories: int
     reward: Interval  # % tests passed (backend) or mean similarity (frontend)
     success: Interval | None = None  # backend only
-    best_of_k: dict[int, float] = field(default_factory=dict)  # backend only
+    pass_at_k: dict[int, float] = field(default_factory=dict)  # backend only: at least one of k samples succeeds
+    pass_hat_k: dict[int, float] = field(default_factory=dict)  # backend only: all k samples succeed
     win_rate: dict[str, float] = field(default_factory=dict)  # frontend: other policy → share of tasks won
     simulator_failures: int = 0  # trajectories with a human turn the simulator failed to write ("No response.")
     task_rewards: dict[int, float] = field(default_factory=dict, repr=False)
@@ -112,11 +119,11 @@ def evaluate(
         )
         if family == "backend":
             result.success = bootstrap([float(np.mean([s for _, _, s in rows])) for rows in samples.values()])
-            most = max(len(rows) for rows in samples.values())
-            result.best_of_k = {
-                k: float(np.mean([any(s for _, _, s in rows[:k]) for rows in samples.values()]))
-                for k in range(1, min(most, max_k or most) + 1)
-            }
+            counts = [(len(rows), sum(s for _, _, s in rows)) for rows in samples.values()]
+            fewest = min(n for n, _ in counts)
+            for k in range(1, min(fewest, max_k or fewest) + 1):
+                result.pass_at_k[k] = float(np.mean([pass_at_k(n, c, k) for n, c in counts]))
+                result.pass_hat_k[k] = float(np.mean([pass_hat_k(n, c, k) for n, c in counts]))
         results.append(result)
     if family == "frontend":
         for result in results:
@@ -133,6 +140,16 @@ def evaluate(
                 for r in results
             ))
     return results
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased chance that at least one of k samples (of n drawn, c successful) succeeds."""
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """Unbiased chance that all k samples (of n drawn, c successful) succeed."""
+    return comb(c, k) / comb(n, k)
 
 
 def win_rate(mine: dict[int, float], theirs: dict[int, float]) -> float | None:
@@ -154,7 +171,8 @@ def as_dict(result: PolicyEval) -> dict:
         "n_trajectories": result.n_trajectories,
         "reward": vars(result.reward),
         "success": vars(result.success) if result.success else None,
-        "best_of_k": {str(k): v for k, v in result.best_of_k.items()},
+        "pass_at_k": {str(k): v for k, v in result.pass_at_k.items()},
+        "pass_hat_k": {str(k): v for k, v in result.pass_hat_k.items()},
         "win_rate": result.win_rate,
         "simulator_failures": result.simulator_failures,
     }

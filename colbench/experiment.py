@@ -78,7 +78,7 @@ def study_policy() -> PolicyConfig:
 
 
 # Settings the study sets on every trainer itself (from its own fields, or per arm).
-STUDY_SET = {"family", "split", "seed", "device", "out", "policies"}
+STUDY_SET = {"family", "split", "seed", "device", "out", "policies", "name", "tags"}
 CRITIC_SET = STUDY_SET | {"training_info"}
 POLICY_SET = STUDY_SET | {"temperature", "max_new_tokens", "sample_batch_size"}
 
@@ -269,7 +269,7 @@ class BackendExperiment:
             return {"policy": policy, "trajectories": 0}
         r = results[0]
         return {"policy": policy, "tasks": r.n_tasks, "trajectories": r.n_trajectories,
-                "tests_passed": r.reward.mean, "success": r.success.mean, "tasks_with_a_success": r.best_of_k[max(r.best_of_k)]}
+                "tests_passed": r.reward.mean, "success": r.success.mean, "tasks_with_a_success": r.pass_at_k[max(r.pass_at_k)]}
 
     def critic(self, training_info: bool) -> dict:
         from colbench.training.critic import fit_critic  # torch: not for `colbench --help`
@@ -332,7 +332,7 @@ class BackendExperiment:
     def _finished_run(self, kind: str, settings: dict) -> dict | None:
         """The newest finished run of ``kind`` with these settings that has consumed every
         graded train trajectory, as a summary; None when the stage has to run."""
-        ignored = {"device", "out", "dtype", "autocast", "gradient_checkpointing", "sampler"}  # how it ran, not what it learned
+        ignored = {"device", "out", "dtype", "autocast", "gradient_checkpointing", "sampler", "report_to"}  # how it ran, not what it learned
         base = normalized_model_ref(self.config.model)
         with self.db.read() as session:
             data = self.config.data_policies(self.zero_shot)

@@ -270,6 +270,13 @@ def import_trajectories(
         hashes = [_trajectory_hash(policy, spec.content_hash, record) for spec, _, record, _ in parsed]
         stored = queries.existing_trajectory_hashes(session, hashes)
         next_index = queries.sample_counts(session, policy, task_ids.values())
+        stored_tasks = queries.tasks_by_id(session, task_ids.values())
+        runs: dict[str, int] = {}  # one rollout run per task set the file touches
+        for task in stored_tasks.values():
+            tasks = f"{task.family}:{task.split}"
+            if tasks not in runs:
+                runs[tasks] = queries.open_rollout_run(session, policy=policy, simulator="import", setting="", tasks=tasks,
+                                                       config={"import": str(path)}).id
         db.lock_for_sequence(session)
         seq = queries.next_graded_seq(session)
         trajectories, turns, now = [], [], utcnow()
@@ -285,6 +292,7 @@ def import_trajectories(
             trajectories.append(
                 {
                     "task_id": task_id,
+                    "rollout_id": runs[f"{stored_tasks[task_id].family}:{stored_tasks[task_id].split}"],
                     "policy": policy,
                     "simulator": "import",
                     "setting": "",

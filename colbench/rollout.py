@@ -26,6 +26,7 @@ from typing import Callable
 from colbench import protocol
 from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP, GRADINGS
 from colbench.options import check, option
+from colbench.runs import check_run_name
 from colbench.processes import worker_abandoned, worker_id
 from colbench.batching import Batcher
 from colbench.progress import Progress, silent
@@ -72,9 +73,14 @@ class RolloutConfig:
     rerank_critic: str | None = option(None, "Best-of-N: a critic checkpoint (ckpt:<id>) that picks the best of --candidates samples at every agent turn.")
     candidates: int = option(16, "Samples per agent turn for --rerank-critic.", min=2)
     stale_after_s: float = option(600.0, "Take over a running trajectory whose worker has been silent this long (seconds).", min=0.0)
+    name: str | None = option(None, "Name this rollout run (unique in the store; no ':'), to find it again with `colbench runs show NAME` or `compare`. A rerun of the same command continues the same run.")
+    tags: list[str] = option([], "Tag the rollout run (repeat the flag: --tag baseline --tag lite); `colbench runs ls --tag` filters by it.", flags=("--tag",))
 
     def __post_init__(self):
         check(self)
+        check_run_name(self.name)
+        if self.rerank_critic and self.rerank_critic.isdigit():
+            self.rerank_critic = f"ckpt:{self.rerank_critic}"
         if self.engine not in ("auto", *KINDS) and not self.engine.startswith("scripted:"):
             raise ValueError(f"--engine must be auto, {', '.join(KINDS)} or scripted:<policy>; got {self.engine!r}")
         if self.concurrency is None:  # a server batches hundreds; a local engine needs its next batch ready
@@ -95,9 +101,15 @@ class RolloutConfig:
             parts.append(f"t={self.temperature:g}")
         if self.max_new_tokens != protocol.MAX_NEW_TOKENS:
             parts.append(f"max={self.max_new_tokens}")
-        if self.rerank_critic:
+        if self.seed != 0:  # another seed draws other samples: other slots, not the ones already done
+            parts.append(f"seed={self.seed}")
+        if self.rerank_critic:  # last: its critic reference holds a ':'
             parts.append(f"best-of-{self.candidates}:{self.rerank_critic}")
         return ",".join(parts)
+
+    def labels(self) -> dict:
+        """The settings a run records: everything but its name and tags (which it keeps apart)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("name", "tags")}
 
 
 @dataclass
@@ -160,6 +172,7 @@ class Rollout:
             raise ValueError("best-of-N needs both config.rerank_critic and the loaded critic")
         self._progress = on_progress or silent
         self.worker = worker_id()
+        self.rollout_id: int | None = None  # the rollout run, once prepared
         self.stats = RolloutStats()
         self.tasks: dict[int, object] = {}
         self.live = 0  # episodes under way
@@ -180,6 +193,7 @@ class Rollout:
             task_ids=tuple(task_ids),
             samples_per_task=self.config.samples_per_task,
             seed=self.config.seed,
+            rollout_id=self.rollout_id,
         )
 
     def prepare(self, tasks: list[Task]) -> queries.Slot:
@@ -187,8 +201,14 @@ class Rollout:
         if wrong:
             raise ValueError(f"a {self.env.family} rollout cannot run {', '.join(sorted(wrong))} tasks")
         self.tasks = {t.id: spec_of(t) for t in tasks}
-        slot = self.slot(sorted(self.tasks))
+        cfg = self.config
         with self.db.write() as session:
+            run = queries.open_rollout_run(
+                session, policy=self.engine.model_ref, simulator=self.simulator.ref, setting=cfg.setting(),
+                tasks=f"{tasks[0].family}:{tasks[0].split}", config=cfg.labels(), name=cfg.name, tags=cfg.tags,
+            )
+            self.rollout_id = run.id
+            slot = self.slot(sorted(self.tasks))
             queries.ensure_slots(session, slot)
             rows = queries.slot_trajectories(session, slot)
         self.stats.total = len(rows)
@@ -466,6 +486,7 @@ class RolloutResult:
     simulator: str
     graded_by: str  # the sandbox backend, or the frontend similarity's name
     engine: str  # the engine that generated the policy's turns (what --engine auto chose)
+    run: str | None = None  # the rollout run: rollout:<id>
 
 
 def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = None) -> RolloutResult:
@@ -492,10 +513,11 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
             local = config.engine if config.engine in ("ct2", "hf", "transformers", "vllm") else "auto"  # for local:<model>
             human = build_simulator(db, config.simulator, local, family=family, **served)
             try:
-                stats = Rollout(db, policy, human, env, config, critic=critic, on_progress=on_progress).run(chosen)
+                rollout = Rollout(db, policy, human, env, config, critic=critic, on_progress=on_progress)
+                stats = rollout.run(chosen)
             finally:
                 human.close()
         graded_by = env.grader.backend if family == "backend" else env.similarity.name
-        return RolloutResult(stats, policy.model_ref, human.ref, graded_by, policy.kind)
+        return RolloutResult(stats, policy.model_ref, human.ref, graded_by, policy.kind, run=f"rollout:{rollout.rollout_id}")
     finally:
         close_env()

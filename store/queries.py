@@ -7,10 +7,11 @@ transaction holds.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from sqlalchemy import delete, exists, func, insert, or_, true
+from sqlalchemy import case, delete, exists, func, insert, or_, true
 from sqlmodel import Session, col, select
 
 from colbench.store.models import (
@@ -18,12 +19,14 @@ from colbench.store.models import (
     CriticScore,
     Evaluation,
     Lineage,
+    RolloutRun,
     Screenshot,
     SweetCandidate,
     SweetPair,
     Task,
     TestResult,
     TrainingRun,
+    TrainingStep,
     Trajectory,
     Turn,
     utcnow,
@@ -174,6 +177,7 @@ class TrajectoryFilter:
     split: str | None = None
     min_reward: float | None = None
     max_reward: float | None = None
+    rollout_id: int | None = None
     limit: int | None = 50
 
 
@@ -194,6 +198,8 @@ def find_trajectories(session: Session, flt: TrajectoryFilter) -> list[tuple[Tra
         query = query.where(Trajectory.task_id == flt.task_id)
     if flt.policy:
         query = query.where(Trajectory.policy == flt.policy)
+    if flt.rollout_id is not None:
+        query = query.where(Trajectory.rollout_id == flt.rollout_id)
     if flt.status:
         query = query.where(Trajectory.status == flt.status)
     if flt.family:
@@ -339,6 +345,7 @@ class Slot:
     task_ids: tuple[int, ...]
     samples_per_task: int
     seed: int | None = None
+    rollout_id: int | None = None  # the run new slots join
 
 
 def ensure_slots(session: Session, slot: Slot) -> int:
@@ -359,7 +366,7 @@ def ensure_slots(session: Session, slot: Slot) -> int:
         )
     missing = [
         {"task_id": task_id, "policy": slot.policy, "simulator": slot.simulator, "setting": slot.setting,
-         "sample_index": index, "seed": slot.seed, "status": "pending"}
+         "sample_index": index, "seed": slot.seed, "status": "pending", "rollout_id": slot.rollout_id}
         for task_id in slot.task_ids
         for index in range(slot.samples_per_task)
         if (task_id, index) not in have
@@ -596,9 +603,12 @@ def save_grades(session: Session, grades: dict) -> None:
 # ---------------------------------------------------------------- training runs and checkpoints
 
 
-def start_run(session: Session, *, kind: str, base_model: str, parent_checkpoint_id: int | None, config: dict, worker: str | None = None) -> int:
+def start_run(session: Session, *, kind: str, base_model: str, parent_checkpoint_id: int | None, config: dict, worker: str | None = None,
+              name: str | None = None, tags: Sequence[str] = ()) -> int:
+    if name is not None and (holder := name_holder(session, name)) is not None:
+        raise ValueError(f"the name {name!r} is taken by {holder}")
     run = TrainingRun(kind=kind, base_model=base_model, parent_checkpoint_id=parent_checkpoint_id, config=config, status="running",
-                      worker=worker, heartbeat_at=utcnow())
+                      worker=worker, heartbeat_at=utcnow(), name=name, tags=list(dict.fromkeys(tags)))
     session.add(run)
     session.flush()
     return run.id
@@ -723,7 +733,7 @@ def add_sweet_pairs(session: Session, rows: list[dict]) -> None:
 
 def graded_outcomes(
     session: Session, *, family: str, split: str, policies: Sequence[str] | None = None, simulator: str | None = None,
-    setting: str | None = None, grading: str | None = None,
+    setting: str | None = None, grading: str | None = None, rollout_id: int | None = None,
 ) -> list[tuple]:
     """Per graded trajectory of a family's split: (policy, simulator, setting, metric, task id,
     sample index, reward, success, had a failed simulator reply, grading)."""
@@ -742,6 +752,8 @@ def graded_outcomes(
         query = query.where(Trajectory.setting == setting)
     if grading is not None:
         query = query.where(Trajectory.grading == grading)
+    if rollout_id is not None:
+        query = query.where(Trajectory.rollout_id == rollout_id)
     return [tuple(row) for row in session.exec(query)]
 
 
@@ -761,3 +773,172 @@ def screenshot_paths(session: Session, shas: Iterable[str]) -> dict[str, str]:
     for chunk in _chunks(wanted):
         found.update({row.sha256: row.path for row in session.exec(select(Screenshot).where(col(Screenshot.sha256).in_(chunk)))})
     return found
+
+
+# ---------------------------------------------------------------- runs: rollouts, training runs, evaluations by name
+
+
+def open_rollout_run(session: Session, *, policy: str, simulator: str, setting: str, tasks: str, config: dict,
+                     name: str | None = None, tags: Sequence[str] = ()) -> RolloutRun:
+    """The rollout run of (policy, simulator, setting, task set), made on first use; a rerun
+    continues it, takes its latest config, adds its tags and, when given, its name."""
+    identity = {"policy": policy, "simulator": simulator, "setting": setting, "tasks": tasks}
+    insert_new(session, RolloutRun.__table__, [identity | {"tags": [], "config": {}, "created_at": utcnow()}])
+    run = session.exec(select(RolloutRun).where(*(getattr(RolloutRun, k) == v for k, v in identity.items()))).one()
+    if name and run.name != name:
+        holder = name_holder(session, name)
+        if holder is not None:
+            raise ValueError(f"the name {name!r} is taken by {holder}")
+        run.name = name
+    run.tags = list(dict.fromkeys([*(run.tags or []), *tags]))
+    run.config, run.updated_at = config, utcnow()
+    session.add(run)
+    session.flush()
+    return run
+
+
+def name_holder(session: Session, name: str) -> str | None:
+    """The reference (rollout:<id> or train:<id>) of the run called ``name``, if any."""
+    rollout = session.exec(select(RolloutRun.id).where(RolloutRun.name == name)).first()
+    if rollout is not None:
+        return f"rollout:{rollout}"
+    run = session.exec(select(TrainingRun.id).where(TrainingRun.name == name)).first()
+    return None if run is None else f"train:{run}"
+
+
+def rollout_runs(session: Session, *, tag: str | None = None, run_id: int | None = None) -> list[tuple[RolloutRun, dict]]:
+    """Rollout runs (every one, or one) with their trajectories' figures: counts by status, graded, successes, reward sum."""
+    figures: dict[int, dict] = defaultdict(lambda: {"pending": 0, "running": 0, "done": 0, "failed": 0, "graded": 0, "successes": 0, "reward_sum": 0.0})
+    query = select(
+        Trajectory.rollout_id, Trajectory.status, func.count(), func.count(Trajectory.graded_seq),
+        func.sum(case((Trajectory.success == true(), 1), else_=0)), func.sum(Trajectory.reward),
+    ).group_by(Trajectory.rollout_id, Trajectory.status)
+    if run_id is not None:
+        query = query.where(Trajectory.rollout_id == run_id)
+    for rollout_id, status, count, graded, successes, reward_sum in session.exec(query):
+        row = figures[rollout_id]
+        row[status] = row.get(status, 0) + count
+        row["graded"] += graded
+        row["successes"] += successes or 0
+        row["reward_sum"] += reward_sum or 0.0
+    runs = session.exec(select(RolloutRun).where(true() if run_id is None else RolloutRun.id == run_id).order_by(RolloutRun.id)).all()
+    return [(run, dict(figures[run.id])) for run in runs if tag is None or tag in (run.tags or [])]
+
+
+def rollout_run_names(session: Session) -> dict[int, str | None]:
+    return dict(session.exec(select(RolloutRun.id, RolloutRun.name)).all())
+
+
+def training_runs(session: Session, *, tag: str | None = None, run_id: int | None = None) -> list[tuple[TrainingRun, list[Checkpoint]]]:
+    """Training runs (every one, or one) with their checkpoints."""
+    checkpoints: dict[int, list[Checkpoint]] = defaultdict(list)
+    chosen = true() if run_id is None else Checkpoint.run_id == run_id
+    for checkpoint in session.exec(select(Checkpoint).where(chosen).order_by(Checkpoint.id)):
+        checkpoints[checkpoint.run_id].append(checkpoint)
+    runs = session.exec(select(TrainingRun).where(true() if run_id is None else TrainingRun.id == run_id).order_by(TrainingRun.id)).all()
+    return [(run, checkpoints[run.id]) for run in runs if tag is None or tag in (run.tags or [])]
+
+
+def evaluations(session: Session) -> list[Evaluation]:
+    return list(session.exec(select(Evaluation).order_by(Evaluation.id)))
+
+
+def training_steps(session: Session, run_id: int) -> list[TrainingStep]:
+    return list(session.exec(select(TrainingStep).where(TrainingStep.run_id == run_id).order_by(TrainingStep.step)))
+
+
+def add_training_steps(session: Session, run_id: int, rows: Sequence[tuple[int, int, dict]]) -> None:
+    """(step, epoch, values) rows of a run; a step already stored (a resumed write) is kept."""
+    insert_new(session, TrainingStep.__table__,
+               [{"run_id": run_id, "step": s, "epoch": e, "values": v, "created_at": utcnow()} for s, e, v in rows])
+
+
+def consumers_of_rollout(session: Session, rollout_id: int) -> list[int]:
+    """Training runs that trained on any trajectory of the rollout run."""
+    query = (
+        select(Lineage.run_id).distinct().join(Trajectory, Trajectory.id == Lineage.trajectory_id)
+        .where(Trajectory.rollout_id == rollout_id).order_by(Lineage.run_id)
+    )
+    return list(session.exec(query))
+
+
+def data_of_run(session: Session, run_id: int) -> list[tuple[int | None, int]]:
+    """(rollout run id, trajectories) the training run consumed, per rollout run."""
+    query = (
+        select(Trajectory.rollout_id, func.count(func.distinct(Lineage.trajectory_id)))
+        .join(Trajectory, Trajectory.id == Lineage.trajectory_id)
+        .where(Lineage.run_id == run_id).group_by(Trajectory.rollout_id).order_by(Trajectory.rollout_id)
+    )
+    return [tuple(row) for row in session.exec(query)]
+
+
+def rollouts_of(session: Session, trajectory_ids: Sequence[int]) -> list[tuple[int | None, str | None, int]]:
+    """(rollout run id, its name, how many) of these trajectories, per rollout run."""
+    counts: dict[int | None, int] = defaultdict(int)
+    for chunk in _chunks(sorted(set(trajectory_ids))):
+        for rollout_id, n in session.exec(select(Trajectory.rollout_id, func.count()).where(col(Trajectory.id).in_(chunk)).group_by(Trajectory.rollout_id)):
+            counts[rollout_id] += n
+    names = rollout_run_names(session)
+    return [(rid, names.get(rid), n) for rid, n in sorted(counts.items(), key=lambda item: item[0] or 0)]
+
+
+def users_of_checkpoints(session: Session, checkpoint_ids: Sequence[int]) -> list[str]:
+    """What would break without these checkpoints: rollout runs whose policy or best-of-N critic
+    they are, training runs that continued them, started from them or were scored by them."""
+    if not checkpoint_ids:
+        return []
+    refs = {f"ckpt:{i}" for i in checkpoint_ids}
+    users = []
+    for run in session.exec(select(RolloutRun).order_by(RolloutRun.id)):
+        critics = {part.split(":", 1)[1] for part in run.setting.split(",") if part.startswith("best-of-")}
+        if run.policy in refs or critics & refs:
+            users.append(f"rollout:{run.id}")
+    for run in session.exec(select(TrainingRun).order_by(TrainingRun.id)):
+        critic = (run.config or {}).get("critic_checkpoint_id")
+        if run.parent_checkpoint_id in checkpoint_ids or run.base_model in refs or critic in checkpoint_ids:
+            users.append(f"train:{run.id}")
+    return users
+
+
+def reusers_of_candidates(session: Session, run_id: int) -> list[int]:
+    """Other training runs that trained on SWEET candidates this run sampled (same sampling key)."""
+    query = (
+        select(SweetPair.run_id).distinct().join(SweetCandidate, SweetCandidate.id == SweetPair.chosen_id)
+        .where(SweetCandidate.run_id == run_id, SweetPair.run_id != run_id).order_by(SweetPair.run_id)
+    )
+    return list(session.exec(query))
+
+
+def delete_trajectories(session: Session, trajectory_ids: Sequence[int]) -> None:
+    """Trajectories with their turns, test results, critic scores and SWEET candidates of their turns."""
+    connection = session.connection()
+    for chunk in _chunks(list(trajectory_ids)):
+        turns = select(Turn.id).where(col(Turn.trajectory_id).in_(chunk)).scalar_subquery()
+        connection.execute(delete(SweetPair).where(col(SweetPair.turn_id).in_(turns)))
+        connection.execute(delete(SweetCandidate).where(col(SweetCandidate.turn_id).in_(turns)))
+        connection.execute(delete(CriticScore).where(col(CriticScore.turn_id).in_(turns)))
+        connection.execute(delete(Lineage).where(col(Lineage.trajectory_id).in_(chunk)))
+        connection.execute(delete(TestResult).where(col(TestResult.trajectory_id).in_(chunk)))
+        connection.execute(delete(Turn).where(col(Turn.trajectory_id).in_(chunk)))
+        connection.execute(delete(Trajectory).where(col(Trajectory.id).in_(chunk)))
+
+
+def rollout_trajectory_ids(session: Session, rollout_id: int, *, unfinished_only: bool = False) -> list[int]:
+    query = select(Trajectory.id).where(Trajectory.rollout_id == rollout_id)
+    if unfinished_only:
+        query = query.where(col(Trajectory.status).in_(("pending", "running", "failed")))
+    return list(session.exec(query))
+
+
+def delete_training_run(session: Session, run_id: int) -> None:
+    """A training run and everything only it made: steps, lineage, SWEET pairs and candidates,
+    its checkpoints' critic scores, its checkpoints."""
+    connection = session.connection()
+    checkpoints = select(Checkpoint.id).where(Checkpoint.run_id == run_id).scalar_subquery()
+    connection.execute(delete(TrainingStep).where(TrainingStep.run_id == run_id))
+    connection.execute(delete(Lineage).where(Lineage.run_id == run_id))
+    connection.execute(delete(SweetPair).where(SweetPair.run_id == run_id))
+    connection.execute(delete(SweetCandidate).where(SweetCandidate.run_id == run_id))
+    connection.execute(delete(CriticScore).where(col(CriticScore.checkpoint_id).in_(checkpoints)))
+    connection.execute(delete(Checkpoint).where(Checkpoint.run_id == run_id))
+    connection.execute(delete(TrainingRun).where(TrainingRun.id == run_id))

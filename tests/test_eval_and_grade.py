@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sqlmodel import select
 
-from colbench.eval import bootstrap, evaluate
+from colbench.eval import bootstrap, evaluate, pass_at_k, pass_hat_k
 from colbench.grading.regrade import regrade
 from colbench.grading.grader import Grader
 from colbench.official import import_trajectories
@@ -37,6 +37,18 @@ def test_bootstrap_interval_brackets_the_mean_and_is_reproducible():
     assert bootstrap([0.5] * 5).low == bootstrap([0.5] * 5).high == 0.5
 
 
+@pytest.mark.parametrize("n,c", [(5, 0), (5, 2), (6, 3), (4, 4), (7, 1)])
+def test_pass_at_k_and_pass_hat_k_equal_the_share_of_k_subsets(n, c):
+    """The closed forms against brute force: every way to pick k of the n samples."""
+    from itertools import combinations
+
+    outcomes = [True] * c + [False] * (n - c)
+    for k in range(1, n + 1):
+        subsets = list(combinations(outcomes, k))
+        assert pass_at_k(n, c, k) == pytest.approx(sum(any(s) for s in subsets) / len(subsets))
+        assert pass_hat_k(n, c, k) == pytest.approx(sum(all(s) for s in subsets) / len(subsets))
+
+
 def test_metrics_average_samples_per_task_then_tasks(db, tmp_path):
     # task 0: rewards 1.0 and 0.5; task 1: 0.0 and 1.0; task 2: 0.2 and 0.2
     _import(db, tmp_path, "a", [[1.0, 0.5], [0.0, 1.0], [0.2, 0.2]])
@@ -46,9 +58,10 @@ def test_metrics_average_samples_per_task_then_tasks(db, tmp_path):
     assert (a.n_tasks, a.n_trajectories) == (3, 6)
     assert a.reward.mean == pytest.approx(np.mean([0.75, 0.5, 0.2]))
     assert a.success.mean == pytest.approx(np.mean([0.5, 0.5, 0.0]))
-    # best-of-k: task 0 solved at k=1, task 1 only at k=2, task 2 never
-    assert a.best_of_k == {1: pytest.approx(1 / 3), 2: pytest.approx(2 / 3)}
-    assert b.success.mean == pytest.approx(1 / 3) and b.best_of_k == {1: pytest.approx(1 / 3)}
+    # pass@k over both samples whatever their order: tasks 0 and 1 have one success of two, task 2 none.
+    assert a.pass_at_k == {1: pytest.approx(1 / 3), 2: pytest.approx(2 / 3)}
+    assert a.pass_hat_k == {1: pytest.approx(1 / 3), 2: pytest.approx(0.0)}  # no task has both samples right
+    assert b.success.mean == pytest.approx(1 / 3) and b.pass_at_k == {1: pytest.approx(1 / 3)}
     with db.read() as session:
         assert {row.policy for row in session.exec(select(Evaluation))} == {"a", "b"}
 
@@ -108,6 +121,6 @@ def test_frontend_similarity_and_win_rate_ties_count_half(db, tmp_path):
     import_trajectories(db, write_jsonl(tmp_path / "b.jsonl", frontend_records([0.8, 0.6, 0.7])), policy="b", split="test")
     results = {r.policy: r for r in evaluate(db, "frontend", "test")}
     a, b = results["a"], results["b"]
-    assert a.metric == "official" and a.success is None and a.best_of_k == {}
+    assert a.metric == "official" and a.success is None and a.pass_at_k == {}
     assert a.reward.mean == pytest.approx(0.7)
     assert a.win_rate == {"b": pytest.approx(0.5)} and b.win_rate == {"a": pytest.approx(0.5)}  # win, loss, tie

@@ -13,7 +13,7 @@ from colbench.official import import_tasks, import_trajectories
 from colbench.store import queries
 from colbench.store.db import Database, StoreError
 from colbench.store.migrate import current_revision, head_revision, upgrade
-from colbench.store.models import Lineage, Task, Trajectory, TrainingRun, Turn
+from colbench.store.models import Lineage, RolloutRun, Task, Trajectory, TrainingRun, Turn
 from conftest import write_jsonl
 from officialdata import backend_task, trajectory
 
@@ -86,6 +86,19 @@ def test_upgrade_from_first_revision_keeps_data(db_url):
         assert traj.reward_metric == "tests"  # filled in by revision 0002 for old backend rewards
         (turn,) = queries.turns_of(session, 7)
         assert (turn.prompt, turn.logprob_sum) == ("the prompt", -3.5)
+        run = session.get(RolloutRun, traj.rollout_id)  # revision 0006: every trajectory joins a rollout run
+        assert (run.policy, run.simulator, run.setting, run.tasks, run.tags) == ("pol", "sim", "", "backend:train", [])
+
+
+def test_migrations_build_exactly_the_tables_in_models(db):
+    """Upgrading to head gives the schema models.py declares: no column, index, key or constraint differs."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+    from sqlmodel import SQLModel
+
+    with db.engine.connect() as connection:
+        differences = compare_metadata(MigrationContext.configure(connection), SQLModel.metadata)
+    assert differences == []
 
 
 def _write_turns(url: str, trajectory_id: int, worker: int, count: int, queue) -> None:

@@ -30,10 +30,15 @@ def normalized_model_ref(ref: str) -> str:
     return str(path.resolve()) if path.is_dir() else ref
 
 
+def run_label(db, kind: str, run_id: int) -> str:
+    """<kind>-<run id>-<store id[:8]>: a run's folders (checkpoint, tracker logs) are named by it."""
+    return f"{kind}-{run_id}-{db.store_id[:8]}"
+
+
 def checkpoint_folder(db, kind: str, run_id: int, out: str | None = None) -> Path:
     if out:
         return Path(out).expanduser().resolve()
-    return db.folder / "checkpoints" / f"{kind}-{run_id}-{db.store_id[:8]}"
+    return db.folder / "checkpoints" / run_label(db, kind, run_id)
 
 
 def check_artifact_root(db, out: str | None) -> None:
@@ -43,9 +48,19 @@ def check_artifact_root(db, out: str | None) -> None:
         db.folder
 
 
-def save_model(model, tokenizer, folder: Path) -> tuple[bool, str]:
+def check_name_free(db, name: str | None) -> None:
+    """Before a run starts: its --name must not be another run's."""
+    if name:
+        with db.read() as session:
+            holder = queries.name_holder(session, name)
+        if holder is not None:
+            raise ValueError(f"the name {name!r} is taken by {holder}")
+
+
+def save_model(model, tokenizer, folder: Path, card=None) -> tuple[bool, str]:
     """Write an adapter (peft model) or full weights and tokenizer, all or nothing: into a
-    temporary sibling folder, renamed to ``folder`` once complete. Returns (adapter, sha256)."""
+    temporary sibling folder, renamed to ``folder`` once complete. ``card(adapter)`` gives the
+    model card (README.md). Returns (adapter, sha256)."""
     from colbench.training.modeling import is_peft
 
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -61,6 +76,8 @@ def save_model(model, tokenizer, folder: Path) -> tuple[bool, str]:
         model.save_pretrained(partial)
         if not adapter:
             tokenizer.save_pretrained(partial)
+        if card is not None:
+            (partial / "README.md").write_text(card(adapter))
         digest = weights_digest(partial)
         if folder.exists():
             folder.rmdir()  # empty (checked above): rename needs it gone
@@ -71,12 +88,23 @@ def save_model(model, tokenizer, folder: Path) -> tuple[bool, str]:
     return adapter, digest
 
 
-def save_trained(accelerator, scorer, tokenizer, folder: Path) -> tuple[bool, str | None]:
+def save_trained(accelerator, scorer, tokenizer, folder: Path, card=None) -> tuple[bool, str | None]:
     """Save what a recipe trained (the main process writes; the others wait). Returns (adapter, sha256)."""
     accelerator.wait_for_everyone()
     if not accelerator.is_main_process:
         return True, None
-    return save_model(accelerator.unwrap_model(scorer).lm, tokenizer, folder)
+    return save_model(accelerator.unwrap_model(scorer).lm, tokenizer, folder, card)
+
+
+def card_maker(db, *, kind: str, run_id: int, name: str | None, base_model: str, config: dict, metrics: dict, trajectory_ids):
+    """``card(adapter)`` for save_model: the run's model card, naming the rollout runs its data came from."""
+    from colbench.training.card import model_card
+
+    with db.read() as session:
+        data = [(f"rollout:{rid}" + (f" ({rname})" if rname else "") if rid else "imported before runs", n)
+                for rid, rname, n in queries.rollouts_of(session, list(trajectory_ids))]
+    return lambda adapter: model_card(kind=kind, run_ref=f"train:{run_id}", name=name, base_model=base_model, adapter=adapter,
+                                      store_id=db.store_id, config=config, metrics=metrics, data=data)
 
 
 def parse_checkpoint_id(ref) -> int:
@@ -128,13 +156,14 @@ RUN_HEARTBEAT_S = 30.0
 RUN_STALE_AFTER_S = 600.0  # a run on another host that has not beaten for this long is failed
 
 
-def start_run(db, *, kind: str, base_model: str, parent_checkpoint_id: int | None, config: dict) -> int:
+def start_run(db, *, kind: str, base_model: str, parent_checkpoint_id: int | None, config: dict,
+              name: str | None = None, tags=()) -> int:
     """A training run's row, marked running with this process as its worker, before
     anything is trained (runs whose process is gone are marked failed first)."""
     with db.write() as session:
         queries.fail_stale_runs(session, run_is_gone)
         return queries.start_run(session, kind=kind, base_model=base_model, parent_checkpoint_id=parent_checkpoint_id,
-                                 config=config, worker=worker_id())
+                                 config=config, worker=worker_id(), name=name, tags=tags)
 
 
 def run_is_gone(run) -> bool:

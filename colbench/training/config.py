@@ -11,6 +11,7 @@ from typing import Iterable
 from colbench import protocol
 from colbench.errors import ColbenchError
 from colbench.options import check, help_of, option
+from colbench.runs import check_run_name
 from colbench.tasks.spec import FAMILIES, is_held_out
 
 LORA_LR = 2e-5
@@ -61,7 +62,12 @@ class TrainingConfig:
         "benchmarks/train_autocast.py), off elsewhere (GPU weights are bfloat16 already).",
         choices=AUTOCAST_MODES,
     )
+    report_to: str = option("none", "Also send the per-step figures (always stored: `colbench runs show`) to tensorboard or wandb, "
+                            "through accelerate's trackers, under <artefacts>/runs/<run>. wandb runs offline unless $WANDB_MODE says otherwise.",
+                            choices=("none", "tensorboard", "wandb"))
     out: str | None = option(None, "Checkpoint folder. Default: checkpoints/<kind>-<run id> beside the database.")
+    name: str | None = option(None, "Name the training run (unique in the store; no ':'), to find it with `colbench runs show NAME`.")
+    tags: list[str] = option([], "Tag the training run (repeat the flag); `colbench runs ls --tag` filters by it.", flags=("--tag",))
     policies: str | None = option(None, "Train only on trajectories of these policies: comma-separated names as stored (`colbench ls`), a trailing * matching a prefix (e.g. 'scripted:*' for scripted agents' demonstrations, or 'ckpt:12'). Default: every policy's.")
 
     def __post_init__(self):
@@ -69,6 +75,8 @@ class TrainingConfig:
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError("warmup_ratio must be in [0, 1)")
         self.adam_betas = tuple(self.adam_betas)
+        self.tags = list(self.tags)
+        check_run_name(self.name)
         check_out_folder(self.out)
 
     @property
@@ -98,7 +106,9 @@ class TrainingConfig:
         return None
 
     def to_json(self) -> dict:
-        return asdict(self) | {"learning_rate": self.learning_rate, "adam_betas": list(self.adam_betas)}
+        """The settings a run records (its name and tags are labels, kept apart)."""
+        settings = {k: v for k, v in asdict(self).items() if k not in ("name", "tags")}
+        return settings | {"learning_rate": self.learning_rate, "adam_betas": list(self.adam_betas)}
 
     @classmethod
     def help(cls) -> dict[str, str]:

@@ -30,7 +30,9 @@ from colbench.training import NothingToTrain
 from colbench.training import data as D
 from colbench.training import sequences as S
 from colbench.training.checkpoints import (
+    card_maker,
     check_artifact_root,
+    check_name_free,
     checkpoint_folder,
     fail_run,
     finish_run,
@@ -38,9 +40,11 @@ from colbench.training.checkpoints import (
     heartbeat,
     normalized_model_ref,
     resolve_base,
+    run_label,
     save_trained,
     start_run,
 )
+from colbench.training.steplog import StepLog
 from colbench.training.config import CriticConfig
 from colbench.training.losses import bradley_terry_loss, critic_scores
 from colbench.training.modeling import (
@@ -162,24 +166,29 @@ class CriticRecipe:
 
     # -------------------------------------------------- train
 
-    def train(self) -> None:
+    def train(self, steplog: StepLog | None = None) -> None:
         cfg, acc = self.config, self.accelerator
         device = acc.device
         step, started, tokens = 0, time.perf_counter(), 0
         for epoch in range(cfg.epochs):
-            losses, correct, seen = [], 0, 0
+            losses, correct, seen, micro = [], 0, 0, []
             for batch in self.loader:
                 pairs = [self.train_pairs[i] for i in batch]
                 with acc.accumulate(self.scorer):
                     chosen, rejected = self._pair_scores(self.scorer, pairs, device)
                     loss = bradley_terry_loss(chosen, rejected)
-                    optimizer_step(acc, self.scorer, self.optimizer, self.scheduler, loss, cfg.max_grad_norm)
+                    figures = optimizer_step(acc, self.scorer, self.optimizer, self.scheduler, loss, cfg.max_grad_norm)
                 losses.append(float(loss.detach()))
                 correct += int((chosen.detach() > rejected.detach()).sum())
                 seen += len(pairs)
                 tokens += sum(self.examples[i].tokens for p in pairs for i in {p.chosen, p.rejected})
+                margin = (chosen - rejected).detach()
+                micro.append({"loss": losses[-1], "pair_accuracy": float((margin > 0).float().mean()), "margin": float(margin.mean())})
                 if acc.sync_gradients:
                     step += 1
+                    if steplog is not None:
+                        steplog.record(step, epoch + 1, {k: sum(m[k] for m in micro) / len(micro) for k in micro[0]} | figures)
+                    micro = []
                     if self.on_progress and acc.is_main_process:
                         self.on_progress("train", step, self.total_steps, {"epoch": epoch + 1, "loss": losses[-1]})
             sums = summed_over_processes(acc, {"loss": sum(losses), "batches": len(losses), "correct": correct, "seen": seen})
@@ -221,8 +230,8 @@ class CriticRecipe:
 
     # -------------------------------------------------- save
 
-    def save(self, folder) -> tuple[bool, str | None]:
-        return save_trained(self.accelerator, self.scorer, self.tokenizer, folder)
+    def save(self, folder, card=None) -> tuple[bool, str | None]:
+        return save_trained(self.accelerator, self.scorer, self.tokenizer, folder, card)
 
 
 # ---------------------------------------------------------------- the entry point
@@ -280,6 +289,7 @@ def fit_critic(
         watermark = None if from_scratch else run.data_watermark
     base_model = base_model or "smollm2"
     check_artifact_root(db, config.out)
+    check_name_free(db, config.name)
 
     data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark, rule=config.pairs, policies=config.policy_list)
     if not data.pairs:
@@ -298,7 +308,8 @@ def fit_critic(
     run_id = None
     if main_process:
         settings = config.to_json() | {"from_scratch": from_scratch}
-        run_id = start_run(db, kind="critic", base_model=base_model, parent_checkpoint_id=parent[0].id if parent else None, config=settings)
+        run_id = start_run(db, kind="critic", base_model=base_model, parent_checkpoint_id=parent[0].id if parent else None, config=settings,
+                           name=config.name, tags=config.tags)
     if state.num_processes > 1:
         from accelerate.utils import broadcast_object_list
 
@@ -306,10 +317,13 @@ def fit_critic(
     with heartbeat(db, run_id if main_process else None):
         try:
             recipe.setup()
-            recipe.train()
+            steplog = StepLog(db, run_id if main_process else None, report_to=config.report_to,
+                              name=run_label(db, "critic", run_id), config=settings if main_process else None)
+            try:
+                recipe.train(steplog)
+            finally:
+                steplog.close()
             accuracy = recipe.evaluate()
-            folder = checkpoint_folder(db, "critic", run_id, config.out)
-            adapter, digest = recipe.save(folder)
             metrics = recipe.metrics | {
                 "pairs": len(data.pairs),
                 "train_pairs": len(recipe.train_pairs),
@@ -317,9 +331,15 @@ def fit_critic(
                 "pool_trajectories": data.pool_size,
                 "heldout_accuracy": accuracy,
             }
+            consumed = sorted({i for p in recipe.train_pairs for i in (p.chosen, p.rejected)})
+            card = None
+            if main_process:
+                card = card_maker(db, kind="critic", run_id=run_id, name=config.name, base_model=base_model, config=settings,
+                                  metrics=metrics, trajectory_ids=consumed)
+            folder = checkpoint_folder(db, "critic", run_id, config.out)
+            adapter, digest = recipe.save(folder, card)
             checkpoint_id = None
             if main_process:
-                consumed = sorted({i for p in recipe.train_pairs for i in (p.chosen, p.rejected)})
                 checkpoint_id = finish_run(
                     db, run_id, kind="critic", base_model=base_model, folder=folder, adapter=adapter, sha256=digest,
                     metrics=metrics, watermark=data.watermark, lineage=[(i, None) for i in consumed],

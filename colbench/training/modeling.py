@@ -204,11 +204,15 @@ def summed_over_processes(accelerator, values: dict[str, float]) -> dict[str, fl
     return dict(zip(keys, accelerator.reduce(local, reduction="sum").tolist()))
 
 
-def optimizer_step(accelerator, scorer, optimizer, scheduler, loss, max_grad_norm: float) -> None:
-    """Backward, then (on an accumulation boundary) clip to ``max_grad_norm`` (0: never), step, schedule, zero."""
+def optimizer_step(accelerator, scorer, optimizer, scheduler, loss, max_grad_norm: float) -> dict:
+    """Backward, then (on an accumulation boundary) clip to ``max_grad_norm`` (0: never), step, schedule, zero.
+    Returns the step's learning rate and, on a boundary, the gradients' global norm before clipping."""
     accelerator.backward(loss)
-    if accelerator.sync_gradients and max_grad_norm > 0:
-        accelerator.clip_grad_norm_(scorer.parameters(), max_grad_norm)
+    figures = {"lr": scheduler.get_last_lr()[0]}
+    if accelerator.sync_gradients:
+        norm = accelerator.clip_grad_norm_(scorer.parameters(), max_grad_norm if max_grad_norm > 0 else float("inf"))
+        figures["grad_norm"] = float(norm)
     optimizer.step()
     scheduler.step()
     optimizer.zero_grad()
+    return figures

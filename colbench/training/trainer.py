@@ -25,7 +25,9 @@ from colbench.training import NothingToTrain
 from colbench.training import data as D
 from colbench.training import sequences as S
 from colbench.training.checkpoints import (
+    card_maker,
     check_artifact_root,
+    check_name_free,
     checkpoint_folder,
     fail_run,
     finish_run,
@@ -33,10 +35,12 @@ from colbench.training.checkpoints import (
     heartbeat,
     normalized_model_ref,
     resolve_base,
+    run_label,
     save_trained,
     start_run,
 )
 from colbench.training.config import PolicyConfig
+from colbench.training.steplog import StepLog
 from colbench.training.losses import by_owner, policy_dpo_loss, sequence_logps, sft_loss
 from colbench.training.modeling import (
     TokenLogProbs,
@@ -189,7 +193,7 @@ class PolicyTrainer:
         loss, stats = policy_dpo_loss(logps, turns, owner, ref_chosen, ref_rejected, cfg.beta, cfg.nll_weight)
         return loss, stats, tokens
 
-    def train(self) -> None:
+    def train(self, steplog: StepLog | None = None) -> None:
         cfg, acc = self.config, self.accelerator
         step, tokens, started = 0, 0, time.perf_counter()
         for epoch in range(self.epochs):
@@ -197,11 +201,13 @@ class PolicyTrainer:
             for batch in self.loader:
                 with acc.accumulate(self.scorer):
                     loss, stats, n = self.step_loss(self.scorer, batch)
-                    optimizer_step(acc, self.scorer, self.optimizer, self.scheduler, loss, cfg.max_grad_norm)
+                    figures = optimizer_step(acc, self.scorer, self.optimizer, self.scheduler, loss, cfg.max_grad_norm)
                 history.append(stats)
                 tokens += n
                 if acc.sync_gradients:
                     step += 1
+                    if steplog is not None:
+                        steplog.record(step, epoch + 1, step_means(history, cfg.grad_accum) | figures)
                     if self.on_progress and acc.is_main_process:
                         self.on_progress("train", step, self.total_steps, {"epoch": epoch + 1, **stats})
             keys = sorted(history[0]) if history else []
@@ -223,9 +229,15 @@ class PolicyTrainer:
 
     # -------------------------------------------------- save
 
-    def save(self, folder: Path) -> tuple[bool, str | None]:
-        return save_trained(self.accelerator, self.scorer, self.tokenizer, folder)
+    def save(self, folder: Path, card=None) -> tuple[bool, str | None]:
+        return save_trained(self.accelerator, self.scorer, self.tokenizer, folder, card)
 
+
+
+def step_means(history: list[dict], grad_accum: int) -> dict:
+    """The loss's statistics over the micro-batches of the optimiser step just taken (the last ``grad_accum``)."""
+    recent = history[-grad_accum:]
+    return {k: sum(h[k] for h in recent) / len(recent) for k in recent[-1]}
 
 
 # ---------------------------------------------------------------- a run, start to finish
@@ -282,6 +294,7 @@ def train_policy(
     base_model = base_model or "smollm2"
     source = resolve_base(db, base_model)
     check_artifact_root(db, config.out)
+    check_name_free(db, config.name)
 
     from accelerate import PartialState
 
@@ -292,7 +305,8 @@ def train_policy(
     run_id = None
     if state.is_main_process:
         settings = run_settings(config, algo, critic) | {"from_scratch": from_scratch}
-        run_id = start_run(db, kind=f"policy:{algo}", base_model=base_model, parent_checkpoint_id=parent[0].id if parent else None, config=settings)
+        run_id = start_run(db, kind=f"policy:{algo}", base_model=base_model, parent_checkpoint_id=parent[0].id if parent else None, config=settings,
+                           name=config.name, tags=config.tags)
     if state.num_processes > 1:
         from accelerate.utils import broadcast_object_list
 
@@ -308,11 +322,20 @@ def train_policy(
             else:
                 items, extra, lineage = build(db, trainer, gathered, run_id)
             trainer.setup_training(items)
-            trainer.train()
-            folder = checkpoint_folder(db, "policy", run_id, config.out)
-            adapter, digest = trainer.save(folder)
+            steplog = StepLog(db, run_id if state.is_main_process else None, report_to=config.report_to,
+                              name=run_label(db, f"policy-{algo}", run_id), config=settings if state.is_main_process else None)
+            try:
+                trainer.train(steplog)
+            finally:
+                steplog.close()
             size = {"pairs": len(items)} if trainer.dpo else {"trajectories": len({it.source for it in items})}
             metrics = trainer.metrics | gathered.info | extra | size
+            card = None
+            if state.is_main_process:
+                card = card_maker(db, kind=f"policy:{algo}", run_id=run_id, name=config.name, base_model=base_model, config=settings,
+                                  metrics=metrics, trajectory_ids={trajectory for trajectory, _ in lineage})
+            folder = checkpoint_folder(db, "policy", run_id, config.out)
+            adapter, digest = trainer.save(folder, card)
             checkpoint_id = None
             if state.is_main_process:
                 checkpoint_id = finish_run(

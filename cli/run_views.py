@@ -1,0 +1,136 @@
+"""Rich renderers of runs (`colbench runs`), and the terminal sparkline of a training curve."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from colbench.cli.views import labelled
+from colbench.curves import curve_names
+
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float], width: int = 40) -> str:
+    """Values as a row of block characters, low to high; longer series are averaged into ``width`` buckets."""
+    values = [v for v in values if v is not None and v == v]
+    if not values:
+        return ""
+    if len(values) > width:
+        size = len(values) / width
+        values = [sum(chunk) / len(chunk) for chunk in (values[int(i * size): max(int((i + 1) * size), int(i * size) + 1)] for i in range(width))]
+    low, high = min(values), max(values)
+    span = high - low
+    return "".join(SPARKS[int((v - low) / span * (len(SPARKS) - 1)) if span else len(SPARKS) // 2] for v in values)
+
+
+def _percent(value: float | None) -> str:
+    return "" if value is None else f"{value:.1%}"
+
+
+def _when(value) -> str:
+    return str(value)[:16] if value else ""
+
+
+def _headline(row: dict) -> str:
+    """The figure that says how a run went."""
+    if row["kind"] == "rollout":
+        if not row["graded"]:
+            return ""
+        if row["tasks"].startswith("frontend"):
+            return f"similarity {row['mean_reward']:.3f} ({row['graded']} graded)"
+        return f"success {_percent(row['success_rate'])} ({row['graded']} graded)"
+    if row["kind"] == "train":
+        parts = []
+        if row.get("train_loss") is not None:
+            parts.append(f"loss {row['train_loss']:.4f}")
+        if row.get("heldout_accuracy") is not None:
+            parts.append(f"held-out acc. {row['heldout_accuracy']:.1%}")
+        return " · ".join(parts + row["checkpoints"])
+    if row.get("success") is not None:
+        return f"success {_percent(row['success'])} of {row['n_tasks']} tasks"
+    return f"{row.get('metric') or 'reward'} {row['reward']:.3f} of {row['n_tasks']} tasks" if row.get("reward") is not None else ""
+
+
+def _status(row: dict) -> Text:
+    if row["kind"] == "rollout":
+        counts = row["by_status"]
+        finished = counts["done"] + counts["failed"]
+        style = {"done": "green", "running": "yellow", "unfinished": "dim"}[row["status"]]
+        return Text(f"{row['status']} {finished}/{row['trajectories']}", style=style)
+    if row["kind"] == "train":
+        return Text(row["status"], style={"done": "green", "failed": "red", "running": "yellow"}.get(row["status"], ""))
+    return Text("")
+
+
+def _what(row: dict) -> str:
+    if row["kind"] == "train":
+        return f"{row['what']} ← {row['base_model']}"
+    simulator = "" if row["simulator"] in ("builtin", None) else f" · {row['simulator']}"
+    return labelled(row["policy"], row["setting"]) + simulator
+
+
+def runs_table(rows: list[dict]) -> Table:
+    table = Table(title=f"runs ({len(rows)})", title_justify="left")
+    for name in ("run", "name", "tags", "what", "tasks", "status", "result", "created"):
+        table.add_column(name, overflow="fold", no_wrap=name in ("run", "status", "created"))
+    for row in rows:
+        table.add_row(
+            row["ref"], escape(row["name"] or ""), escape(", ".join(row["tags"])), escape(_what(row)),
+            row.get("tasks", ""), _status(row), escape(_headline(row)), _when(row["created_at"]),
+        )
+    return table
+
+
+def run_title(run: dict) -> str:
+    return run["ref"] + (f" ({run['name']})" if run.get("name") else "") + f": {_what(run)}"
+
+
+def run_view(run: dict) -> Group:
+    parts: list[Any] = [Text(run_title(run), style="bold")]
+    facts = {"status": _status(run).plain or None, "tags": ", ".join(run["tags"]) or None, "tasks": run.get("tasks"),
+             "result": _headline(run) or None, "created": _when(run.get("created_at"))}
+    if run["kind"] == "train":
+        facts |= {"finished": _when(run.get("finished_at")), "continued from": run.get("parent"), "error": run.get("error")}
+    if run["kind"] == "rollout":
+        facts |= {"trajectories": ", ".join(f"{n} {s}" for s, n in run["by_status"].items() if n), "trained": ", ".join(run["trained"]) or None}
+    for key, value in facts.items():
+        if value:
+            parts.append(Text.assemble((f"{key}: ", "dim"), str(value)))
+    if run.get("data"):
+        parts.append(Text("trained on:", style="bold"))
+        for item in run["data"]:
+            name = f" ({item['name']})" if item.get("name") else ""
+            parts.append(Text(f"  {item['trajectories']} trajectories of {item['rollout']}{name}"))
+    for ref, path in (run.get("checkpoint_paths") or {}).items():
+        parts.append(Text.assemble((f"{ref}: ", "dim"), path))
+    steps = run.get("steps") or []
+    if steps:
+        curves = Table(title=f"per step ({len(steps)} steps)", title_justify="left", box=None)
+        for name in ("figure", "first", "last", "min", "max", "curve"):
+            curves.add_column(name, justify="right" if name in ("first", "last", "min", "max") else "left")
+        for name in curve_names(steps):
+            values = [s[name] for s in steps if isinstance(s.get(name), (int, float))]
+            if values:
+                curves.add_row(name, f"{values[0]:.4g}", f"{values[-1]:.4g}", f"{min(values):.4g}", f"{max(values):.4g}", sparkline(values))
+        parts.append(curves)
+    config = run.get("config") or {}
+    if config:
+        settings = Table(title="settings", title_justify="left", box=None, show_header=False)
+        settings.add_column(style="dim")
+        settings.add_column(overflow="fold")
+        for key, value in config.items():
+            settings.add_row(key, escape(str(value)))
+        parts.append(settings)
+    return Group(*parts)
+
+
+def removal_text(removal) -> str:
+    if removal.ref.startswith("rollout:"):
+        return f"{removal.ref} ({removal.trajectories} trajectories)"
+    if removal.ref.startswith("train:"):
+        return f"{removal.ref}" + (f" and {', '.join(removal.checkpoints)}" if removal.checkpoints else "")
+    return removal.ref

@@ -1,0 +1,76 @@
+"""`colbench compare`: the paired test, the bootstrap interval and the run-to-run noise, checked
+against brute force and simulation, and end to end on scripted agents' rollouts."""
+from __future__ import annotations
+
+import json
+from itertools import product
+
+import numpy as np
+import pytest
+
+from colbench.compare import Side, compare, sign_flip_p_value
+
+LITE = ["--tasks", "backend-lite:test", "--limit", "30", "-k", "3", "--sandbox", "bwrap"]
+
+
+def test_the_exact_sign_flip_test_is_the_share_of_flips_at_least_as_extreme():
+    diff = np.array([0.5, 1.0, -0.25, 0.0, 0.75])
+    brute = np.mean([abs((np.array(s) * diff).mean()) >= abs(diff.mean()) - 1e-12 for s in product((1, -1), repeat=diff.size)])
+    assert sign_flip_p_value(diff, np.random.default_rng(0)) == (pytest.approx(brute), True)
+    assert sign_flip_p_value(np.ones(6), np.random.default_rng(0))[0] == pytest.approx(2 / 64)  # all up, or all down
+    many, exact = sign_flip_p_value(np.ones(40), np.random.default_rng(0))
+    assert not exact and 0 < many < 1e-3  # the random test counts the observed flip: never exactly 0
+
+
+def test_run_to_run_noise_matches_the_spread_of_repeated_runs():
+    """Two runs of the same policies on fixed tasks differ by sampling alone; the noise estimated from
+    one pair of runs' repeated samples must match the spread seen over many such pairs."""
+    rng = np.random.default_rng(1)
+    chance = rng.uniform(0.1, 0.9, size=50)  # each task's true success rate
+    samples = 4
+
+    def run() -> Side:
+        return Side("x", "backend:test", {t: list((rng.random(samples) < p).astype(float)) for t, p in enumerate(chance)})
+
+    outcomes = [compare(run(), run(), "success") for _ in range(400)]
+    observed_sd = np.std([c.difference.mean for c in outcomes])
+    estimated_sd = np.mean([c.noise_sd for c in outcomes])
+    assert estimated_sd == pytest.approx(observed_sd, rel=0.12)
+    assert np.mean([c.exceeds_noise for c in outcomes]) < 0.1  # ~5% false alarms at 1.96 sd
+    assert np.mean([c.p_value < 0.05 for c in outcomes]) < 0.1
+
+
+def test_compare_tells_a_real_difference_from_noise(sqlite_url, capsys, monkeypatch):
+    from colbench.cli import app, common
+
+    monkeypatch.delenv("COLBENCH_DB", raising=False)
+
+    def colbench(*args):
+        common.state._db = None
+        with pytest.raises(SystemExit) as exit_info:
+            app.main(["--db", sqlite_url, *args])
+        out, err = capsys.readouterr()
+        assert exit_info.value.code == 0, err
+        return json.loads(out) if "--json" in args else out
+
+    colbench("rollout", "--engine", "scripted:mixed@0.5", *LITE, "--name", "mixed")
+    colbench("rollout", "--engine", "scripted:mixed@0.5", *LITE, "--seed", "7")
+    colbench("rollout", "--engine", "scripted:expert", *LITE, "--name", "expert")
+
+    real = colbench("compare", "mixed", "expert", "--json")
+    assert real["n_tasks"] == 30 and real["mean_b"] == 1.0 and real["difference"]["low"] > 0.3
+    assert real["p_value"] < 1e-3 and real["exceeds_noise"] is True and real["lost"] == [] and len(real["gained"]) > 0
+    noise = colbench("compare", "mixed", "scripted:mixed@0.5", "--tasks", "backend-lite:test", "--setting", "seed=7", "--json")
+    assert noise["b"] == "scripted:mixed@0.5 [seed=7]" and noise["mean_a"] != noise["mean_b"]  # other samples...
+    assert noise["exceeds_noise"] is False and noise["p_value"] > 0.05  # ...of the same policy: within the noise
+    assert noise["difference"]["low"] < 0 < noise["difference"]["high"]
+    swapped = colbench("compare", "expert", "mixed", "--json")
+    assert swapped["difference"]["mean"] == pytest.approx(-real["difference"]["mean"]) and swapped["lost"] == real["gained"]
+
+    text = colbench("compare", "mixed", "expert")
+    assert "B − A" in text and "exceeds it" in text and "rollout:3 (expert)" in text
+    common.state._db = None
+    with pytest.raises(SystemExit) as exit_info:
+        app.main(["--db", sqlite_url, "compare", "mixed", "nosuch-policy", "--tasks", "backend-lite:test"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1 and "nosuch-policy has no graded trajectories" in err
