@@ -69,10 +69,35 @@ def _stop_on_sigterm(signum, frame) -> None:
     raise KeyboardInterrupt  # a scheduler's or a container's stop: clean up as after Ctrl-C
 
 
+ROOT_OPTIONS = ("--db", "--artifacts")
+
+
+def hoist_root_options(argv: list[str]) -> list[str]:
+    """``colbench ls --db x.db`` means ``colbench --db x.db ls``: the store's options are the root's,
+    but people put them after the command; move them to the front (no command has its own)."""
+    front: list[str] = []
+    rest: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--":
+            rest += [arg, *args]
+            break
+        name = arg.split("=", 1)[0]
+        if name in ROOT_OPTIONS:
+            value = [] if "=" in arg else [next(args, None)]
+            if None in value:
+                common.fail(f"{arg} needs a value (see colbench --help)", code=2)
+            front += [arg, *value]
+        else:
+            rest.append(arg)
+    return front + rest
+
+
 def main(argv: list[str] | None = None) -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _stop_on_sigterm)
     command = typer.main.get_command(app)
+    argv = hoist_root_options(sys.argv[1:] if argv is None else list(argv))
     try:
         code = command.main(args=argv, prog_name="colbench", standalone_mode=False)
         if code == 130:  # Typer turns Ctrl-C into an exit code of 130 (no command returns it)

@@ -118,13 +118,22 @@ def _figures(figures: dict) -> str:
     parts = []
     if figures.get("loss") is not None:
         parts.append(f"loss {figures['loss']:.4f}")
+    if figures.get("turns") is not None:
+        parts.append(f"{figures['turns']} turns")
     if figures.get("turns_per_s") is not None:
         parts.append(f"{figures['turns_per_s']:.2f} turns/s")
+    if figures.get("tokens_per_s") is not None:
+        parts.append(f"{figures['tokens_per_s']:.1f} tok/s")
     if figures.get("accepted") is not None:
         parts.append(f"{figures['accepted']} accepted")
     if figures.get("graded"):
-        success = figures.get("success")
-        parts.append(f"success {success:.0%} of {figures['graded']}" if success is not None else f"{figures['graded']} graded")
+        success, similarity = figures.get("success"), figures.get("similarity")
+        if similarity is not None:
+            parts.append(f"similarity {similarity:.3f} of {figures['graded']}")
+        elif success is not None:
+            parts.append(f"success {success:.0%} of {figures['graded']}")
+        else:
+            parts.append(f"{figures['graded']} graded")
     return "  ".join(parts)
 
 

@@ -12,7 +12,8 @@ def evaluate(
     policy: list[str] = typer.Option(None, "--policy", help="Only these policies (repeat the flag). Default: every policy with graded trajectories."),
     simulator: str = typer.Option(None, "--simulator", help="Only trajectories with this simulator."),
     setting: str = typer.Option(None, "--setting", help="Only rollouts made with this setting (as shown in brackets after the policy; '' for the protocol's defaults)."),
-    k: int = typer.Option(None, "--max-k", "--k", min=1, help="Report pass@k and pass^k up to this k (default: the fewest samples any task has)."),
+    k: int = typer.Option(None, "--max-k", min=1, help="Report pass@k and pass^k up to this k (default: the fewest samples any task has)."),
+    old_k: int = typer.Option(None, "--k", hidden=True, min=1),
     grading: str = typer.Option(None, "--grading", help="Backend: only grades made under this grading (official or strict). Default: every grading, each in its own rows."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -25,6 +26,7 @@ def evaluate(
     from colbench.wiring import parse_task_selector
 
     family, split = parse_task_selector(tasks)
+    k = old_k or k  # --k: the name this flag had (beside rollout's -k, which means samples per task)
     results = run_eval(state.db(), family, split, policies=policy or None, simulator=simulator, setting=setting, max_k=k, grading=grading)
     if as_json:
         print_json([as_dict(r) for r in results])

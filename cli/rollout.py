@@ -40,13 +40,16 @@ def grade(
     policy: str = typer.Option(None, "--policy", help="Only this policy's trajectories."),
     ungraded_only: bool = typer.Option(False, "--ungraded", help="Only trajectories with no grade yet."),
     sandbox: str = typer.Option("auto", "--sandbox", help="auto, docker, bwrap, or none (unsafe)."),
-    workers: int = typer.Option(2, "--workers", min=1),
+    workers: int = typer.Option(2, "--grade-workers", min=1, help="Sandboxed grading workers (as rollout's)."),
+    old_workers: int = typer.Option(None, "--workers", hidden=True, min=1),
     grading: str = typer.Option(DEFAULT_GRADING, "--grading", help="Grading semantics. " + GRADING_HELP),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Re-grade stored backend answers in the sandbox (e.g. after importing official trajectories, or under another --grading)."""
     from colbench.grading.grader import Grader
     from colbench.grading.regrade import regrade
+
+    workers = old_workers or workers  # --workers: the name this flag had before it matched rollout's
 
     with Grader(sandbox=sandbox, workers=workers, grading=grading) as grader, reporting("grading", enabled=not as_json) as on_progress:
         summary = regrade(state.db(), grader, policy=policy, ungraded_only=ungraded_only, on_progress=on_progress)

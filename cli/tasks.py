@@ -123,7 +123,8 @@ def tasks_generate(
     n: int = typer.Option(None, "--n", min=1, help="Stop once N tasks are accepted. Default: one try per passage."),
     sandbox: SandboxChoice = typer.Option(SandboxChoice.auto, "--sandbox", help="Where candidates run: auto, docker, bwrap, or none (unsafe)."),
     temperature: float = typer.Option(0.7, "--temperature"),
-    max_tokens: int = typer.Option(2048, "--max-tokens", help="Most new tokens per candidate."),
+    max_tokens: int = typer.Option(2048, "--max-new-tokens", min=1, help="Most new tokens per candidate."),
+    old_max_tokens: int = typer.Option(None, "--max-tokens", hidden=True, min=1),
     batch_size: int = typer.Option(8, "--batch-size", min=1, help="Passages sent to the model at once."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable summary."),
 ) -> None:
@@ -134,6 +135,8 @@ def tasks_generate(
     """
     from colbench.engines import make_engine
     from colbench.tasks.generate import generate_tasks, parse_endpoint, read_passages
+
+    max_tokens = old_max_tokens or max_tokens  # --max-tokens: the name this flag had before it matched rollout's
 
     if (endpoint is None) == (model is None):
         raise typer.BadParameter("give --endpoint URL#MODEL or --model REF")

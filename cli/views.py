@@ -162,17 +162,18 @@ def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple
     items: list[Any] = [Panel(header, title="colbench inspect", border_style="blue")]
 
     agent_turn = 0
+    answering = max((t.index for t in turns if t.role == "assistant"), default=None) if trajectory.answer is not None else None
     for turn in turns:
         if turn.role == "assistant":
             agent_turn += 1
-            title = f"[bold cyan]agent[/] · turn {agent_turn}"
+            title = f"[bold cyan]agent[/] · turn {agent_turn}" + (" · [bold magenta]graded answer[/]" if turn.index == answering else "")
             details = []
             if turn.completion_tokens:
                 details.append(f"{turn.completion_tokens} tokens")
             if turn.logprob_mean is not None:
                 details.append(f"mean log-prob {turn.logprob_mean:.3f}")
             if turn.latency_s is not None:
-                details.append(f"{turn.latency_s:.2f}s")
+                details.append(f"latency {turn.latency_s:.2f}s")
             for checkpoint_id, score in scores.get(turn.id, []):
                 details.append(f"[{_score_style(score)}]critic ckpt:{checkpoint_id} {score:+.4f}[/]")
             if turn.screenshot:
@@ -187,7 +188,16 @@ def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple
                 subtitle = f"[red]{escape(turn.error)}[/]"
             items.append(Panel(Text(turn.content), title=title, subtitle=subtitle, title_align="left", subtitle_align="right", border_style="green"))
 
-    if tests:
+    if trajectory.answer is not None:
+        language = "python" if task.family == "backend" else "html"
+        verdict = "" if trajectory.success is None else (" · success" if trajectory.success else " · not solved")
+        graded = f"reward {_reward(trajectory.reward)} ({trajectory.reward_metric}){verdict}" if trajectory.reward is not None else "not graded yet"
+        items.append(Panel(Syntax(trajectory.answer, language, theme="ansi_dark", word_wrap=True), title="[bold magenta]graded answer[/]",
+                           subtitle=escape(graded), title_align="left", subtitle_align="right", border_style="magenta"))
+    shared_error = _shared_error(tests)
+    if shared_error is not None:
+        items.append(Text(f"all {len(tests)} tests failed the same way: {shared_error}", style="red"))
+    elif tests:
         table = Table(title="test results", title_justify="left")
         for name in ("test", "call", "expected", "actual", "result", "time"):
             table.add_column(name, overflow="fold")
@@ -208,6 +218,14 @@ def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple
     else:
         items.append(Text("(hidden reference not shown; pass --reveal to see it)", style="dim"))
     return Group(*items)
+
+
+def _shared_error(tests) -> str | None:
+    """The one error every test failed with (an answer that does not compile, a missing function), if so."""
+    errors = {result.error for result in tests}
+    if len(tests) > 1 and len(errors) == 1 and None not in errors and not any(result.passed for result in tests):
+        return errors.pop()
+    return None
 
 
 def trajectory_json(trajectory, task, turns, tests, scores, *, reveal: bool) -> dict[str, Any]:

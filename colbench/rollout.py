@@ -124,9 +124,19 @@ class RolloutStats:
     generated_tokens: int = 0
     started: float = field(default_factory=time.perf_counter)
 
+    reward_sum: float = 0.0  # of graded trajectories: tests passed, or page similarity
+
     @property
     def turns_per_s(self) -> float:
         return self.agent_turns / max(time.perf_counter() - self.started, 1e-9)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.generated_tokens / max(time.perf_counter() - self.started, 1e-9)
+
+    @property
+    def mean_reward(self) -> float | None:
+        return self.reward_sum / self.graded if self.graded else None
 
     @property
     def success_rate(self) -> float | None:
@@ -135,7 +145,8 @@ class RolloutStats:
     def as_dict(self) -> dict:
         data = asdict(self)
         data.pop("started")
-        data.update(elapsed_s=round(time.perf_counter() - self.started, 3), turns_per_s=round(self.turns_per_s, 3), success_rate=self.success_rate)
+        data.update(elapsed_s=round(time.perf_counter() - self.started, 3), turns_per_s=round(self.turns_per_s, 3),
+                    tokens_per_s=round(self.tokens_per_s, 1), success_rate=self.success_rate, mean_reward=self.mean_reward)
         return data
 
 
@@ -180,7 +191,12 @@ class Rollout:
 
     def on_progress(self) -> None:
         s = self.stats
-        figures = {"turns_per_s": s.turns_per_s, "success": s.success_rate, "graded": s.graded, "no_replies": s.no_replies}
+        figures = {"turns": s.agent_turns, "turns_per_s": s.turns_per_s, "tokens_per_s": s.tokens_per_s, "graded": s.graded,
+                   "no_replies": s.no_replies}
+        if self.env.family == "frontend":  # a page is not solved or not: its similarity to the reference is the figure
+            figures["similarity"] = s.mean_reward
+        else:
+            figures["success"] = s.success_rate
         self._progress("rollout", s.already_done + s.finished, s.total, figures)
 
     # ------------------------------------------------------------ setup
@@ -413,6 +429,7 @@ class Rollout:
         await self.writer.call(write)  # graded only once stored: the count below means it
         self.stats.graded += 1
         self.stats.successes += bool(grade.success)
+        self.stats.reward_sum += grade.reward or 0.0
         self.on_progress()
 
 

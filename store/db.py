@@ -34,7 +34,11 @@ SQLITE_BUSY_TIMEOUT_MS = 60_000
 
 
 def database_url(explicit: str | None = None) -> str:
-    return explicit or os.environ.get("COLBENCH_DB") or DEFAULT_URL
+    """The store's SQLAlchemy URL; a plain file path (``runs.db``, ``~/x/colbench.db``) is a SQLite file."""
+    url = explicit or os.environ.get("COLBENCH_DB") or DEFAULT_URL
+    if "://" not in url:
+        return f"sqlite:///{Path(url).expanduser().resolve()}"
+    return url
 
 
 def _tune_sqlite(engine: Engine, read_only: bool = False) -> None:

@@ -119,12 +119,25 @@ def test_inspect_shows_turns_scores_tests_and_hides_the_reference(stocked):
     assert "critic ckpt:1 +0.4321" in out
     assert "test results" in out and "f(1)" in out and "pass" in out
     assert "return round(base" in out  # the agent's answer, as code
+    assert "agent · turn 2 · graded answer" in out and "graded answer" in out.split("test results")[0].rsplit("human", 1)[-1]
+    assert "reward 1.000 (tests) · success" in out or "reward 0.250 (tests) · not solved" in out
     assert "hidden reference" not in out.replace("hidden reference not shown", "")
     revealed = run("inspect", str(first["id"]), "--reveal", db_url=stocked).stdout
     assert "hidden reference" in revealed and "def shipping_cost_0" in revealed
     as_json = json.loads(run("inspect", str(first["id"]), "--json", db_url=stocked).stdout)
     assert "ground_truth" not in as_json and as_json["turns"][1]["critic_scores"] == {"ckpt:1": 0.4321}
     assert [t["passed"] for t in as_json["tests"]] == [False, True]
+
+
+def test_inspect_says_once_why_every_test_failed(stocked):
+    first = json.loads(run("ls", "--json", db_url=stocked).stdout)[-1]
+    with Database(stocked).write() as session:
+        for i in range(10):
+            session.add(TestResult(trajectory_id=first["id"], name=f"test{i}", call=f"f({i})", expected="int:1", passed=False,
+                                   error="SyntaxError: invalid syntax (line 3)"))
+    out = run("inspect", str(first["id"]), db_url=stocked).stdout
+    assert "all 10 tests failed the same way: SyntaxError: invalid syntax (line 3)" in out
+    assert out.count("SyntaxError") == 1 and "test results" not in out
 
 
 def test_inspect_unknown_id(stocked):
@@ -245,3 +258,32 @@ def test_training_refused_before_its_run_is_recorded(stocked):
         assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
     with Database(stocked).read() as session:
         assert session.exec(select(TrainingRun)).all() == []
+
+
+def test_the_store_options_go_anywhere_and_a_file_path_is_a_sqlite_store(tmp_path):
+    """`colbench ls --db runs.db` as people type it: after the command, and a plain path."""
+    records = [trajectory(backend_task(i), turns=2, reward=1.0) for i in range(2)]
+    path = write_jsonl(tmp_path / "offline.jsonl", records)
+    (tmp_path / "stores").mkdir()
+    imported = run("trajectories", "import", str(path), "--policy", "llama", "--db", "stores/runs.db", cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    assert (tmp_path / "stores" / "runs.db").is_file() and not (tmp_path / "colbench.db").exists()
+    listed = run("ls", "--json", f"--db={tmp_path / 'stores' / 'runs.db'}")
+    assert listed.returncode == 0, listed.stderr
+    assert {row["policy"] for row in json.loads(listed.stdout)} == {"llama"}
+    assert_one_line_error(run("ls", "--db", cwd=tmp_path), "--db needs a value")
+
+
+def test_renamed_flags_keep_their_old_names_hidden(stocked):
+    """grade --grade-workers, eval --max-k and tasks generate --max-new-tokens match rollout's names;
+    the old names still work and are gone from --help."""
+    new, old = run("eval", "--tasks", "backend:train", "--max-k", "1", "--json", db_url=stocked), run("eval", "--tasks", "backend:train", "--k", "1", "--json", db_url=stocked)
+    assert new.returncode == old.returncode == 0, new.stderr + old.stderr
+    assert json.loads(new.stdout)[0]["pass_at_k"] == json.loads(old.stdout)[0]["pass_at_k"] == {"1": 0.5}
+    helps = {cmd: run(*cmd.split(), "--help").stdout for cmd in ("grade", "eval", "tasks generate")}
+    assert "--grade-workers" in helps["grade"] and "--workers" not in helps["grade"]
+    assert "--max-k" in helps["eval"] and "--k " not in helps["eval"]
+    assert "--max-new-tokens" in helps["tasks generate"] and "--max-tokens" not in helps["tasks generate"]
+    for flag in ("--workers", "--grade-workers"):
+        graded = run("grade", flag, "1", "--sandbox", "bwrap", "--json", db_url=stocked)
+        assert graded.returncode == 0 and json.loads(graded.stdout)["graded"] == 4, graded.stderr

@@ -68,8 +68,15 @@ def test_frontend_rollout_renders_each_turn_and_scores_the_final_page(sqlite_url
     tasks = bakery_and_clinic(db, tmp_path)
     openai_server.set_responder(served_designer)
     env = FrontendEnv(renderer, make_similarity(None), ScreenshotStore(tmp_path / "screenshots"))
-    stats = Rollout(db, OpenAIEngine("designer", openai_server.base_url), FrontendBuiltinSimulator(), env, RolloutConfig()).run(tasks)
+    progress = []
+    stats = Rollout(db, OpenAIEngine("designer", openai_server.base_url), FrontendBuiltinSimulator(), env, RolloutConfig(),
+                    on_progress=lambda *report: progress.append(report)).run(tasks)
     assert stats.graded == 2 and stats.no_replies == 0
+    # The bar moves with every turn (not only when a whole page is graded) and reports similarity, not success.
+    stage, done, total, figures = progress[-1]
+    assert (done, total, figures["turns"], figures["graded"]) == (2, 2, 4, 2) and figures["tokens_per_s"] > 0
+    assert figures["similarity"] == pytest.approx(1.0) and "success" not in figures
+    assert progress[0][1] == 0 and progress[0][3]["turns"] >= 1 and progress[0][3]["graded"] == 0
 
     with db.read() as session:
         for trajectory in session.exec(select(Trajectory)):
