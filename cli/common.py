@@ -55,7 +55,9 @@ def main_process() -> bool:
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)  # user text is never markup
     sys.exit(code)
 
 
@@ -167,7 +169,9 @@ def print_import(summary, as_json: bool, what: str) -> None:
     """One line on an import (or its summary as JSON); a warning on stderr when the file held
     no records at all (a wrong or truncated file, most likely)."""
     if summary.records == 0:
-        err_console.print(f"[bold yellow]warning:[/] {summary.path} holds no records: nothing to import", highlight=False, soft_wrap=True)
+        from rich.markup import escape
+
+        err_console.print(f"[bold yellow]warning:[/] {escape(str(summary.path))} holds no records: nothing to import", highlight=False, soft_wrap=True)
     if as_json:
         print_json(summary.__dict__)
         return

@@ -4,7 +4,7 @@ from __future__ import annotations
 import typer
 
 from colbench.cli import views
-from colbench.cli.common import console, print_json, state
+from colbench.cli.common import console, fail, print_json, state
 
 
 def evaluate(
@@ -32,11 +32,27 @@ def evaluate(
         print_json([as_dict(r) for r in results])
         return
     if not results:
-        console.print(f"no graded {family} trajectories on the {split} split")
-        raise typer.Exit(1)
+        fail(_nothing_matched(family, split, policy, simulator, setting, grading))
     console.print(views.eval_table(results, family, split))
     for line in views.eval_notes(results, family):
         console.print(line)
+
+
+def _nothing_matched(family: str, split: str, policies, simulator, setting, grading) -> str:
+    """Why nothing was evaluated, naming what is there to evaluate instead."""
+    from colbench.cli.views import labelled
+    from colbench.store import queries
+
+    with state.db().read() as session:
+        groups = queries.graded_groups(session)
+    here = [(policy, how, n) for fam, spl, policy, how, n in groups if (fam, spl) == (family, split)]
+    asked = ", ".join(f"{name} {value!r}" for name, value in (("--policy", policies and " ".join(policies)), ("--simulator", simulator),
+                                                              ("--setting", setting), ("--grading", grading)) if value is not None)
+    message = f"no graded trajectories on {family}:{split}" + (f" match {asked}" if asked else "")
+    if here:
+        return message + "; graded there: " + ", ".join(f"{labelled(policy, how)} ({n})" for policy, how, n in here[:12]) + (" …" if len(here) > 12 else "")
+    elsewhere = sorted({f"{fam}:{spl}" for fam, spl, *_ in groups})
+    return message + ("; graded trajectories are on " + ", ".join(elsewhere) + " (--tasks)" if elsewhere else "; nothing is graded yet (colbench rollout)")
 
 
 def register(app: typer.Typer) -> None:

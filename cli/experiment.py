@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import typer
+from rich.text import Text
 from colbench.cli import views
 from colbench.cli.common import console, err_console, print_json, reporting, state
 from colbench.cli.options import flags_from
@@ -22,7 +23,7 @@ class _RichReporter:
 
     def stage(self, text: str) -> None:
         if not self.quiet:
-            err_console.print(f"[bold]{text}[/]", highlight=False)
+            err_console.print(Text(text, style="bold"), highlight=False)
 
     def progress(self, description: str):
         return reporting(description, enabled=not self.quiet)

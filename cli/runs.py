@@ -95,9 +95,9 @@ def rm(
     if as_json:
         print_json(done.as_dict())
         return
-    console.print(f"removed {views.removal_text(done)}", highlight=False)
+    console.print(f"removed {views.removal_text(done)}", highlight=False, markup=False)
     for folder in done.kept_folders:
-        err_console.print(f"kept {folder}: it is outside the store's checkpoint folder (an --out folder); delete it yourself", highlight=False)
+        err_console.print(f"kept {folder}: it is outside the store's checkpoint folder (an --out folder); delete it yourself", highlight=False, markup=False)
 
 
 def register(root: typer.Typer) -> None:

@@ -757,6 +757,17 @@ def graded_outcomes(
     return [tuple(row) for row in session.exec(query)]
 
 
+def graded_groups(session: Session) -> list[tuple[str, str, str, str, int]]:
+    """(family, split, policy, setting, trajectories) of every graded group: what an empty filter could have named."""
+    query = (
+        select(Task.family, Task.split, Trajectory.policy, Trajectory.setting, func.count())
+        .join(Task, Task.id == Trajectory.task_id).where(col(Trajectory.graded_seq).is_not(None))
+        .group_by(Task.family, Task.split, Trajectory.policy, Trajectory.setting)
+        .order_by(Task.family, Task.split, Trajectory.policy, Trajectory.setting)
+    )
+    return [tuple(row) for row in session.exec(query)]
+
+
 def add_evaluations(session: Session, rows: Iterable[dict]) -> None:
     session.add_all(Evaluation(**row) for row in rows)
 

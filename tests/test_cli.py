@@ -287,3 +287,13 @@ def test_renamed_flags_keep_their_old_names_hidden(stocked):
     for flag in ("--workers", "--grade-workers"):
         graded = run("grade", flag, "1", "--sandbox", "bwrap", "--json", db_url=stocked)
         assert graded.returncode == 0 and json.loads(graded.stdout)["graded"] == 4, graded.stderr
+
+
+def test_an_empty_eval_names_what_there_is_to_evaluate(stocked):
+    from colbench.store.models import Trajectory
+
+    with Database(stocked).write() as session:  # one trajectory as if rolled out again with another seed
+        session.get(Trajectory, 1).setting = "seed=5"
+    assert_one_line_error(run("eval", "--tasks", "backend:train", "--policy", "nosuch", db_url=stocked),
+                          "no graded trajectories on backend:train match --policy 'nosuch'", "llama (3)", "llama [seed=5] (1)")
+    assert_one_line_error(run("eval", db_url=stocked), "no graded trajectories on backend:test", "are on backend:train (--tasks)")
