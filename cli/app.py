@@ -16,7 +16,7 @@ import click
 import typer
 
 from colbench.cli.common import INTERRUPTED
-from colbench.cli import common, compare, critic, db, evaluate, experiment, inspect, launch, policy, rollout, runs, sandbox, tasks, trajectories
+from colbench.cli import common, compare, critic, db, evaluate, experiment, inspect, launch, policy, rollout, runs, sandbox, tasks, trajectories, view
 
 
 app = typer.Typer(
@@ -56,6 +56,7 @@ evaluate.register(app)
 launch.register(app)
 runs.register(app)
 compare.register(app)
+view.register(app)
 
 
 # Typer 0.29 ships its own copy of click; older releases use click itself. Either way
