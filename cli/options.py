@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 import typing
 from dataclasses import fields
+from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -39,10 +42,25 @@ def flags_from(config_cls, *, into: str | None = None, prefix: str = "", exclude
             if key + f.name in taken:
                 raise TypeError(f"{command.__name__} declares --{key + f.name} itself and through {config_cls.__name__}")
             generated.append(_parameter(f, hints[f.name], key + f.name, prefix, defaults))
+        # The first (innermost) layer declares --config; stacked layers read the same file, each its own section.
+        declares_file = CONFIG_FILE not in taken
+        if declares_file:
+            generated += [
+                inspect.Parameter(CONFIG_FILE, inspect.Parameter.KEYWORD_ONLY, annotation=Path, default=typer.Option(
+                    None, "--config", help="A YAML file of settings: the flags' names (with _ or -), prefixed ones "
+                    "(--critic-*, --policy-*) in a section of that name (critic:, policy:). Flags typed on the command line win.")),
+                inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context),
+            ]
+        section = prefix.rstrip("-") or None
 
         @functools.wraps(command)
         def run(**values):
             settings = {f.name: values.pop(key + f.name) for f in chosen}
+            path, context = (values.pop(CONFIG_FILE), values.pop(CONTEXT)) if declares_file else (values[CONFIG_FILE], values[CONTEXT])
+            if path is not None:
+                given = {f.name: _given(context, key + f.name) for f in chosen}
+                from_file = read_settings(path, section, {f.name: hints[f.name] for f in chosen})
+                settings |= {name: value for name, value in from_file.items() if not given[name]}
             if defaults is not None:
                 settings = {f.name: getattr(defaults, f.name) for f in fields(config_cls) if f.init} | settings
             return command(**{target: config_cls(**settings)}, **values)
@@ -54,6 +72,65 @@ def flags_from(config_cls, *, into: str | None = None, prefix: str = "", exclude
         return run
 
     return decorate
+
+
+CONFIG_FILE, CONTEXT = "config_file", "config_context"
+
+
+def _given(context, name: str) -> bool:
+    """Was the flag typed on the command line (or set through its environment variable)?"""
+    source = context.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def read_settings(path: Path, section: str | None, types: dict[str, Any]) -> dict[str, Any]:
+    """A config file's settings for one config (its top level, or one section), typed like the fields."""
+    import yaml
+
+    try:
+        document = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ValueError(f"--config {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise ValueError(f"--config {path}{where}: not YAML ({getattr(exc, 'problem', None) or exc})") from None
+    if not isinstance(document, dict):
+        raise ValueError(f"--config {path}: expected a mapping of settings, got {type(document).__name__}")
+    values = document.get(section, {}) if section else document
+    if not isinstance(values, dict):
+        raise ValueError(f"--config {path}: {section}: expected a mapping of settings")
+    settings = {}
+    for name, value in values.items():
+        field_name = str(name).replace("-", "_")
+        if field_name not in types:
+            if section is None and isinstance(value, dict):
+                continue  # a section of a stacked config (critic:, policy:), read by its own layer
+            where = f"{section}." if section else ""
+            raise ValueError(f"--config {path}: unknown setting {where}{name} (see --help for the flags)")
+        settings[field_name] = _typed(value, types[field_name], f"--config {path}: {name}")
+    return settings
+
+
+def _typed(value, annotation, where: str):
+    """YAML's value as the field's type: 1e-4 is a float, not text; a list for a tuple or list field."""
+    if value is None:
+        return None
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):  # X | None: X
+        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+    kind = typing.get_origin(annotation) or annotation
+    try:
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise ValueError
+            return value
+        if kind in (int, float):
+            return kind(value)
+        if kind in (list, tuple):
+            return kind(value if isinstance(value, (list, tuple)) else [value])
+        return str(value) if kind is str else value
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: expected {getattr(kind, '__name__', kind)}, got {value!r}") from None
 
 
 def _parameter(f, annotation, name: str, prefix: str, defaults) -> inspect.Parameter:

@@ -72,3 +72,42 @@ def test_commands_offer_every_field_of_their_config(command, config_path):
     flags = set(re.findall(r"--[a-z0-9-]+", output))
     missing = [f.name for f in fields(config) if f.init and f.name not in ("critic", "policy") and f"--{f.name.replace('_', '-')}" not in flags]
     assert missing == []
+
+
+def test_a_config_file_fills_the_same_configs_and_typed_flags_win(tmp_path):
+    (tmp_path / "run.yaml").write_text(
+        "epochs: 7\nrate: 1e-4\nkind: b\nbetas: [0.5, 0.6]\nsecond:\n  epochs: 3\n  fast: true\n"
+    )
+    record: list = []
+    runner = CliRunner()
+    result = runner.invoke(toy_app(record), ["--config", str(tmp_path / "run.yaml"), "--kind", "a", "--second-epochs", "5"])
+    assert result.exit_code == 0, result.output
+    first, second, _ = record[0]
+    assert first == Toy(epochs=7, rate=1e-4, kind="a", betas=(0.5, 0.6))  # 1e-4 read as a number; --kind typed: wins
+    assert second == Toy(epochs=5, fast=True)  # its own section, its typed flag winning too
+    for text, why in (("epochs: 0\n", "epochs must be at least 1"), ("speed: 2\n", "unknown setting speed"),
+                      ("epochs: many\n", "epochs: expected int"), ("fast: 1\n", "fast: expected bool"), ("[1, 2\n", "not YAML")):
+        (tmp_path / "bad.yaml").write_text(text)
+        failed = runner.invoke(toy_app(record), ["--config", str(tmp_path / "bad.yaml")])
+        assert failed.exit_code != 0 and why in str(failed.exception or failed.output), (text, failed.output)
+
+
+def test_rollout_reads_a_config_file_into_its_config(tmp_path, sqlite_url, capsys, monkeypatch):
+    import json
+
+    from colbench.cli import app, common
+
+    monkeypatch.delenv("COLBENCH_DB", raising=False)
+    (tmp_path / "rollout.yaml").write_text(
+        "engine: scripted:expert\ntasks: backend-lite:test\nlimit: 3\nsamples-per-task: 2\nsandbox: bwrap\nname: from-file\ntags: [yaml]\n"
+    )
+    common.state._db = None
+    with pytest.raises(SystemExit) as done:
+        app.main(["--db", sqlite_url, "rollout", "--config", str(tmp_path / "rollout.yaml"), "--limit", "2", "--json"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and json.loads(out)["total"] == 4  # 2 tasks (typed) x 2 samples (file)
+    common.state._db = None
+    with pytest.raises(SystemExit):
+        app.main(["--db", sqlite_url, "runs", "show", "from-file", "--json"])
+    run = json.loads(capsys.readouterr().out)
+    assert run["tags"] == ["yaml"] and run["config"]["engine"] == "scripted:expert" and run["config"]["limit"] == 2
