@@ -139,6 +139,12 @@ def test_inspect_shows_page_paths_and_writes_side_by_side(sqlite_url, tmp_path, 
 
     with Image.open(out) as pair:
         assert pair.width > 2 * 1280 - 100  # agent and reference side by side
+    strip = tmp_path / "strip.png"
+    result = subprocess.run(cli[:-2] + ["--side-by-side", str(strip), "--filmstrip"], capture_output=True, text=True,
+                            env=dict(os.environ, COLBENCH_DB=sqlite_url), timeout=300)
+    assert result.returncode == 0, result.stderr
+    with Image.open(strip) as frames:
+        assert frames.width == 3 * 480 + 2 * 16  # the agent's two pages, then the reference
 
 
 def test_critic_trains_on_frontend_pairs_a_tenth_apart(sqlite_url, tmp_path, tiny_model_dir):

@@ -241,17 +241,33 @@ def test_screenshot_store_is_content_addressed(tmp_path):
     assert other != digest and len(list((tmp_path / "shots").rglob("*.png"))) == 2
 
 
-def test_side_by_side_puts_agent_left_and_reference_right():
-    left = Image.new("RGB", (100, 50), (255, 0, 0))
-    right = Image.new("RGB", (80, 120), (0, 0, 255))
-    pngs = []
-    for im in (left, right):
-        buf = io.BytesIO()
-        im.save(buf, "PNG")
-        pngs.append(buf.getvalue())
-    joined = image(side_by_side(*pngs, gap=10))
-    assert joined.size == (190, 24 + 120)
-    assert joined.getpixel((50, 40)) == (255, 0, 0) and joined.getpixel((150, 100)) == (0, 0, 255)
+def _png(color, size) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", size, color).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def test_side_by_side_puts_agent_left_and_reference_right_under_a_title():
+    joined = image(side_by_side(_png((255, 0, 0), (100, 50)), _png((0, 0, 255), (80, 120)), gap=10, title="task 7 · ssim-edges 0.812"))
+    top = joined.height - 120  # title and label bands above the pages
+    assert joined.width == 190 and top > 40
+    assert joined.getpixel((50, top + 10)) == (255, 0, 0) and joined.getpixel((150, top + 100)) == (0, 0, 255)
+    untitled = image(side_by_side(_png((255, 0, 0), (100, 50)), _png((0, 0, 255), (80, 120)), gap=10))
+    assert untitled.height < joined.height  # the title takes its own band
+    band = np.asarray(joined.crop((0, 0, joined.width, top - 30)))
+    assert (band.min(axis=2) > 200).sum() > 20  # and is written in it (light text on the grey ground)
+
+
+def test_a_missing_page_is_a_placeholder_not_a_black_image():
+    from colbench.render.pictures import contact_sheet
+
+    sheet = image(contact_sheet([("turn 1", None), ("turn 2", black_png(640, 400)), ("reference", _png((0, 0, 255), (640, 400)))],
+                                frame_width=320, gap=0))
+    assert sheet.width == 960
+    placeholder = np.asarray(sheet.crop((0, sheet.height - 150, 320, sheet.height - 50)))
+    black = np.asarray(sheet.crop((320, sheet.height - 150, 640, sheet.height - 50)))
+    assert placeholder.mean() > 180 and black.max() == 0  # light grey with text, not the black render
+    assert len(np.unique(placeholder.reshape(-1, 3), axis=0)) > 2  # it says something
 
 
 def test_purged_stylesheet_renders_exactly_like_the_full_one(renderer):

@@ -1,4 +1,4 @@
-"""Content-addressed screenshot files and the side-by-side picture ``colbench inspect`` writes.
+"""Content-addressed screenshot files.
 
 A screenshot is stored once, named by the SHA-256 of its PNG bytes, under a two-letter
 fan-out folder (``<folder>/ab/abcdef....png``) so no folder grows past a few thousand
@@ -44,25 +44,3 @@ class ScreenshotStore:
 
     def __contains__(self, sha256: str) -> bool:
         return self.path_for(sha256).is_file()
-
-
-def side_by_side(left_png: bytes, right_png: bytes, *, gap: int = 16,
-                 labels: tuple[str, str] | None = ("agent", "reference")) -> bytes:
-    """One PNG: ``left`` | ``right`` (agent | reference), top-aligned on a grey ground."""
-    from PIL import Image, ImageDraw
-
-    left = Image.open(io.BytesIO(left_png)).convert("RGB")
-    right = Image.open(io.BytesIO(right_png)).convert("RGB")
-    band = 24 if labels else 0
-    width = left.width + gap + right.width
-    height = band + max(left.height, right.height)
-    canvas = Image.new("RGB", (width, height), (128, 128, 128))
-    canvas.paste(left, (0, band))
-    canvas.paste(right, (left.width + gap, band))
-    if labels:
-        draw = ImageDraw.Draw(canvas)
-        draw.text((8, 6), labels[0], fill=(255, 255, 255))
-        draw.text((left.width + gap + 8, 6), labels[1], fill=(255, 255, 255))
-    buf = io.BytesIO()
-    canvas.save(buf, format="PNG")
-    return buf.getvalue()
