@@ -46,17 +46,18 @@ def fit(
 
 @app.command("score")
 def score(
-    critic: str = typer.Option(..., "--critic", help="The critic checkpoint: ckpt:<id>."),
+    critic: str = typer.Option(..., "--critic", help="The critic checkpoint: ckpt:<id>, or ckpt:<its run's name>."),
     policy: str = typer.Option(None, "--policy", help="Only trajectories of this policy."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the newest N trajectories."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Write the critic's per-turn advantage A(o_t,a_t,c) for stored trajectories (see `colbench inspect`)."""
+    from colbench.runs import checkpoint_ref
     from colbench.training.scoring import score_turns
 
     with reporting("scoring", enabled=not as_json) as on_progress:
-        summary = score_turns(state.db(), critic, policy=policy, limit=limit, device=device, on_progress=on_progress)
+        summary = score_turns(state.db(), checkpoint_ref(state.db(), critic), policy=policy, limit=limit, device=device, on_progress=on_progress)
     if as_json:
         print_json(summary)
         return
@@ -68,7 +69,7 @@ def score(
 
 @app.command("eval")
 def evaluate(
-    critic: str = typer.Option(..., "--critic", help="The critic checkpoint: ckpt:<id>."),
+    critic: str = typer.Option(..., "--critic", help="The critic checkpoint: ckpt:<id>, or ckpt:<its run's name>."),
     tasks: str = typer.Option("backend-lite:test", "--tasks", help="Whose graded trajectories to judge, as rollout's --tasks (held-out tasks: never the critic's training split)."),
     policies: str = typer.Option(None, "--policies", help="Only trajectories of these policies (comma-separated, a trailing * matches a prefix, e.g. scripted:*)."),
     pairs: str = typer.Option(None, "--pairs", help="Pair rule for the accuracy: correct or margin (default: the family's, as in training)."),
@@ -78,11 +79,12 @@ def evaluate(
 ) -> None:
     """How well the critic ranks held-out trajectories (pair accuracy) and credits the turns that
     obtained a hidden fact (backend-lite: rank correlation and within-dialogue AUC)."""
+    from colbench.runs import checkpoint_ref
     from colbench.training.critic_eval import evaluate_critic
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
     with reporting("critic eval", enabled=not as_json) as on_progress:
-        result = evaluate_critic(state.db(), critic, tasks=tasks, policies=chosen, rule=pairs, limit=limit, device=device, on_progress=on_progress)
+        result = evaluate_critic(state.db(), checkpoint_ref(state.db(), critic), tasks=tasks, policies=chosen, rule=pairs, limit=limit, device=device, on_progress=on_progress)
     if as_json:
         print_json(result.as_dict())
         return

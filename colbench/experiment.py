@@ -206,6 +206,9 @@ class Reporter:
 
 class BackendExperiment:
     def __init__(self, db: Database, config: ExperimentConfig, reporter: Reporter | None = None):
+        from colbench.runs import checkpoint_ref
+
+        config = replace(config, model=checkpoint_ref(db, config.model))  # ckpt:<run name>: the id, stored and matched
         self.db, self.config, self.report = db, config, reporter or Reporter()
         self.simulator_ref: str | None = None  # set by the first rollout
 

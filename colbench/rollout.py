@@ -510,8 +510,11 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
     """Roll a policy out as ``config`` says: tasks, engine, simulated human, grader, critic
     for best-of-N; everything is stored, and a rerun finishes what is missing. The one way
     in for `colbench rollout` and the experiment."""
+    from colbench.runs import checkpoint_ref
     from colbench.wiring import build_engine, build_env, build_simulator, parse_task_selector, select_tasks
 
+    # ckpt:<run name> → ckpt:<id>: a rollout is stored under the id (names can be removed, ids cannot).
+    config = replace(config, model=checkpoint_ref(db, config.model), rerank_critic=checkpoint_ref(db, config.rerank_critic))
     family, _ = parse_task_selector(config.tasks)
     chosen = select_tasks(db, config.tasks, config.limit, offset=config.offset)
     env, close_env = build_env(db, family, sandbox=config.sandbox, workers=config.grade_workers, clip=config.clip, grading=config.grading)

@@ -109,6 +109,12 @@ def test_training_runs_record_steps_report_to_tensorboard_and_write_a_model_card
     code, _, err = colbench("critic", "fit", "--model", str(tiny_model_dir), *FIT, "--name", "mixed")
     assert code == 1 and "taken by rollout:1" in err
 
+    # A trained run's name stands for its checkpoint wherever one is taken; the store keeps the id.
+    scored = ok(colbench("critic", "score", "--critic", "ckpt:critic-a", "--limit", "2", "--device", "cpu", "--json"))
+    assert scored["checkpoint_id"] == checkpoint.id
+    code, _, err = colbench("rollout", "--model", "ckpt:nosuch", *LITE)
+    assert code == 1 and "ckpt:nosuch: no checkpoint has that id, and no trained run that name" in err
+
 
 def test_wandb_runs_offline_into_the_store_folder(colbench, sqlite_url, tiny_model_dir, monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)

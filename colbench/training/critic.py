@@ -272,8 +272,11 @@ def fit_critic(
     Which pairs: see :func:`colbench.training.data.read_pairs`. Raises
     :class:`NothingToTrain` (no run is written) when there are none.
     """
+    from colbench.runs import checkpoint_ref
+
     config = config or CriticConfig()
-    base_model = normalized_model_ref(base_model) if base_model else None
+    base_model = normalized_model_ref(checkpoint_ref(db, base_model)) if base_model else None
+    parent_checkpoint = checkpoint_ref(db, parent_checkpoint)
     if parent_checkpoint == "latest":
         parent_checkpoint = None if from_scratch else latest_critic(db, base_model, config)
     parent = None

@@ -29,7 +29,10 @@ def fit_policy(
     """
     if algo not in RECIPES:
         raise ValueError(f"algo must be one of {', '.join(ALGOS)}; got {algo!r}")
-    run = dict(base_model=base_model, parent_checkpoint=parent_checkpoint, on_progress=on_progress, from_scratch=from_scratch)
+    from colbench.runs import checkpoint_ref
+
+    run = dict(base_model=checkpoint_ref(db, base_model), parent_checkpoint=checkpoint_ref(db, parent_checkpoint), on_progress=on_progress,
+               from_scratch=from_scratch)
     if algo == "sweet":
-        return sweet.fit(db, config, critic_checkpoint=critic_checkpoint, **run)
+        return sweet.fit(db, config, critic_checkpoint=checkpoint_ref(db, critic_checkpoint), **run)
     return RECIPES[algo](db, config, **run)
