@@ -46,7 +46,7 @@ def tasks_ls(
     if as_json:
         print_json([views.task_summary(t) for t in shown])
         return
-    console.print(views.tasks_table(shown, total))
+    console.print(views.tasks_table(shown, total, width=console.width))
 
 
 class SandboxChoice(str, Enum):

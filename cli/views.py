@@ -46,12 +46,14 @@ def task_summary(task) -> dict[str, Any]:
     }
 
 
-def tasks_table(tasks, total: int) -> Table:
+def tasks_table(tasks, total: int, width: int = 200) -> Table:
     table = Table(title=f"tasks ({len(tasks)} of {total})", title_justify="left")
     for name in ("id", "family", "split", "source", "tests", "description"):
         table.add_column(name, justify="right" if name in ("id", "tests") else "left", no_wrap=name != "description")
-    for task in tasks:
-        table.add_row(str(task.id), task.family, task.split, task.source, str(len(task.test_cases or {})), _short(task.problem_description))
+    room = max(40, width - 16 - max((len(t.source) + len(t.split) + len(t.family) for t in tasks), default=0))
+    for task in tasks:  # the description gets the width the terminal (or a file's 200 columns) has left
+        table.add_row(str(task.id), task.family, task.split, Text(task.source), str(len(task.test_cases or {})),
+                      Text(_short(task.problem_description, room)))
     return table
 
 
@@ -446,25 +448,34 @@ def study_markdown(payload: dict) -> str:
 
 
 def eval_table(results, family: str, split: str) -> Table:
-    """Policies side by side (`colbench eval`): backend % tests and success with CIs, frontend similarity and win rates."""
-    table = Table(title=f"{family}:{split}", title_justify="left")
+    """Policies side by side (`colbench eval`): backend % tests and success with CIs, pass@k and pass^k;
+    frontend similarity and win rates. A column every row agrees on (one simulator, one grading) goes
+    into the title, so that the intervals keep their lines on a 100-column terminal."""
+    same = {name: {getattr(r, name) for r in results} for name in ("simulator", "grading")}
+    shared = [f"{name} {next(iter(values))}" for name, values in same.items() if len(values) == 1 and next(iter(values))]
+    table = Table(title=" · ".join([f"{family}:{split}"] + shared), title_justify="left")
+    columns = ["policy"] + [name for name in ("simulator", "grading") if len(same[name]) > 1] + ["tasks", "traj."]
+    columns += ["sim. fail."] if any(r.simulator_failures for r in results) else []  # a column of zeros says nothing
     if family == "backend":
-        headers = ("policy", "simulator", "grading", "tasks", "trajectories", "sim. failures", "% tests passed (95% CI)", "success (95% CI)", "pass@k", "pass^k")
+        columns += ["% tests passed (95% CI)", "success (95% CI)", "pass@k", "pass^k"]
     else:
-        headers = ("policy", "simulator", "tasks", "trajectories", "sim. failures", "similarity (95% CI)", "metric", "win rate vs")
-    for name in headers:
-        table.add_column(name, justify="left" if name in ("policy", "simulator", "grading", "metric", "win rate vs") else "right")
+        columns += ["similarity (95% CI)", "metric", "win rate vs"]
+    for name in columns:
+        interval = "CI" in name  # an interval is never broken across lines; names and lists wrap
+        table.add_column(name, justify="left" if name in ("policy", "simulator", "grading", "metric", "win rate vs") else "right",
+                         no_wrap=interval, overflow="fold", min_width=None if interval else min(len(name), 8))
     for r in results:
-        counts = (Text(r.label), Text(r.simulator)) + ((r.grading or "–",) if family == "backend" else ()) + (str(r.n_tasks), str(r.n_trajectories), str(r.simulator_failures))
-        reward = f"{r.reward.mean:.1%} [{r.reward.low:.1%}, {r.reward.high:.1%}]"
+        cells = {"policy": Text(r.label), "simulator": Text(r.simulator), "grading": r.grading or "–", "tasks": str(r.n_tasks),
+                 "traj.": str(r.n_trajectories), "sim. fail.": str(r.simulator_failures)}
         if family == "backend":
-            success = f"{r.success.mean:.1%} [{r.success.low:.1%}, {r.success.high:.1%}]"
-            at_k = "  ".join(f"@{k} {v:.1%}" for k, v in r.pass_at_k.items() if k > 1)
-            hat_k = "  ".join(f"^{k} {v:.1%}" for k, v in r.pass_hat_k.items() if k > 1)
-            table.add_row(*counts, reward, success, at_k, hat_k)
+            cells |= {"% tests passed (95% CI)": f"{r.reward.mean:.1%} [{r.reward.low:.1%}, {r.reward.high:.1%}]",
+                      "success (95% CI)": f"{r.success.mean:.1%} [{r.success.low:.1%}, {r.success.high:.1%}]",
+                      "pass@k": "  ".join(f"@{k} {v:.1%}" for k, v in r.pass_at_k.items() if k > 1),
+                      "pass^k": "  ".join(f"^{k} {v:.1%}" for k, v in r.pass_hat_k.items() if k > 1)}
         else:
-            wins = Text("  ".join(f"{other} {rate:.1%}" for other, rate in r.win_rate.items()))
-            table.add_row(*counts, f"{r.reward.mean:.3f} [{r.reward.low:.3f}, {r.reward.high:.3f}]", r.metric, wins)
+            cells |= {"similarity (95% CI)": f"{r.reward.mean:.3f} [{r.reward.low:.3f}, {r.reward.high:.3f}]", "metric": r.metric,
+                      "win rate vs": Text("  ".join(f"{other} {rate:.1%}" for other, rate in r.win_rate.items()))}
+        table.add_row(*(cells[name] for name in columns))
     return table
 
 

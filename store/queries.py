@@ -768,8 +768,24 @@ def graded_groups(session: Session) -> list[tuple[str, str, str, str, int]]:
     return [tuple(row) for row in session.exec(query)]
 
 
-def add_evaluations(session: Session, rows: Iterable[dict]) -> None:
-    session.add_all(Evaluation(**row) for row in rows)
+def add_evaluations(session: Session, rows: Iterable[dict]) -> int:
+    """Record evaluations; one that repeats the newest of its policy, task set and simulator figure for
+    figure (the same `eval` run again on the same data) is not written twice. Returns how many were written."""
+    def kind(metrics: dict) -> tuple:  # a row of `eval`: one setting, metric and grading of the policy
+        return tuple((metrics or {}).get(k) for k in ("setting", "metric", "grading"))
+
+    written = 0
+    for row in rows:
+        earlier = session.exec(
+            select(Evaluation).where(Evaluation.policy == row["policy"], Evaluation.family == row["family"],
+                                     Evaluation.split == row["split"], Evaluation.simulator == row["simulator"])
+            .order_by(col(Evaluation.id).desc())
+        )
+        newest = next((e for e in earlier if kind(e.metrics) == kind(row["metrics"])), None)
+        if newest is None or newest.metrics != row["metrics"] or newest.n_trajectories != row["n_trajectories"]:
+            session.add(Evaluation(**row))
+            written += 1
+    return written
 
 
 def trajectory_with_task(session: Session, trajectory_id: int) -> tuple[Trajectory, Task] | None:

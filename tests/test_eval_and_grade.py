@@ -64,6 +64,14 @@ def test_metrics_average_samples_per_task_then_tasks(db, tmp_path):
     assert b.success.mean == pytest.approx(1 / 3) and b.pass_at_k == {1: pytest.approx(1 / 3)}
     with db.read() as session:
         assert {row.policy for row in session.exec(select(Evaluation))} == {"a", "b"}
+    evaluate(db, "backend", "test")  # the same figures again: nothing new to record
+    _import(db, tmp_path, "b2", [[1.0]])
+    with db.write() as session:  # b's data changes (a second sample of its first task): its row changes, a's does not
+        added = session.exec(select(Trajectory).where(Trajectory.policy == "b2")).one()
+        added.policy, added.sample_index = "b", 1
+    evaluate(db, "backend", "test")
+    with db.read() as session:
+        assert sorted(row.policy for row in session.exec(select(Evaluation))) == ["a", "b", "b"]
 
 
 def test_rollouts_made_with_different_settings_are_separate_rows(db, tmp_path):
