@@ -200,3 +200,18 @@ def test_default_similarity_ranks_real_renders_sensibly(renders):
     assert score["same"] == pytest.approx(1.0)
     assert 1.0 > score["green_button"] > score["white_header"] > score["no_cta"] > score["stacked"] > 0.3
     assert sim.score(ref, buf.getvalue()) < 0.05 and sim.score(ref, black_png()) < 0.05
+
+
+def test_builtin_does_not_send_the_same_message_twice(renders):
+    """The agent shows the same wrong page again: the human moves on, or says it still stands."""
+    first = builtin_reply(renders, "no_cta")
+    dialogue = [{"role": "user", "content": "Build my bakery site."}, {"role": "assistant", "content": "OUTPUT: ..."},
+                {"role": "user", "content": first}, {"role": "assistant", "content": "OUTPUT: ..."}]
+    [again] = FrontendBuiltinSimulator().reply([frontend_request(TASK, dialogue, renders["no_cta"], renders["reference"])])
+    assert again.text and again.text != first and len(again.text) <= REPLY_LIMIT["frontend"]
+    assert again.text.startswith("That is still as I described") or not any(p in again.text for p in first.split(". ")[1:] if p)
+
+
+def test_a_navigation_bar_reads_as_words_not_glued_text(renders):
+    nav = next(s for s in renders["reference"].dom_summary["sections"] if "Home" in s["text"])
+    assert "Home Menu Contact" in nav["text"]  # the links are written without spaces between them

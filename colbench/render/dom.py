@@ -57,6 +57,17 @@ DOM_SUMMARY_JS = r"""
     return [255, 255, 255];
   };
   const clean = (t) => (t || "").replace(/\s+/g, " ").trim();
+  // A section's visible text with a space between text nodes: innerText glues inline
+  // siblings written without whitespace (<a>Home</a><a>Menu</a> reads "HomeMenu").
+  const spacedText = (root) => {
+    const parts = [];
+    const nodes = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let n = nodes.nextNode(); n; n = nodes.nextNode()) {
+      const parent = n.parentElement;
+      if (parent && !["SCRIPT", "STYLE", "NOSCRIPT", "TEMPLATE"].includes(parent.tagName) && visible(parent)) parts.push(n.textContent);
+    }
+    return clean(parts.join(" "));
+  };
   const body = document.body;
   if (!body) return null;
   const doc = document.documentElement;
@@ -115,7 +126,7 @@ DOM_SUMMARY_JS = r"""
     result.sections.push({
       tag: s.tagName.toLowerCase(), name: clean(name).slice(0, 80), box: box(s),
       background: effectiveBg(s), color: rgb(st.color), columns: columnsOf(s),
-      text: clean(s.innerText).slice(0, 300), headings,
+      text: spacedText(s).slice(0, 300), headings,
     });
   }
   const sectionOf = (el) => {

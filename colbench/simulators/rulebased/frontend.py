@@ -350,6 +350,12 @@ def compose(points: list[Point], budget: int = REPLY_BUDGET) -> str:
     return " ".join([intro] + [p.text for p in chosen])
 
 
+def _last_reply(dialogue) -> str | None:
+    """The human's previous reply (not the task description), if any."""
+    replies = [m["content"] for m in dialogue[1:] if m["role"] == "user"]
+    return replies[-1] if replies else None
+
+
 class FrontendBuiltinSimulator(Simulator):
     ref = "builtin-frontend"
 
@@ -368,5 +374,12 @@ class FrontendBuiltinSimulator(Simulator):
         if not agent or not agent.get("sections") and not agent.get("texts"):
             text = describe(ref)
         else:
-            text = compose(compare(ref, agent))
+            points = compare(ref, agent)
+            text = compose(points)
+            said = _last_reply(request.dialogue)
+            if said is not None and text == said and text != ALL_GOOD:
+                # The page has not changed where it matters: a person moves on to what they have not said yet,
+                # or says that it still stands, rather than sending the same message again.
+                unsaid = [p for p in points if p.text not in said]
+                text = compose(unsaid) if unsaid else "That is still as I described: " + text[len("A few things are different from what I have in mind. "):]
         return SimReply(text=text[:REPLY_BUDGET + 40], latency_s=time.monotonic() - start)
