@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,7 +18,7 @@ from sqlmodel import select
 from colbench.official import import_trajectories
 from colbench.store import queries
 from colbench.store.db import Database
-from colbench.store.models import Checkpoint, Lineage, SweetCandidate, SweetPair, TrainingRun, Trajectory, Turn
+from colbench.store.models import Checkpoint, Lineage, SweetCandidate, SweetPair, TrainingRun, TrainingStep, Trajectory, Turn
 from colbench.training import data as D
 from colbench.training import mtdpo, rft, sweet
 from colbench.training.checkpoints import export_checkpoint
@@ -228,6 +229,12 @@ def test_sweet_stores_candidates_scores_pairs_and_a_rerun_resumes(trained, tiny_
     for key in ("train_loss", "train_dpo_loss", "train_nll", "train_reward_margin", "steps"):
         assert key in run.metrics
     assert any(a[0] == "sample" for a in progress) and progress[-1][0] == "train"
+    with db.read() as session:  # every optimiser step's figures, stored as it trained
+        steps = session.exec(select(TrainingStep).where(TrainingStep.run_id == run.id).order_by(TrainingStep.step)).all()
+    assert [s.step for s in steps] == list(range(1, run.metrics["steps"] + 1))
+    assert all({"loss", "reward_margin", "reward_accuracy", "nll", "lr", "grad_norm"} <= s.values.keys() for s in steps)
+    card = (Path(checkpoint.path) / "README.md").read_text()
+    assert "SWEET-RL: turn-level DPO" in card and f"train:{run.id}" in card and "trajectories of `rollout:" in card
 
     # A rerun (same command) reuses every candidate: nothing is sampled again, the pairs are the same.
     again = fit_policy(db, PolicyConfig(**SWEET), "sweet", base_model=str(tiny_model_dir), critic_checkpoint=critic_id)
@@ -236,6 +243,10 @@ def test_sweet_stores_candidates_scores_pairs_and_a_rerun_resumes(trained, tiny_
         assert len(session.exec(select(SweetCandidate)).all()) == 48
         pairs2 = session.exec(select(SweetPair).where(SweetPair.run_id == again.run_id)).all()
     assert sorted((p.chosen_id, p.rejected_id) for p in pairs2) == sorted((p.chosen_id, p.rejected_id) for p in pairs)
+    from colbench.runs import remove
+
+    blocked = remove(db, f"train:{run.id}", dry_run=True).blocked_by  # its candidates trained the rerun too
+    assert f"train:{again.run_id} trained on its SWEET candidates" in blocked
 
     # A run that stopped half-way: only the turns without stored candidates are sampled.
     from sqlalchemy import delete
