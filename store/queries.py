@@ -810,8 +810,11 @@ def open_rollout_run(session: Session, *, policy: str, simulator: str, setting: 
     """The rollout run of (policy, simulator, setting, task set), made on first use; a rerun
     continues it, takes its latest config, adds its tags and, when given, its name."""
     identity = {"policy": policy, "simulator": simulator, "setting": setting, "tasks": tasks}
-    insert_new(session, RolloutRun.__table__, [identity | {"tags": [], "config": {}, "created_at": utcnow()}])
-    run = session.exec(select(RolloutRun).where(*(getattr(RolloutRun, k) == v for k, v in identity.items()))).one()
+    same = [getattr(RolloutRun, k) == v for k, v in identity.items()]
+    run = session.exec(select(RolloutRun).where(*same)).first()
+    if run is None:  # insert_new: another worker may be making it at this moment (PostgreSQL spends an id on a conflict)
+        insert_new(session, RolloutRun.__table__, [identity | {"tags": [], "config": {}, "created_at": utcnow()}])
+        run = session.exec(select(RolloutRun).where(*same)).one()
     if name and run.name != name:
         holder = name_holder(session, name)
         if holder is not None:

@@ -19,9 +19,8 @@ FIT = ["--split", "lite-train", "--lora-rank", "4", "--max-len", "256", "--devic
        "--heldout", "0", "--epochs", "2"]
 
 
-@pytest.fixture
-def colbench(capsys, monkeypatch, sqlite_url):
-    """Run `colbench --db <store> ARGS`: (exit code, stdout, stderr); --json output parsed."""
+def command_line(url: str, capsys, monkeypatch):
+    """Run `colbench --db <url> ARGS`: (exit code, stdout, stderr); --json output parsed."""
     from colbench.cli import app, common
 
     monkeypatch.delenv("COLBENCH_DB", raising=False)
@@ -29,11 +28,22 @@ def colbench(capsys, monkeypatch, sqlite_url):
     def run(*args):
         common.state._db = None
         with pytest.raises(SystemExit) as exit_info:
-            app.main(["--db", sqlite_url, *args])
+            app.main(["--db", url, *args])
         out, err = capsys.readouterr()
         return exit_info.value.code, json.loads(out) if "--json" in args and exit_info.value.code == 0 else out, err
 
     return run
+
+
+@pytest.fixture
+def colbench(capsys, monkeypatch, sqlite_url):
+    return command_line(sqlite_url, capsys, monkeypatch)
+
+
+@pytest.fixture
+def colbench_on_both(capsys, monkeypatch, db_url):
+    """The same on SQLite and on the loopback PostgreSQL server."""
+    return command_line(db_url, capsys, monkeypatch)
 
 
 def ok(result):
@@ -42,7 +52,8 @@ def ok(result):
     return out
 
 
-def test_rollouts_are_named_tagged_and_told_apart_by_their_seed(colbench, sqlite_url):
+def test_rollouts_are_named_tagged_and_told_apart_by_their_seed(colbench_on_both, db_url):
+    colbench = colbench_on_both
     first = ok(colbench("rollout", "--engine", "scripted:expert", *LITE, "--name", "expert-a", "--tag", "demo", "--tag", "lite", "--json"))
     assert first["run"] == "rollout:1" and first["name"] == "expert-a" and first["finished"] == 24
     again = ok(colbench("rollout", "--engine", "scripted:expert", *LITE, "--tag", "again", "--json"))
@@ -62,7 +73,7 @@ def test_rollouts_are_named_tagged_and_told_apart_by_their_seed(colbench, sqlite
     assert code == 1 and "the name 'expert-a' is taken by rollout:1" in err and len(err.strip().splitlines()) == 1
     code, _, err = colbench("rollout", "--engine", "scripted:expert", *LITE, "--name", "bad:name")
     assert code != 0 and "name" in err and len(err.strip().splitlines()) == 1
-    with Database(sqlite_url).read() as session:
+    with Database(db_url).read() as session:
         assert {t.rollout_id for t in session.exec(select(Trajectory))} == {1, 2}
 
 
