@@ -51,9 +51,9 @@ def backend(
     from colbench.experiment import BackendExperiment
     from colbench.store.db import Database
 
-    config = replace(study, critic=critic, policy=policy)
-    model = config.model
+    model = study.model
     folder = (folder or Path("experiments") / f"backend-{_slug(model)}").resolve()
+    config = replace(study, critic=critic, policy=policy, tags=list(dict.fromkeys([*study.tags, f"study:{folder.name}"])))
     folder.mkdir(parents=True, exist_ok=True)
     db = state.db() if state.db_url else Database(f"sqlite:///{folder / 'colbench.db'}", artifacts=state.artifacts)
     started = time.perf_counter()

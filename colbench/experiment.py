@@ -104,6 +104,7 @@ class ExperimentConfig:
     on_policy: bool = option(True, "Train every arm on the zero-shot policy's own train trajectories, as the paper does. --no-on-policy: on every graded train trajectory in the store (e.g. imported or scripted ones).")
     best_of: int = option(0, "Also evaluate best-of-N: the zero-shot policy with the critic (with training-time info) picking the best of N samples at every agent turn (0: no such arm; the paper's N is 32).", min=0)
     seed: int = option(0, "Seed of the train rollouts (the test rollouts use seed + 1) and of every trainer.")
+    tags: list[str] = option([], "Tags on every run the study makes (rollouts, critics, policies); `colbench experiment` adds study:<its folder>, so `colbench runs ls --tag study:<folder>` lists them.", flags=("--tag",))
     device: str = option("auto", "auto, cpu or cuda, for generation and training.")
     critic: CriticConfig = field(default_factory=study_critic, metadata={"help": "The critics' settings (family, split, training info, seed and device are the study's)."})
     policy: PolicyConfig = field(default_factory=study_policy, metadata={"help": "The policies' settings (SWEET samples at the study's temperature and tokens per turn)."})
@@ -140,6 +141,7 @@ class ExperimentConfig:
             sandbox=self.sandbox,
             grading=self.grading,
             device=self.device,
+            tags=list(self.tags),
         )
 
     def data_policies(self, zero_shot: str) -> str | None:
@@ -148,12 +150,13 @@ class ExperimentConfig:
 
     def critic_settings(self, training_info: bool, zero_shot: str) -> CriticConfig:
         return replace(self.critic, family="backend", split=self.train_split, training_info=training_info, seed=self.seed,
-                       device=self.device, policies=self.data_policies(zero_shot))
+                       device=self.device, policies=self.data_policies(zero_shot), tags=list(self.tags))
 
     def policy_settings(self, zero_shot: str) -> PolicyConfig:
         return replace(
             self.policy, family="backend", split=self.train_split, temperature=self.temperature, max_new_tokens=self.max_new_tokens,
             sample_batch_size=self.batch_size, seed=self.seed, device=self.device, policies=self.data_policies(zero_shot),
+            tags=list(self.tags),
         )
 
 

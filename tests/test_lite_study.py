@@ -97,6 +97,12 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
     for name in ("with c", "without c"):
         judged = result["critics"][name]["eval"]
         assert judged["tasks"] == "backend:lite-test" and judged["trajectories"] == 2 and judged["labelled_turns"] >= 2, judged
+    # Every run the study made carries its tag: the zero-shot, scripted-judge and test rollouts, both critics, every policy.
+    tagged = cli("--db", db_url, "runs", "ls", "--tag", "study:study", "--json")
+    kinds = [r["what"] if r["kind"] == "train" else r["tasks"] for r in tagged]
+    assert sorted(k for k in kinds if not k.startswith("backend:")) == ["critic", "critic", "policy:mtdpo", "policy:rft", "policy:sweet", "policy:sweet"]
+    assert {"backend:lite-train", "backend:lite-test", "backend:lite-novel"} <= set(kinds)
+    assert not any(r["policy"] == "scripted:early@0" for r in tagged if r["kind"] == "rollout")  # made before the study
     markdown = (folder / "results.md").read_text()
     assert "judged on 2 dialogues of backend:lite-test" in markdown
     assert "**backend:lite-test**" in markdown and "**backend:lite-novel**" in markdown and "| best-of-N with the critic |" in markdown
