@@ -20,6 +20,8 @@ def view(
     console.print(f"colbench view: http://{host}:{bound}/ (store {db.url}); Ctrl-C stops it", highlight=False, markup=False)
     try:
         server.serve_forever()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM is how a viewer is meant to stop: not an error
+        console.print("colbench view: stopped", highlight=False)
     finally:
         server.server_close()
         server.viewer.close()

@@ -170,3 +170,24 @@ def test_the_viewer_only_reads_and_only_on_loopback(served):
         with pytest.raises(urllib.error.HTTPError) as absent:
             urllib.request.urlopen(base + missing)
         assert absent.value.code == 404, missing
+
+
+def test_colbench_view_serves_until_ctrl_c(sqlite_url, tmp_path):
+    """The command itself: it says where it listens, serves, and stops cleanly on SIGINT or SIGTERM."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        process = subprocess.Popen([sys.executable, "-m", "colbench.cli.app", "--db", sqlite_url, "view", "--port", "0"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+        line = process.stdout.readline()
+        assert line.startswith("colbench view: http://127.0.0.1:"), line + process.stderr.read()
+        address = line.split()[2]
+        with urllib.request.urlopen(address) as response:
+            assert response.status == 200 and b"runs" in response.read()
+        process.send_signal(stop)
+        out, err = process.communicate(timeout=20)
+        assert process.returncode == 0 and "stopped" in out and err == "", (stop, out, err)
+        time.sleep(0.1)
