@@ -79,8 +79,10 @@ def rm(
     their folders). Refused while another run needs it: a training run that trained on the rollout, a
     rollout or run that used the checkpoint."""
     from colbench.runs import remove
+    from colbench.training.checkpoints import fail_stale_runs
 
     db = state.db()
+    fail_stale_runs(db)  # a run whose process died is not "still running"
     plan = remove(db, ref, unfinished_only=unfinished, dry_run=True)
     if plan.blocked_by:
         fail(f"{plan.ref} is still needed: " + "; ".join(plan.blocked_by))
