@@ -389,3 +389,17 @@ def test_make_simulator(openai_server):
         assert "\n" not in str(err.value)
     with pytest.raises(ValueError, match="engine factory"):
         make_simulator("local:hf:/models/x")
+
+
+def test_a_model_human_on_a_lite_task_is_told_facts_not_code(sqlite_url):
+    from colbench.official import spec_of
+    from colbench.store.db import Database
+    from colbench.tasks.lite import facts_of
+    from colbench.wiring import select_tasks
+
+    [task] = [spec_of(t) for t in select_tasks(Database(sqlite_url), "backend-lite:test", 1)]
+    [message] = build_messages(SimRequest(task, [{"role": "user", "content": task.problem_description}]))
+    text = message["content"]
+    assert all(f"- {fact.sentence}" in text for fact in facts_of(task)) and len(facts_of(task)) >= 2
+    assert "the code below" not in text and "[asked as:" not in text and "def " not in text.split("HIDDEN INFORMATION (only")[1].split("CONVERSATION")[0]
+    assert "say you don't know" in text

@@ -10,11 +10,7 @@ from __future__ import annotations
 from colbench.engines.base import Message
 from colbench.simulators.base import SimRequest
 
-BACKEND_INSTRUCTIONS = """\
-You are role-playing a person who asked an AI assistant to write a Python function for you.
-You know exactly what you want: the code below (the HIDDEN INFORMATION) is what you have in mind.
-The assistant cannot see it. It may ask you questions before it answers.
-
+REPLY_RULES = """\
 How to reply:
 - Answer the assistant's latest message, using only the hidden information.
 - If the hidden information does not settle the question, say you don't know.
@@ -22,6 +18,22 @@ How to reply:
 - Never write code, never show or quote the hidden code, never write the function for the assistant.
 - Describe what you want in words (for example "amounts above 1000 get a 10% discount").
 - Write only your reply, without a name or label in front of it."""
+
+BACKEND_INSTRUCTIONS = """\
+You are role-playing a person who asked an AI assistant to write a Python function for you.
+You know exactly what you want: the code below (the HIDDEN INFORMATION) is what you have in mind.
+The assistant cannot see it. It may ask you questions before it answers.
+
+""" + REPLY_RULES
+
+# backend-lite tasks: what the person knows is a few facts (a rate, a rounding rule), not code.
+LITE_INSTRUCTIONS = """\
+You are role-playing a person who asked an AI assistant to write a short Python function for you.
+You know a few facts the function depends on (the HIDDEN INFORMATION below); the assistant cannot see them.
+It may ask you questions before it answers. When it asks about one of these facts, tell it that fact;
+to anything else, say you don't know.
+
+""" + REPLY_RULES
 
 NO_FRONTEND = "this simulator answers backend tasks only; frontend tasks need the frontend simulator"
 
@@ -36,11 +48,15 @@ def _transcript(dialogue: list[Message]) -> str:
 
 def build_messages(request: SimRequest) -> list[Message]:
     """The chat messages a simulator model sees for one request (backend family)."""
+    from colbench.tasks.lite import facts_of
+
     task = request.task
+    facts = facts_of(task)
+    instructions, hidden = (LITE_INSTRUCTIONS, "\n".join(f"- {fact.sentence}" for fact in facts)) if facts else (BACKEND_INSTRUCTIONS, task.hidden)
     text = (
-        f"{BACKEND_INSTRUCTIONS}\n\n"
+        f"{instructions}\n\n"
         f"TASK YOU GAVE THE ASSISTANT:\n{task.problem_description}\n\n"
-        f"HIDDEN INFORMATION (only you can see this):\n{task.hidden}\n\n"
+        f"HIDDEN INFORMATION (only you can see this):\n{hidden}\n\n"
         f"CONVERSATION SO FAR:\n{_transcript(request.dialogue)}\n\n"
         "Write your reply to the assistant's latest message."
     )
