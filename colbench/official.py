@@ -312,8 +312,7 @@ def import_trajectories(
             )
             seq += graded
             turns.append(turn_rows)
-        queries.bulk_insert_trajectories(session, trajectories, turns)
-    added = len(trajectories)
+        added = len(queries.bulk_insert_trajectories(session, trajectories, turns))
     return ImportSummary(str(path), len(parsed), added, len(parsed) - added, tasks_added=tasks_added)
 
 

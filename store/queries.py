@@ -113,13 +113,27 @@ def bulk_insert_trajectories(session: Session, trajectories: list[dict], turns: 
     """Insert imported trajectories and their turns with a few large statements.
 
     `trajectories[i]` is a column dict with a unique content_hash; `turns[i]` holds that
-    trajectory's turns as tuples in TURN_IMPORT_COLUMNS order. Returns the new ids in order.
+    trajectory's turns as tuples in TURN_IMPORT_COLUMNS order. Returns the ids of the
+    trajectories this call created, in order: on PostgreSQL another process importing
+    the same file at the same moment may have stored some first, and those are skipped
+    (SQLite's BEGIN IMMEDIATE already serialises imports, so there it is all of them).
     """
-    # Core executemany, not the ORM, and no RETURNING (which SQLite runs row by row):
+    # Core executemany, not the ORM, and no RETURNING on SQLite (which runs it row by row):
     # the ids are read back afterwards through the unique content_hash.
     connection = session.connection()
-    for start in range(0, len(trajectories), _ROWS_PER_STATEMENT):
-        connection.execute(insert(Trajectory.__table__), trajectories[start : start + _ROWS_PER_STATEMENT])
+    if connection.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        statement = pg_insert(Trajectory.__table__).on_conflict_do_nothing(index_elements=["content_hash"]).returning(
+            Trajectory.__table__.c.content_hash)
+        created: set[str] = set()
+        for start in range(0, len(trajectories), _ROWS_PER_STATEMENT):
+            created.update(connection.execute(statement, trajectories[start : start + _ROWS_PER_STATEMENT]).scalars())
+        kept = [k for k, t in enumerate(trajectories) if t["content_hash"] in created]
+        trajectories, turns = [trajectories[k] for k in kept], [turns[k] for k in kept]
+    else:
+        for start in range(0, len(trajectories), _ROWS_PER_STATEMENT):
+            connection.execute(insert(Trajectory.__table__), trajectories[start : start + _ROWS_PER_STATEMENT])
     hashes = [t["content_hash"] for t in trajectories]
     by_hash: dict[str, int] = {}
     for start in range(0, len(hashes), _ROWS_PER_STATEMENT):

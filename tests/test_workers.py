@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from sqlmodel import select
+from sqlmodel import col, select
 
 from colbench.processes import worker_gone, worker_id
 from colbench.rollout import _abandoned
@@ -201,3 +201,45 @@ def test_eight_workers_on_a_fresh_then_a_used_store_with_one_killed(postgres_url
     processes[index].wait()
     _exactly_once(db, 30, 2, "max=900")
     assert sum(o["finished"] for o in outputs) >= 58  # the killed one may have finished a few
+
+
+def test_importing_the_same_file_at_once_stores_it_once(postgres_url, tmp_path, monkeypatch):
+    """Two imports of one file that both read the stored hashes before either commits: the second
+    skips what the first stored, instead of failing on the unique content hash."""
+    import threading
+
+    from colbench.official import import_trajectories
+    from conftest import write_jsonl
+    from officialdata import backend_task, trajectory
+
+    db = Database(postgres_url)
+    path = write_jsonl(tmp_path / "offline.jsonl", [trajectory(backend_task(i), turns=2, reward=1.0) for i in range(20)])
+    import_trajectories(db, path, policy="earlier")  # its tasks are stored: nothing else makes the two imports queue
+    both_read = threading.Barrier(2)
+    read = queries.existing_trajectory_hashes
+
+    def read_then_wait(session, hashes):
+        found = read(session, hashes)
+        both_read.wait(timeout=30)
+        return found
+
+    monkeypatch.setattr(queries, "existing_trajectory_hashes", read_then_wait)
+    summaries, errors = [], []
+
+    def load() -> None:
+        try:
+            summaries.append(import_trajectories(db, path))
+        except Exception as exc:  # noqa: BLE001 - the test reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=load) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sorted(s.added for s in summaries) == [0, 20] and sorted(s.skipped for s in summaries) == [0, 20]
+    with db.read() as session:
+        stored = session.exec(select(Trajectory).where(Trajectory.policy == "import:offline")).all()
+        turns = session.exec(select(Turn).where(col(Turn.trajectory_id).in_([t.id for t in stored]))).all()
+    assert len(stored) == 20 and len(turns) == 20 * 4  # each trajectory and turn once
