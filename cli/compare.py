@@ -23,15 +23,8 @@ def compare(
 
     if metric is not None and metric not in METRICS:
         raise typer.BadParameter(f"takes {' or '.join(METRICS)}", param_hint="--metric")
-    chosen = metric or ("reward" if tasks.startswith("frontend") else "success")
     db = state.db()
-    left = side_of(db, a, tasks=tasks, setting=setting, metric=chosen)
-    right = side_of(db, b, tasks=tasks, setting=setting, metric=chosen)
-    if metric is None and left.tasks.startswith("frontend"):
-        chosen = "reward"
-        left = side_of(db, a, tasks=tasks, setting=setting, metric=chosen)
-        right = side_of(db, b, tasks=tasks, setting=setting, metric=chosen)
-    result = run_compare(left, right, chosen)
+    result = run_compare(side_of(db, a, tasks=tasks, setting=setting), side_of(db, b, tasks=tasks, setting=setting), metric)
     if as_json:
         print_json(result.as_dict())
         return

@@ -39,7 +39,16 @@ class NothingToCompare(ColbenchError, ValueError):
 class Side:
     label: str  # what the user named, resolved: rollout:3 (name) or a policy [setting]
     tasks: str  # family:split
-    samples: dict[int, list[float]] = field(default_factory=dict)  # task id → per-sample score
+    samples: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # task id → per-sample (success, reward)
+
+    def scores(self, metric: str) -> dict[int, list[float]]:
+        pick = 0 if metric == "success" else 1
+        return {task: [sample[pick] for sample in samples] for task, samples in self.samples.items()}
+
+
+def default_metric(side: Side) -> str:
+    """success for backend; for frontend, where a page is not solved or not, the similarity."""
+    return "reward" if side.tasks.startswith("frontend") else "success"
 
 
 @dataclass
@@ -70,7 +79,7 @@ class Comparison:
         }
 
 
-def side_of(db, ref: str, *, tasks: str | None, setting: str, metric: str) -> Side:
+def side_of(db, ref: str, *, tasks: str | None, setting: str) -> Side:
     """A rollout run (rollout:<id> or its name), or a policy's graded trajectories on ``tasks``
     under ``setting`` (the protocol's defaults: "")."""
     from colbench.runs import RunNotFound, resolve
@@ -97,29 +106,33 @@ def side_of(db, ref: str, *, tasks: str | None, setting: str, metric: str) -> Si
     if len(gradings) > 1:
         raise NothingToCompare(f"{label} holds grades made under {' and '.join(sorted(gradings))}: regrade one way first (colbench grade --grading)")
     side = Side(label, f"{family}:{split}")
-    by_task: dict[int, list[float]] = defaultdict(list)
+    by_task: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for *_, task_id, _index, reward, success, _failed, _grading in rows:
-        by_task[task_id].append(float(bool(success)) if metric == "success" else float(reward or 0.0))
+        by_task[task_id].append((float(bool(success)), float(reward or 0.0)))
     side.samples = dict(by_task)
     if not side.samples:
         raise NothingToCompare(f"{label} has no graded trajectories on {family}:{split}")
     return side
 
 
-def compare(a: Side, b: Side, metric: str, seed: int = 0) -> Comparison:
+def compare(a: Side, b: Side, metric: str | None = None, seed: int = 0) -> Comparison:
+    metric = metric or default_metric(a)
+    if metric not in METRICS:
+        raise NothingToCompare(f"metric must be {' or '.join(METRICS)}; got {metric!r}")
     if a.tasks != b.tasks:
         raise NothingToCompare(f"{a.label} ran on {a.tasks} and {b.label} on {b.tasks}: compare runs on the same task set")
     common = sorted(a.samples.keys() & b.samples.keys())
     if not common:
         raise NothingToCompare(f"{a.label} and {b.label} share no graded task")
-    mean_a = np.array([np.mean(a.samples[t]) for t in common])
-    mean_b = np.array([np.mean(b.samples[t]) for t in common])
+    scores_a, scores_b = a.scores(metric), b.scores(metric)
+    mean_a = np.array([np.mean(scores_a[t]) for t in common])
+    mean_b = np.array([np.mean(scores_b[t]) for t in common])
     diff = mean_b - mean_a
     rng = np.random.default_rng(seed)
     resampled = diff[rng.integers(0, diff.size, size=(BOOTSTRAP_SAMPLES, diff.size))].mean(axis=1)
     low, high = np.percentile(resampled, [2.5, 97.5])
     p_value, exact = sign_flip_p_value(diff, rng)
-    noise = _noise_sd(a, b, common)
+    noise = _noise_sd(scores_a, scores_b, common)
     return Comparison(
         a=a, b=b, metric=metric, n_tasks=len(common), mean_a=float(mean_a.mean()), mean_b=float(mean_b.mean()),
         difference=Interval(float(diff.mean()), float(low), float(high)), p_value=p_value, exact=exact,
@@ -147,11 +160,11 @@ def sign_flip_p_value(diff: np.ndarray, rng) -> tuple[float, bool]:
     return (hits / len(signs), True) if exact else ((hits + 1) / (len(signs) + 1), False)
 
 
-def _noise_sd(a: Side, b: Side, common: list[int]) -> float | None:
+def _noise_sd(a: dict[int, list[float]], b: dict[int, list[float]], common: list[int]) -> float | None:
     """sd of (mean of B − mean of A) over ``common`` tasks from sampling alone (None with one sample of some task)."""
     variance = 0.0
-    for side in (a, b):
-        if any(len(side.samples[t]) < 2 for t in common):
+    for scores in (a, b):
+        if any(len(scores[t]) < 2 for t in common):
             return None
-        variance += sum(np.var(side.samples[t], ddof=1) / len(side.samples[t]) for t in common) / len(common) ** 2
+        variance += sum(np.var(scores[t], ddof=1) / len(scores[t]) for t in common) / len(common) ** 2
     return float(np.sqrt(variance))

@@ -30,7 +30,7 @@ def test_run_to_run_noise_matches_the_spread_of_repeated_runs():
     samples = 4
 
     def run() -> Side:
-        return Side("x", "backend:test", {t: list((rng.random(samples) < p).astype(float)) for t, p in enumerate(chance)})
+        return Side("x", "backend:test", {t: [(float(hit), float(hit)) for hit in rng.random(samples) < p] for t, p in enumerate(chance)})
 
     outcomes = [compare(run(), run(), "success") for _ in range(400)]
     observed_sd = np.std([c.difference.mean for c in outcomes])
@@ -66,6 +66,9 @@ def test_compare_tells_a_real_difference_from_noise(sqlite_url, capsys, monkeypa
     assert noise["difference"]["low"] < 0 < noise["difference"]["high"]
     swapped = colbench("compare", "expert", "mixed", "--json")
     assert swapped["difference"]["mean"] == pytest.approx(-real["difference"]["mean"]) and swapped["lost"] == real["gained"]
+
+    partial = colbench("compare", "mixed", "expert", "--metric", "reward", "--json")  # the share of tests passed
+    assert partial["metric"] == "reward" and partial["mean_b"] == 1.0 and real["mean_a"] < partial["mean_a"] < 1.0
 
     text = colbench("compare", "mixed", "expert")
     assert "B − A" in text and "exceeds it" in text and "rollout:3 (expert)" in text
