@@ -126,6 +126,9 @@ def _figures(figures: dict) -> str:
         parts.append(f"{figures['turns_per_s']:.2f} turns/s")
     if figures.get("tokens_per_s") is not None:
         parts.append(f"{figures['tokens_per_s']:.1f} tok/s")
+    if figures.get("eta_at_most_s") is not None:
+        minutes = figures["eta_at_most_s"] / 60
+        parts.append(f"done in ≤ {minutes:.0f} min" if minutes >= 1 else "done in < 1 min")
     if figures.get("accepted") is not None:
         parts.append(f"{figures['accepted']} accepted")
     if figures.get("graded"):

@@ -197,6 +197,11 @@ class Rollout:
             figures["similarity"] = s.mean_reward
         else:
             figures["success"] = s.success_rate
+        left = s.total - s.already_done - s.finished
+        if s.finished == 0 and left and s.turns_per_s > 0:
+            # Before any dialogue ends, the bar's own estimate has nothing to go on; the turn rate bounds it:
+            # every dialogue left takes at most the protocol's turns.
+            figures["eta_at_most_s"] = max(left * protocol.MAX_AGENT_TURNS - s.agent_turns, 0) / s.turns_per_s
         self._progress("rollout", s.already_done + s.finished, s.total, figures)
 
     # ------------------------------------------------------------ setup

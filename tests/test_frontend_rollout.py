@@ -77,6 +77,10 @@ def test_frontend_rollout_renders_each_turn_and_scores_the_final_page(sqlite_url
     assert (done, total, figures["turns"], figures["graded"]) == (2, 2, 4, 2) and figures["tokens_per_s"] > 0
     assert figures["similarity"] == pytest.approx(1.0) and "success" not in figures
     assert progress[0][1] == 0 and progress[0][3]["turns"] >= 1 and progress[0][3]["graded"] == 0
+    # Before any dialogue ends, a bound on the time left: every dialogue left at most 10 turns at the rate so far.
+    first = progress[0][3]
+    assert first["eta_at_most_s"] == pytest.approx((2 * 10 - first["turns"]) / first["turns_per_s"], rel=0.05)
+    assert "eta_at_most_s" not in figures  # once dialogues end, the bar's own estimate takes over
 
     with db.read() as session:
         for trajectory in session.exec(select(Trajectory)):
