@@ -10,6 +10,7 @@ from rich.text import Text
 
 from colbench.cli.views import labelled
 from colbench.curves import curve_names
+from colbench.runs import headline
 
 SPARKS = "▁▂▃▄▅▆▇█"
 
@@ -27,32 +28,8 @@ def sparkline(values: list[float], width: int = 40) -> str:
     return "".join(SPARKS[int((v - low) / span * (len(SPARKS) - 1)) if span else len(SPARKS) // 2] for v in values)
 
 
-def _percent(value: float | None) -> str:
-    return "" if value is None else f"{value:.1%}"
-
-
 def _when(value) -> str:
     return str(value)[:16] if value else ""
-
-
-def _headline(row: dict) -> str:
-    """The figure that says how a run went."""
-    if row["kind"] == "rollout":
-        if not row["graded"]:
-            return ""
-        if row["tasks"].startswith("frontend"):
-            return f"similarity {row['mean_reward']:.3f} ({row['graded']} graded)"
-        return f"success {_percent(row['success_rate'])} ({row['graded']} graded)"
-    if row["kind"] == "train":
-        parts = []
-        if row.get("train_loss") is not None:
-            parts.append(f"loss {row['train_loss']:.4f}")
-        if row.get("heldout_accuracy") is not None:
-            parts.append(f"held-out acc. {row['heldout_accuracy']:.1%}")
-        return " · ".join(parts + row["checkpoints"])
-    if row.get("success") is not None:
-        return f"success {_percent(row['success'])} of {row['n_tasks']} tasks"
-    return f"{row.get('metric') or 'reward'} {row['reward']:.3f} of {row['n_tasks']} tasks" if row.get("reward") is not None else ""
 
 
 def _status(row: dict) -> Text:
@@ -80,7 +57,7 @@ def runs_table(rows: list[dict]) -> Table:
     for row in rows:
         table.add_row(
             row["ref"], escape(row["name"] or ""), escape(", ".join(row["tags"])), escape(_what(row)),
-            row.get("tasks", ""), _status(row), escape(_headline(row)), _when(row["created_at"]),
+            row.get("tasks", ""), _status(row), escape(headline(row)), _when(row["created_at"]),
         )
     return table
 
@@ -92,7 +69,7 @@ def run_title(run: dict) -> str:
 def run_view(run: dict) -> Group:
     parts: list[Any] = [Text(run_title(run), style="bold")]
     facts = {"status": _status(run).plain or None, "tags": ", ".join(run["tags"]) or None, "tasks": run.get("tasks"),
-             "result": _headline(run) or None, "created": _when(run.get("created_at"))}
+             "result": headline(run) or None, "created": _when(run.get("created_at"))}
     if run["kind"] == "train":
         facts |= {"finished": _when(run.get("finished_at")), "continued from": run.get("parent"), "error": run.get("error")}
     if run["kind"] == "rollout":

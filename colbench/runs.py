@@ -132,6 +132,23 @@ def evaluation_row(evaluation) -> dict:
     }
 
 
+def headline(row: dict) -> str:
+    """The figure that says how a run went, in a few words."""
+    if row["kind"] == "rollout":
+        if not row["graded"]:
+            return ""
+        if row["tasks"].startswith("frontend"):
+            return f"similarity {row['mean_reward']:.3f} ({row['graded']} graded)"
+        return f"success {row['success_rate']:.1%} ({row['graded']} graded)"
+    if row["kind"] == "train":
+        parts = [f"loss {row['train_loss']:.4f}"] if row.get("train_loss") is not None else []
+        parts += [f"held-out acc. {row['heldout_accuracy']:.1%}"] if row.get("heldout_accuracy") is not None else []
+        return " · ".join(parts + row["checkpoints"])
+    if row.get("success") is not None:
+        return f"success {row['success']:.1%} of {row['n_tasks']} tasks"
+    return f"{row.get('metric') or 'reward'} {row['reward']:.3f} of {row['n_tasks']} tasks" if row.get("reward") is not None else ""
+
+
 def listing(db, *, kind: str | None = None, tag: str | None = None) -> list[dict]:
     """Every run of the store (of one kind, with one tag), oldest first within each kind."""
     from colbench.store import queries

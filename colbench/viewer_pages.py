@@ -11,6 +11,8 @@ from __future__ import annotations
 from html import escape
 from urllib.parse import urlencode
 
+from colbench.runs import headline
+
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
 header{background:#24292f;color:#fff;padding:10px 20px;display:flex;gap:20px;align-items:baseline}
@@ -60,10 +62,6 @@ def filters(fields: list[tuple[str, str, list[str] | None]], values: dict) -> st
     return f"<form method=get>{''.join(parts)}<button type=submit>filter</button></form>"
 
 
-def percent(value) -> str:
-    return "" if value is None else f"{value:.1%}"
-
-
 def figure(value) -> str:
     return "" if value is None else f"{value:.3f}"
 
@@ -78,16 +76,10 @@ def runs_page(rows: list[dict], values: dict) -> str:
         what = f"{row['what']} ← {row['base_model']}" if row["kind"] == "train" else row["policy"] + (f" [{row['setting']}]" if row.get("setting") else "")
         if row["kind"] == "rollout":
             status = f"{row['status']} {row['by_status']['done'] + row['by_status']['failed']}/{row['trajectories']}"
-            result = (f"similarity {figure(row['mean_reward'])}" if row["tasks"].startswith("frontend") else f"success {percent(row['success_rate'])}") + f" of {row['graded']}" if row["graded"] else ""
-        elif row["kind"] == "train":
-            status = row["status"]
-            result = " · ".join(x for x in (row.get("train_loss") is not None and f"loss {row['train_loss']:.4f}",
-                                            row.get("heldout_accuracy") is not None and f"held-out {percent(row['heldout_accuracy'])}") if x)
         else:
-            status = ""
-            result = f"success {percent(row['success'])}" if row.get("success") is not None else f"reward {figure(row.get('reward'))}"
+            status = row.get("status", "") if row["kind"] == "train" else ""
         body.append([link(f"/run/{row['ref']}", row["ref"]), escape(row["name"] or ""), escape(", ".join(row["tags"])), escape(what),
-                     escape(row.get("tasks", "")), escape(status), escape(result), escape(str(row["created_at"])[:16])])
+                     escape(row.get("tasks", "")), escape(status), escape(headline(row)), escape(str(row["created_at"])[:16])])
     listing = table(["run", "name", "tags", "what", "tasks", "status", "result", "created"], body, id_="runs") if rows else "<p>no runs match</p>"
     return page("runs", f"<h2>runs ({len(rows)})</h2>{form}{listing}")
 
