@@ -92,7 +92,7 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
     assert arms["best-of-n"]["training"]["critic"] == result["critics"]["with c"]["checkpoint"]
     critic = result["critics"]["with c"]["checkpoint"]
     assert all(f"best-of-2:{critic}" in arms["best-of-n"]["tests"][split]["setting"] for split in ("lite-test", "lite-novel"))
-    assert all(f"best-of" not in arms["zero-shot"]["tests"][split]["setting"] for split in ("lite-test", "lite-novel"))
+    assert all("best-of" not in arms["zero-shot"]["tests"][split]["setting"] for split in ("lite-test", "lite-novel"))
     # Each critic was judged on a scripted agent's test dialogues, whose turns' ground truth is known.
     for name in ("with c", "without c"):
         judged = result["critics"][name]["eval"]

@@ -21,7 +21,7 @@ from colbench.render.browser import CHROMIUM, CHROMIUM_ARGS
 from colbench.render.storage import ScreenshotStore
 from colbench.store import queries
 from colbench.store.db import Database
-from colbench.store.models import Checkpoint, CriticScore, Screenshot, Task, TrainingRun, TrainingStep, Trajectory, Turn
+from colbench.store.models import Checkpoint, CriticScore, Screenshot, Task, TrainingRun, Trajectory, Turn
 from conftest import write_jsonl
 
 HOSTILE = "<script>window.pwned = 1</script><img src='http://203.0.113.9/steal.png'> I WANT TO ANSWER: def f(): pass"

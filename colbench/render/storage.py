@@ -8,7 +8,6 @@ store's tables keep only the hash and the path.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import tempfile
 from pathlib import Path
