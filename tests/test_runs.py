@@ -68,6 +68,12 @@ def test_rollouts_are_named_tagged_and_told_apart_by_their_seed(colbench_on_both
     assert [r["ref"] for r in ok(colbench("runs", "ls", "--tag", "demo", "--json"))] == ["rollout:1"]
     table = ok(colbench("runs", "ls"))
     assert "expert-a" in table and "scripted:expert [seed=5]" in table  # the setting shown, not eaten as markup
+    listed = ok(colbench("ls", "--run", "rollout:2", "--json"))
+    assert len(listed) == 24 and {(r["run"], r["setting"], r["seed"]) for r in listed} == {("rollout:2", "seed=5", 5)}
+    assert "scripted:expert [seed=5]" in ok(colbench("ls", "--limit", "1")) and "scripted:expert [seed=5]" in ok(
+        colbench("eval", "--tasks", "backend-lite:train"))
+    shown = ok(colbench("inspect", str(listed[0]["id"])))
+    assert "seed=5" in shown and "rollout:2" in shown
 
     code, _, err = colbench("rollout", "--engine", "scripted:expert", *LITE, "--seed", "5", "--name", "expert-a")
     assert code == 1 and "the name 'expert-a' is taken by rollout:1" in err and len(err.strip().splitlines()) == 1
