@@ -265,7 +265,7 @@ def test_a_crash_marks_the_run_failed_and_a_bad_model_writes_no_run(sqlite_url, 
     with db.read() as session:
         assert session.exec(select(TrainingRun)).all() == []
 
-    def crash(self):
+    def crash(self, *args):
         raise RuntimeError("out of memory\nand a second line")
 
     monkeypatch.setattr(CriticRecipe, "train", crash)
