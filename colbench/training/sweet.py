@@ -161,15 +161,18 @@ def candidate_engine(db, recipe, sampler: str, start: str):
     return HFEngine(model=recipe.model, tokenizer=recipe.tokenizer, max_batch_size=recipe.config.sample_batch_size, model_ref="training")
 
 
-def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic, key: str, engine, on_progress=None) -> dict:
-    """Sample (with ``engine``) and score candidates for the jobs whose candidates are not stored yet; store them."""
+def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic, key: str, engine, have: dict, on_progress=None) -> dict:
+    """Sample (with ``engine``) and score candidates for the jobs without stored ones (``have``); store them.
+
+    Every process must be given the same ``have``: each takes every n-th job of the same to-do
+    list, so a process that read the store after another had written would skip some jobs
+    and sample others twice."""
     import torch
 
     from colbench.engines.base import SamplingParams
     from colbench.training.scoring import shared_prefix_logps
 
     cfg = recipe.config
-    have = stored_candidates(db, key, [j.turn_id for j in jobs])
     todo = [j for j in jobs if j.turn_id not in have]
     acc = recipe.accelerator
     mine = todo[acc.process_index :: acc.num_processes]
@@ -219,12 +222,13 @@ def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_ref, ba
     sampler = sampler_kind(db, cfg, start, recipe.device)
     key = sampling_key(cfg, base_model, parent_id, int(critic_ref), sampler)
     have = stored_candidates(db, key, [j.turn_id for j in jobs])
+    recipe.accelerator.wait_for_everyone()  # every process has read the same store before any of them writes to it
     stats = {"turns_reused": len(jobs), "turns_sampled": 0, "candidates_sampled": 0}
     if len(have) < len(jobs):
         critic = CriticModel.from_checkpoint(db, critic_ref, device=str(recipe.device), dtype=cfg.dtype, batch_size=cfg.sample_batch_size)
         engine = candidate_engine(db, recipe, sampler, start)
         try:
-            stats = sample_and_score(db, recipe, jobs, run_id, critic, key, engine, on_progress)
+            stats = sample_and_score(db, recipe, jobs, run_id, critic, key, engine, have, on_progress)
         finally:
             if sampler != "hf":  # the hf engine runs the model being trained: it stays
                 engine.close()
