@@ -40,7 +40,7 @@ def evaluate(
 
 def _nothing_matched(family: str, split: str, policies, simulator, setting, grading) -> str:
     """Why nothing was evaluated, naming what is there to evaluate instead."""
-    from colbench.cli.views import labelled
+    from colbench.runs import labelled
     from colbench.store import queries
 
     with state.db().read() as session:

@@ -8,9 +8,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from colbench.cli.views import labelled
+from colbench.cli.views import STATUS_STYLE
 from colbench.curves import curve_names
-from colbench.runs import headline
+from colbench.runs import headline, named, progress, what
 
 SPARKS = "▁▂▃▄▅▆▇█"
 
@@ -33,21 +33,12 @@ def _when(value) -> str:
 
 
 def _status(row: dict) -> Text:
-    if row["kind"] == "rollout":
-        counts = row["by_status"]
-        finished = counts["done"] + counts["failed"]
-        style = {"done": "green", "running": "yellow", "unfinished": "dim"}[row["status"]]
-        return Text(f"{row['status']} {finished}/{row['trajectories']}", style=style)
-    if row["kind"] == "train":
-        return Text(row["status"], style={"done": "green", "failed": "red", "running": "yellow"}.get(row["status"], ""))
-    return Text("")
+    return Text(progress(row), style=STATUS_STYLE.get(row.get("status"), "") if row["kind"] != "eval" else "")
 
 
 def _what(row: dict) -> str:
-    if row["kind"] == "train":
-        return f"{row['what']} ← {row['base_model']}"
-    simulator = "" if row["simulator"] in ("builtin", None) else f" · {row['simulator']}"
-    return labelled(row["policy"], row["setting"]) + simulator
+    simulator = "" if row["kind"] == "train" or row["simulator"] in ("builtin", None) else f" · {row['simulator']}"
+    return what(row) + simulator
 
 
 def runs_table(rows: list[dict]) -> Table:
@@ -63,7 +54,7 @@ def runs_table(rows: list[dict]) -> Table:
 
 
 def run_title(run: dict) -> str:
-    return run["ref"] + (f" ({run['name']})" if run.get("name") else "") + f": {_what(run)}"
+    return named(run["ref"], run.get("name")) + f": {_what(run)}"
 
 
 def run_view(run: dict) -> Group:

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from colbench.protocol import ANSWER_MARKER, NO_RESPONSE
+from colbench.runs import labelled
 
 _FENCED = re.compile(r"```([a-zA-Z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 
@@ -27,11 +28,6 @@ def _reward(value: float | None) -> str:
 def _short(text: str, width: int = 60) -> str:
     line = " ".join(text.split())
     return line if len(line) <= width else line[: width - 1] + "…"
-
-
-def labelled(policy: str, setting: str) -> str:
-    """A policy with its rollout setting, the way every table names a rollout: ``ckpt:3 [seed=5]``."""
-    return f"{policy} [{setting}]" if setting else policy
 
 
 def task_summary(task) -> dict[str, Any]:
@@ -78,7 +74,7 @@ def trajectory_summary(trajectory, task, agent_turns: int) -> dict[str, Any]:
     }
 
 
-_STATUS_STYLE = {"done": "green", "failed": "red", "running": "yellow", "pending": "dim"}
+STATUS_STYLE = {"done": "green", "failed": "red", "running": "yellow", "pending": "dim", "unfinished": "dim"}
 
 
 def trajectories_table(rows) -> Table:
@@ -86,7 +82,7 @@ def trajectories_table(rows) -> Table:
     for name in ("id", "task", "run", "policy [setting]", "simulator", "#", "status", "turns", "reward", "success", "finished"):
         table.add_column(name, justify="right" if name in ("id", "task", "#", "turns", "reward") else "left")
     for trajectory, task, agent_turns in rows:
-        status = Text(trajectory.status, style=_STATUS_STYLE.get(trajectory.status, ""))
+        status = Text(trajectory.status, style=STATUS_STYLE.get(trajectory.status, ""))
         success = "" if trajectory.success is None else ("✓" if trajectory.success else "✗")
         table.add_row(
             str(trajectory.id),
@@ -139,7 +135,7 @@ def _message_body(text: str, role: str):
 
 def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple[int, float]]], *, reveal: bool, screenshot_paths: dict[str, str] | None = None):
     screenshot_paths = screenshot_paths or {}
-    outcome = Text(trajectory.status, style=_STATUS_STYLE.get(trajectory.status, ""))
+    outcome = Text(trajectory.status, style=STATUS_STYLE.get(trajectory.status, ""))
     if trajectory.success is not None:
         outcome.append("  success" if trajectory.success else "  not solved", style="green" if trajectory.success else "red")
     header = Table.grid(padding=(0, 2))

@@ -82,7 +82,7 @@ class Comparison:
 def side_of(db, ref: str, *, tasks: str | None, setting: str) -> Side:
     """A rollout run (rollout:<id> or its name), or a policy's graded trajectories on ``tasks``
     under ``setting`` (the protocol's defaults: "")."""
-    from colbench.runs import RunNotFound, resolve
+    from colbench.runs import RunNotFound, labelled, named, resolve
     from colbench.store import queries
     from colbench.wiring import parse_task_selector
 
@@ -97,11 +97,11 @@ def side_of(db, ref: str, *, tasks: str | None, setting: str) -> Side:
             ((run, _),) = queries.rollout_runs(session, run_id=found.id)
             family, split = run.tasks.split(":", 1)
             rows = queries.graded_outcomes(session, family=family, split=split, rollout_id=run.id)
-            label = f"rollout:{run.id}" + (f" ({run.name})" if run.name else "")
+            label = named(f"rollout:{run.id}", run.name)
         else:
             family, split = parse_task_selector(tasks or "backend:test")
             rows = queries.graded_outcomes(session, family=family, split=split, policies=[ref], setting=setting)
-            label = f"{ref} [{setting}]" if setting else ref
+            label = labelled(ref, setting)
     gradings = {row[9] for row in rows} - {None}
     if len(gradings) > 1:
         raise NothingToCompare(f"{label} holds grades made under {' and '.join(sorted(gradings))}: regrade one way first (colbench grade --grading)")

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from math import comb
 
 import numpy as np
+from colbench.runs import labelled
 from colbench.store import queries
 from colbench.store.db import Database
 
@@ -64,7 +65,7 @@ class PolicyEval:
     @property
     def label(self) -> str:
         """The policy, with its setting when it has one: rollouts under different settings are different rows."""
-        return f"{self.policy} [{self.setting}]" if self.setting else self.policy
+        return labelled(self.policy, self.setting)
 
 
 def bootstrap(values: list[float], seed: int = 0) -> Interval:

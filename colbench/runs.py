@@ -25,6 +25,16 @@ class RunNotFound(ColbenchError, ValueError):
     pass
 
 
+def labelled(policy: str, setting: str) -> str:
+    """A policy with its rollout setting, the way every table names a rollout: ``ckpt:3 [seed=5]``."""
+    return f"{policy} [{setting}]" if setting else policy
+
+
+def named(ref: str, name: str | None) -> str:
+    """A run's reference with its name when it has one: ``rollout:3 (warm)``."""
+    return f"{ref} ({name})" if name else ref
+
+
 def check_run_name(name: str | None) -> None:
     if name is None:
         return
@@ -130,6 +140,20 @@ def evaluation_row(evaluation) -> dict:
         "success": success.get("mean") if success else None, "reward": reward.get("mean") if reward else None,
         "metric": metrics.get("metric"), "created_at": evaluation.created_at,
     }
+
+
+def what(row: dict) -> str:
+    """What a run ran: a training run's kind and base model, else the policy with its setting."""
+    if row["kind"] == "train":
+        return f"{row['what']} ← {row['base_model']}"
+    return labelled(row["policy"], row.get("setting") or "")
+
+
+def progress(row: dict) -> str:
+    """How far a run got: a rollout's status with its finished share (done 40/40), a training run's status."""
+    if row["kind"] == "rollout":
+        return f"{row['status']} {row['by_status']['done'] + row['by_status']['failed']}/{row['trajectories']}"
+    return row["status"] if row["kind"] == "train" else ""
 
 
 def headline(row: dict) -> str:

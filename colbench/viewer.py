@@ -77,10 +77,10 @@ class Viewer:
         flt = queries.TrajectoryFilter(
             task_id=number("task", int), policy=query.get("policy") or None, status=query.get("status") or None,
             family=query.get("family") or None, split=query.get("split") or None, min_reward=number("min_reward"),
-            max_reward=number("max_reward"), rollout_id=rollout_id, limit=offset + PAGE_ROWS,
+            max_reward=number("max_reward"), rollout_id=rollout_id, limit=PAGE_ROWS, offset=offset,
         )
         with self.db.read() as session:
-            rows = queries.find_trajectories(session, flt)[offset:]
+            rows = queries.find_trajectories(session, flt)
         return pages.trajectories_page(rows, query, offset=offset, limit=PAGE_ROWS)
 
     def trajectory(self, trajectory_id: int) -> str | None:

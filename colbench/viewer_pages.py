@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 from urllib.parse import urlencode
 
-from colbench.runs import headline
+from colbench.runs import headline, labelled, named, progress, what
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
@@ -73,13 +73,8 @@ def runs_page(rows: list[dict], values: dict) -> str:
     form = filters([("kind", "kind", ["", "rollout", "train", "eval"]), ("tag", "tag", None)], values)
     body = []
     for row in rows:
-        what = f"{row['what']} ← {row['base_model']}" if row["kind"] == "train" else row["policy"] + (f" [{row['setting']}]" if row.get("setting") else "")
-        if row["kind"] == "rollout":
-            status = f"{row['status']} {row['by_status']['done'] + row['by_status']['failed']}/{row['trajectories']}"
-        else:
-            status = row.get("status", "") if row["kind"] == "train" else ""
-        body.append([link(f"/run/{row['ref']}", row["ref"]), escape(row["name"] or ""), escape(", ".join(row["tags"])), escape(what),
-                     escape(row.get("tasks", "")), escape(status), escape(headline(row)), escape(str(row["created_at"])[:16])])
+        body.append([link(f"/run/{row['ref']}", row["ref"]), escape(row["name"] or ""), escape(", ".join(row["tags"])), escape(what(row)),
+                     escape(row.get("tasks", "")), escape(progress(row)), escape(headline(row)), escape(str(row["created_at"])[:16])])
     listing = table(["run", "name", "tags", "what", "tasks", "status", "result", "created"], body, id_="runs") if rows else "<p>no runs match</p>"
     return page("runs", f"<h2>runs ({len(rows)})</h2>{form}{listing}")
 
@@ -95,7 +90,7 @@ def sparkline_svg(values: list[float], width: int = 320, height: int = 60) -> st
 
 
 def run_page(run: dict) -> str:
-    title = run["ref"] + (f" ({run['name']})" if run.get("name") else "")
+    title = named(run["ref"], run.get("name"))
     facts = [(k, run.get(k)) for k in ("status", "tasks", "policy", "setting", "simulator", "what", "base_model", "parent", "error", "created_at", "finished_at")]
     facts.append(("tags", ", ".join(run.get("tags") or [])))
     rows = [[escape(k), escape(str(v))] for k, v in facts if v not in (None, "", [])]
@@ -139,7 +134,7 @@ def trajectories_page(rows, values: dict, *, offset: int, limit: int) -> str:
         body.append([
             link(f"/trajectory/{trajectory.id}", str(trajectory.id)), f"{task.id} {escape(task.family)}/{escape(task.split)}",
             link(f"/run/rollout:{trajectory.rollout_id}", f"rollout:{trajectory.rollout_id}") if trajectory.rollout_id else "",
-            escape(trajectory.policy + (f" [{trajectory.setting}]" if trajectory.setting else "")), str(trajectory.sample_index),
+            escape(labelled(trajectory.policy, trajectory.setting)), str(trajectory.sample_index),
             escape(trajectory.status), str(agent_turns), figure(trajectory.reward), success,
         ])
     listing = table(["id", "task", "run", "policy", "#", "status", "turns", "reward", "success"], body, {0, 4, 6, 7}, id_="trajectories")

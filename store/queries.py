@@ -193,6 +193,7 @@ class TrajectoryFilter:
     max_reward: float | None = None
     rollout_id: int | None = None
     limit: int | None = 50
+    offset: int = 0  # skip this many of the newest first (a page of the viewer)
 
 
 def find_trajectories(session: Session, flt: TrajectoryFilter) -> list[tuple[Trajectory, Task, int]]:
@@ -224,6 +225,8 @@ def find_trajectories(session: Session, flt: TrajectoryFilter) -> list[tuple[Tra
         query = query.where(Trajectory.reward >= flt.min_reward)
     if flt.max_reward is not None:
         query = query.where(Trajectory.reward <= flt.max_reward)
+    if flt.offset:
+        query = query.offset(flt.offset)
     if flt.limit:
         query = query.limit(flt.limit)
     return [tuple(row) for row in session.exec(query)]

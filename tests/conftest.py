@@ -38,6 +38,23 @@ def db(db_url):
     database.close()
 
 
+def command_line(url: str, capsys, monkeypatch):
+    """`colbench --db <url> ARGS` in this process: returns (exit code, stdout, stderr), stdout parsed when
+    --json was asked and the command succeeded."""
+    from colbench.cli import app, common
+
+    monkeypatch.delenv("COLBENCH_DB", raising=False)
+
+    def run(*args):
+        common.state._db = None
+        with pytest.raises(SystemExit) as exit_info:
+            app.main(["--db", url, *args])
+        out, err = capsys.readouterr()
+        return exit_info.value.code, json.loads(out) if "--json" in args and exit_info.value.code == 0 else out, err
+
+    return run
+
+
 def write_jsonl(path: Path, records) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path

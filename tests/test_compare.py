@@ -2,13 +2,13 @@
 against brute force and simulation, and end to end on scripted agents' rollouts."""
 from __future__ import annotations
 
-import json
 from itertools import product
 
 import numpy as np
 import pytest
 
 from colbench.compare import Side, compare, sign_flip_p_value
+from conftest import command_line
 
 LITE = ["--tasks", "backend-lite:test", "--limit", "30", "-k", "3", "--sandbox", "bwrap"]
 
@@ -41,17 +41,12 @@ def test_run_to_run_noise_matches_the_spread_of_repeated_runs():
 
 
 def test_compare_tells_a_real_difference_from_noise(sqlite_url, capsys, monkeypatch):
-    from colbench.cli import app, common
-
-    monkeypatch.delenv("COLBENCH_DB", raising=False)
+    run = command_line(sqlite_url, capsys, monkeypatch)
 
     def colbench(*args):
-        common.state._db = None
-        with pytest.raises(SystemExit) as exit_info:
-            app.main(["--db", sqlite_url, *args])
-        out, err = capsys.readouterr()
-        assert exit_info.value.code == 0, err
-        return json.loads(out) if "--json" in args else out
+        code, out, err = run(*args)
+        assert code == 0, err
+        return out
 
     colbench("rollout", "--engine", "scripted:mixed@0.5", *LITE, "--name", "mixed")
     colbench("rollout", "--engine", "scripted:mixed@0.5", *LITE, "--seed", "7")
@@ -72,8 +67,5 @@ def test_compare_tells_a_real_difference_from_noise(sqlite_url, capsys, monkeypa
 
     text = colbench("compare", "mixed", "expert")
     assert "B − A" in text and "exceeds it" in text and "rollout:3 (expert)" in text
-    common.state._db = None
-    with pytest.raises(SystemExit) as exit_info:
-        app.main(["--db", sqlite_url, "compare", "mixed", "nosuch-policy", "--tasks", "backend-lite:test"])
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 1 and "nosuch-policy has no graded trajectories" in err
+    code, _, err = run("compare", "mixed", "nosuch-policy", "--tasks", "backend-lite:test")
+    assert code == 1 and "nosuch-policy has no graded trajectories" in err

@@ -4,7 +4,6 @@ identity, per-step training figures in the store and in TensorBoard / W&B, the m
 bwrap sandbox and the tiny model."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,26 +12,11 @@ from sqlmodel import select
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.store.models import Checkpoint, Lineage, RolloutRun, TrainingStep, Trajectory
+from conftest import command_line
 
 LITE = ["--tasks", "backend-lite:train", "--limit", "6", "-k", "4", "--sandbox", "bwrap"]
 FIT = ["--split", "lite-train", "--lora-rank", "4", "--max-len", "256", "--device", "cpu", "--batch-size", "2",
        "--heldout", "0", "--epochs", "2"]
-
-
-def command_line(url: str, capsys, monkeypatch):
-    """Run `colbench --db <url> ARGS`: (exit code, stdout, stderr); --json output parsed."""
-    from colbench.cli import app, common
-
-    monkeypatch.delenv("COLBENCH_DB", raising=False)
-
-    def run(*args):
-        common.state._db = None
-        with pytest.raises(SystemExit) as exit_info:
-            app.main(["--db", url, *args])
-        out, err = capsys.readouterr()
-        return exit_info.value.code, json.loads(out) if "--json" in args and exit_info.value.code == 0 else out, err
-
-    return run
 
 
 @pytest.fixture

@@ -98,10 +98,11 @@ def save_trained(accelerator, scorer, tokenizer, folder: Path, card=None) -> tup
 
 def card_maker(db, *, kind: str, run_id: int, name: str | None, base_model: str, config: dict, metrics: dict, trajectory_ids):
     """``card(adapter)`` for save_model: the run's model card, naming the rollout runs its data came from."""
+    from colbench.runs import named
     from colbench.training.card import model_card
 
     with db.read() as session:
-        data = [(f"rollout:{rid}" + (f" ({rname})" if rname else "") if rid else "imported before runs", n)
+        data = [(named(f"rollout:{rid}", rname) if rid else "imported before runs", n)
                 for rid, rname, n in queries.rollouts_of(session, list(trajectory_ids))]
     return lambda adapter: model_card(kind=kind, run_ref=f"train:{run_id}", name=name, base_model=base_model, adapter=adapter,
                                       store_id=db.store_id, config=config, metrics=metrics, data=data)
