@@ -338,6 +338,18 @@ def _cells(arm: dict, split: str) -> tuple[str, str, str]:
     return (f"{r['mean']:.1%} [{r['low']:.1%}, {r['high']:.1%}]", f"{s['mean']:.1%} [{s['low']:.1%}, {s['high']:.1%}]", str(test["n_trajectories"]))
 
 
+VERSUS = "success − zero-shot, paired (95% CI), p"
+
+
+def _versus(arm: dict, split: str) -> str:
+    """The arm's paired success difference from the zero-shot policy on the same tasks, and its p-value."""
+    found = (arm.get("vs_zero_shot") or {}).get(split)
+    if found is None:
+        return "–"
+    d = found["difference"]
+    return f"{d['mean']:+.1%} [{d['low']:+.1%}, {d['high']:+.1%}], p {found['p_value']:.2g}"
+
+
 def _trained_on(arm: dict) -> str:
     training = arm["training"]
     if "skipped" in training:  # the reason's last clause; study_notes() and results.json have it whole
@@ -375,10 +387,11 @@ def study_tables(payload: dict) -> list[Table]:
     for split in _test_splits(payload):
         title = f"backend:{split}, {cfg['model']}, first {cfg['test_tasks']} tasks × {cfg['test_samples']}; {_recipe(cfg)}"
         table = Table(title=escape(title), title_justify="left")
-        for name in ("method", "% tests passed (95% CI)", "success (95% CI)", "trajectories", "paper, 8B", "trained on"):
+        for name in ("method", "% tests passed (95% CI)", "success (95% CI)", VERSUS, "trajectories", "paper, 8B", "trained on"):
             table.add_column(name, justify="right" if name in ("trajectories", "paper, 8B") else "left", overflow="fold")
         for arm in payload["arms"]:
-            table.add_row(escape(arm["title"]), *_cells(arm, split), _paper(arm), escape(_trained_on(arm)))
+            tests, success, n = _cells(arm, split)
+            table.add_row(escape(arm["title"]), tests, success, _versus(arm, split), n, _paper(arm), escape(_trained_on(arm)))
         tables.append(table)
     return tables
 
@@ -409,6 +422,9 @@ def study_notes(payload: dict) -> list[str]:
                 f"{fmt(judged['pair_accuracy'], '.0%')} of {judged['pairs']}; turn credit (did the turn obtain a fact?) Spearman "
                 f"{fmt(judged['turn_spearman'], '+.2f')}, within-dialogue AUC {fmt(judged['turn_auc'], '.2f')} over {judged['labelled_turns']} turns"
             )
+    if any(any((arm.get("vs_zero_shot") or {}).values()) for arm in payload["arms"]):
+        lines.append(f"{VERSUS}: the mean over the test tasks of the arm's success minus the zero-shot policy's on the same "
+                     "task, with a paired bootstrap interval and a sign-flip p-value (`colbench compare`)")
     for arm in payload["arms"]:
         if "skipped" in arm["training"]:
             lines.append(f"{arm['title']}: not trained: {arm['training']['skipped']}")
@@ -431,11 +447,12 @@ def study_markdown(payload: dict) -> str:
             "",
             f"**backend:{split}**",
             "",
-            "| method | % tests passed (95% CI) | success (95% CI) | trajectories | paper, 8B | trained on |",
-            "|---|---|---|---|---|---|",
+            f"| method | % tests passed (95% CI) | success (95% CI) | {VERSUS} | trajectories | paper, 8B | trained on |",
+            "|---|---|---|---|---|---|---|",
         ]
         for arm in payload["arms"]:
-            out.append(f"| {arm['title']} | " + " | ".join(_cells(arm, split)) + f" | {_paper(arm)} | {_trained_on(arm)} |")
+            tests, success, n = _cells(arm, split)
+            out.append(f"| {arm['title']} | {tests} | {success} | {_versus(arm, split)} | {n} | {_paper(arm)} | {_trained_on(arm)} |")
     out += [""] + [f"- {line}" for line in study_notes(payload)]
     return "\n".join(out)
 

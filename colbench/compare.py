@@ -82,13 +82,15 @@ class Comparison:
 def side_of(db, ref: str, *, tasks: str | None, setting: str) -> Side:
     """A rollout run (rollout:<id> or its name), or a policy's graded trajectories on ``tasks``
     under ``setting`` (the protocol's defaults: "")."""
-    from colbench.runs import RunNotFound, labelled, named, resolve
+    from colbench.runs import RunNotFound, checkpoint_ref, labelled, named, resolve
     from colbench.store import queries
     from colbench.wiring import parse_task_selector
 
+    if ref.startswith("ckpt:"):  # a checkpoint is a policy here, stored by id, not the training run that made it
+        ref = checkpoint_ref(db, ref)
     with db.read() as session:
         try:
-            found = resolve(session, ref)
+            found = None if ref.startswith("ckpt:") else resolve(session, ref)
         except RunNotFound:
             found = None
         if found is not None and found.kind != "rollout":

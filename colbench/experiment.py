@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import ContextManager
 
 from colbench import protocol
+from colbench.compare import compare, side_of
 from colbench.eval import PolicyEval, as_dict, evaluate
 from colbench.grading.semantics import DEFAULT_GRADING, GRADINGS
 from colbench.options import check, help_of, option
@@ -169,6 +170,7 @@ class Arm:
     training: dict = field(default_factory=dict)  # the training run's summary, or {"skipped": why}
     results: dict[str, PolicyEval] = field(default_factory=dict)  # per test split
     rerank_critic: str | None = None  # best-of-N: the critic that picks
+    versus_zero_shot: dict[str, dict] = field(default_factory=dict)  # per test split: Comparison.as_dict(), B = this arm
 
     @property
     def title(self) -> str:
@@ -190,6 +192,7 @@ class ExperimentResult:
             "arms": [
                 {"arm": a.key, "title": a.title, "model": a.model, "training": a.training,
                  "tests": {split: as_dict(a.results[split]) if split in a.results else None for split in self.config.test_splits},
+                 "vs_zero_shot": {split: a.versus_zero_shot.get(split) for split in self.config.test_splits},
                  "paper_8b": PAPER_BACKEND[a.key]}
                 for a in self.arms
             ],
@@ -242,6 +245,7 @@ class BackendExperiment:
             for arm in arms:
                 if arm.model:
                     arm.results.update(self.evaluate(arm, split))
+        self.compare_with_zero_shot(arms)
         return ExperimentResult(cfg, train, critics, arms)
 
     # ------------------------------------------------------------ stages
@@ -260,6 +264,20 @@ class BackendExperiment:
         found = evaluate(self.db, "backend", split, policies=[policy], simulator=self.simulator_ref, setting=setting,
                          grading=self.config.grading)
         return {split: found[0]} if found else {}
+
+    def compare_with_zero_shot(self, arms: list[Arm]) -> None:
+        """Each arm against the zero-shot policy on the same test tasks, paired (colbench/compare.py):
+        every arm runs the same tasks with the same samples each, so the spread between tasks, which
+        dwarfs the arms' differences at a few hundred trajectories, cancels in the difference."""
+        base = arms[0]
+        for split in self.config.test_splits:
+            if split not in base.results:
+                continue
+            side = {arm.key: side_of(self.db, arm.results[split].policy, tasks=f"backend:{split}", setting=arm.results[split].setting)
+                    for arm in arms if split in arm.results}
+            for arm in arms[1:]:
+                if arm.key in side:
+                    arm.versus_zero_shot[split] = compare(side[base.key], side[arm.key], "success", seed=self.config.seed).as_dict()
 
     def best_of_n(self, critic: dict) -> Arm:
         if "checkpoint" not in critic:

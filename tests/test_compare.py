@@ -69,3 +69,23 @@ def test_compare_tells_a_real_difference_from_noise(sqlite_url, capsys, monkeypa
     assert "B − A" in text and "exceeds it" in text and "rollout:3 (expert)" in text
     code, _, err = run("compare", "mixed", "nosuch-policy", "--tasks", "backend-lite:test")
     assert code == 1 and "nosuch-policy has no graded trajectories" in err
+
+    # The study's column: each arm against the zero-shot policy on the same tasks, each side under its
+    # own setting (an arm can be the zero-shot policy under another setting, as best-of-N is).
+    from colbench.eval import evaluate
+    from colbench.experiment import Arm, BackendExperiment, ExperimentConfig
+    from colbench.store.db import Database
+
+    db = Database(sqlite_url)
+
+    def arm(key: str, policy: str, setting: str = "") -> Arm:
+        [found] = evaluate(db, "backend", "lite-test", policies=[policy], setting=setting, record=False)
+        return Arm(key, model=policy, results={"lite-test": found})
+
+    arms = [arm("zero-shot", "scripted:mixed@0.5"), arm("sweet", "scripted:expert"), arm("best-of-n", "scripted:mixed@0.5", "seed=7")]
+    BackendExperiment(db, ExperimentConfig(tasks="backend-lite")).compare_with_zero_shot(arms)
+    assert arms[0].versus_zero_shot == {}
+    better, same = arms[1].versus_zero_shot["lite-test"], arms[2].versus_zero_shot["lite-test"]
+    assert better["difference"] == real["difference"] and better["p_value"] == real["p_value"] and better["gained"] == real["gained"]
+    assert same["difference"] == noise["difference"] and same["b"] == "scripted:mixed@0.5 [seed=7]"
+    assert "lite-novel" not in arms[1].versus_zero_shot  # no zero-shot results there: nothing to pair with

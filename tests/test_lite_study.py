@@ -103,9 +103,30 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
     assert sorted(k for k in kinds if not k.startswith("backend:")) == ["critic", "critic", "policy:mtdpo", "policy:rft", "policy:sweet", "policy:sweet"]
     assert {"backend:lite-train", "backend:lite-test", "backend:lite-novel"} <= set(kinds)
     assert not any(r["policy"] == "scripted:early@0" for r in tagged if r["kind"] == "rollout")  # made before the study
+    # Each arm against zero-shot, paired on the same tasks: what `colbench compare` says of the two
+    # rollout runs (best-of-N shares the zero-shot policy's name and differs in its setting).
+    zero_shot = arms["zero-shot"]["tests"]
+    run_of = {(r["policy"], r["setting"], r["tasks"]): r["ref"] for r in tagged if r["kind"] == "rollout"}
+    for key, arm in arms.items():
+        for split, versus in arm["vs_zero_shot"].items():
+            if key == "zero-shot":
+                assert versus is None
+                continue
+            mine = arm["tests"][split]
+            assert versus["mean_a"] == zero_shot[split]["success"]["mean"] and versus["mean_b"] == mine["success"]["mean"]
+            assert versus["n_tasks"] == 1
+            runs = [run_of[(tests["policy"], tests["setting"], f"backend:{split}")] for tests in (zero_shot[split], mine)]
+            compared = cli("--db", db_url, "compare", *runs, "--json")
+            assert compared["difference"]["mean"] == versus["difference"]["mean"] == versus["mean_b"] - versus["mean_a"]
+            assert compared["p_value"] == versus["p_value"]
+            if zero_shot[split]["setting"] == mine["setting"]:  # policies too: ckpt:<id> is a policy here, not its training run
+                by_policy = cli("--db", db_url, "compare", zero_shot[split]["policy"], mine["policy"], "--tasks", f"backend:{split}",
+                                "--setting", mine["setting"], "--json")
+                assert by_policy["difference"] == compared["difference"] and by_policy["b"].startswith(mine["policy"])
     markdown = (folder / "results.md").read_text()
     assert "judged on 2 dialogues of backend:lite-test" in markdown
     assert "**backend:lite-test**" in markdown and "**backend:lite-novel**" in markdown and "| best-of-N with the critic |" in markdown
+    assert "success − zero-shot, paired (95% CI), p" in markdown
 
     # Critic evaluation against ground truth: the expert's fact questions are the labelled turns.
     for name, training_info in (("with c", True), ("without c", False)):
