@@ -86,11 +86,12 @@ def side_of(db, ref: str, *, tasks: str | None, setting: str) -> Side:
     from colbench.store import queries
     from colbench.wiring import parse_task_selector
 
-    if ref.startswith("ckpt:"):  # a checkpoint is a policy here, stored by id, not the training run that made it
+    is_checkpoint = ref.startswith("ckpt:")  # a policy here, stored by id, not the training run that made it
+    if is_checkpoint:
         ref = checkpoint_ref(db, ref)
     with db.read() as session:
         try:
-            found = None if ref.startswith("ckpt:") else resolve(session, ref)
+            found = None if is_checkpoint else resolve(session, ref)
         except RunNotFound:
             found = None
         if found is not None and found.kind != "rollout":
