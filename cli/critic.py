@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import typer
 
-from colbench.cli.common import console, main_process, print_json, reporting, state
+from colbench.cli import views
+from colbench.cli.common import console, fail, main_process, print_json, reporting, state
 from colbench.cli.options import flags_from
 from colbench.training.config import CriticConfig
 
-app = typer.Typer(help="The SWEET-RL critic: fit it on graded trajectories, score turns with it.", no_args_is_help=True)
+app = typer.Typer(help="The SWEET-RL critic: fit it on graded trajectories, score turns with it, judge it (eval, pairs).", no_args_is_help=True)
 
 
 @app.command("fit")
@@ -100,3 +101,38 @@ def evaluate(
         f"within-dialogue AUC {shown(result.turn_auc, '.3f')} ({result.auc_trajectories} dialogues)",
         markup=False,
     )
+
+
+@app.command("pairs")
+def pairs(
+    run: str = typer.Argument(..., help="A SWEET-RL training run: train:<id>, ckpt:<id> of its policy, or its name."),
+    grade: bool = typer.Option(False, "--grade", help="Also grade the pairs of two answers: did the critic choose the one that passes more tests?"),
+    sandbox: str = typer.Option("auto", "--sandbox", help="With --grade: auto, docker or bwrap."),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
+) -> None:
+    """What a SWEET-RL run's critic taught its policy (backend-lite): each pair's chosen and rejected
+    candidate as an answer, or a question that obtained a new fact, re-asked a known one, or obtained
+    nothing, judged by the built-in human against the dialogue the candidates continue."""
+    from colbench.fact_finding import pair_kinds
+    from colbench.runs import resolve
+
+    db = state.db()
+    with db.read() as session:
+        found = resolve(session, run)
+    if found.kind != "train":
+        fail(f"{run} is a {found.kind} run; give a SWEET-RL training run (train:<id> or its name)")
+    if grade:
+        from colbench.grading.grader import Grader
+
+        with Grader(sandbox=sandbox) as grader:
+            result = pair_kinds(db, found.id, grader=grader)
+    else:
+        result = pair_kinds(db, found.id)
+    if not result.pairs:
+        fail(f"{run} trained on no SWEET-RL pairs (only `policy fit --algo sweet` runs have them)")
+    if as_json:
+        print_json(result.as_dict())
+        return
+    console.print(views.pairs_table(result))
+    for line in views.pairs_notes(result):
+        console.print(line, highlight=False)

@@ -15,6 +15,7 @@ def evaluate(
     k: int = typer.Option(None, "--max-k", min=1, help="Report pass@k and pass^k up to this k (default: the fewest samples any task has)."),
     old_k: int = typer.Option(None, "--k", hidden=True, min=1),
     grading: str = typer.Option(None, "--grading", help="Backend: only grades made under this grading (official or strict). Default: every grading, each in its own rows."),
+    facts: bool = typer.Option(False, "--facts", help="backend-lite: instead of the scores, what the dialogues did with the hidden facts: facts obtained, dialogues with every fact, success with and without them, questions that re-asked a known fact or obtained nothing (colbench/fact_finding.py)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Per policy, side by side: backend % tests passed and success (95% bootstrap CIs), pass@k and pass^k
@@ -26,6 +27,9 @@ def evaluate(
     from colbench.wiring import parse_task_selector
 
     family, split = parse_task_selector(tasks)
+    if facts:
+        _fact_finding(family, split, policy, simulator, setting, as_json)
+        return
     k = old_k or k  # --k: the name this flag had (beside rollout's -k, which means samples per task)
     results = run_eval(state.db(), family, split, policies=policy or None, simulator=simulator, setting=setting, max_k=k, grading=grading)
     if as_json:
@@ -36,6 +40,22 @@ def evaluate(
     console.print(views.eval_table(results, family, split))
     for line in views.eval_notes(results, family):
         console.print(line)
+
+
+def _fact_finding(family: str, split: str, policies, simulator, setting, as_json: bool) -> None:
+    from colbench.fact_finding import fact_finding
+
+    if family != "backend":
+        fail(f"--facts reads backend-lite dialogues; {family}:{split} is not a backend split")
+    rows = fact_finding(state.db(), split, policies=policies or None, simulator=simulator, setting=setting)
+    if as_json:
+        print_json([row.as_dict() for row in rows])
+        return
+    if not rows:
+        fail(f"no graded backend-lite dialogues on {family}:{split}" + (" match the filters" if policies or simulator or setting is not None else ""))
+    console.print(views.facts_table(rows, f"{family}:{split}"))
+    for line in views.FACTS_NOTES:
+        console.print(line, highlight=False)
 
 
 def _nothing_matched(family: str, split: str, policies, simulator, setting, grading) -> str:

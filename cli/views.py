@@ -492,6 +492,59 @@ def eval_table(results, family: str, split: str) -> Table:
     return table
 
 
+def facts_table(rows, tasks: str) -> Table:
+    """`colbench eval --facts`: per policy, what its lite dialogues did with the hidden facts."""
+    table = Table(title=f"{tasks}: the hidden facts", title_justify="left")
+    for name in ("policy", "traj.", "facts obtained", "every fact", "success | every fact", "success | a fact missing",
+                 "agent turns", "questions: new / repeat / nothing"):
+        table.add_column(name, justify="left" if name == "policy" else "right", overflow="fold")
+
+    def share(value):
+        return "–" if value is None else f"{value:.1%}"
+
+    for row in rows:
+        asked = " / ".join(f"{row.questions[kind]:.0%}" for kind in ("new fact", "repeat", "nothing")) if row.questions else "–"
+        table.add_row(Text(labelled(row.policy, row.setting)), str(row.trajectories), share(row.facts_obtained), share(row.every_fact),
+                      share(row.success_with_every_fact), share(row.success_without), f"{row.agent_turns:.2f}", asked)
+    return table
+
+
+FACTS_NOTES = (
+    "facts obtained: of the facts the tasks' answers need, the share the human stated; every fact: dialogues that obtained all of them",
+    "success | every fact: how well the policy writes the code once it knows everything; questions: the share that obtained a new fact, "
+    "re-asked one already stated, or obtained nothing (\"I don't know.\")",
+)
+
+
+def pairs_table(result) -> Table:
+    """`colbench critic pairs`: what a SWEET-RL run's critic preferred, by the kinds of the two candidates."""
+    table = Table(title=f"train:{result.run_id}: {result.pairs} pairs", title_justify="left")
+    table.add_column("chosen > rejected")
+    table.add_column("pairs", justify="right")
+    table.add_column("share", justify="right")
+    for kinds, count in result.kinds.items():
+        table.add_row(kinds, str(count), f"{count / result.pairs:.1%}" if result.pairs else "–")
+    return table
+
+
+def pairs_notes(result) -> list[str]:
+    """The preferences that decide what the policy learns to do, in both directions."""
+    lines = []
+    for better, worse, meaning in (("new fact", "nothing", "a question that obtains a fact over one that obtains nothing"),
+                                   ("new fact", "repeat", "a new fact over re-asking a known one"),
+                                   ("answer", "repeat", "answering over re-asking a known fact"),
+                                   ("answer", "nothing", "answering over a question that obtains nothing")):
+        right, wrong = result.preferred(better, worse)
+        if right + wrong:
+            lines.append(f"{meaning}: {right} of {right + wrong} pairs")
+    graded = result.answers_graded
+    if graded:
+        decided = graded.get("chosen passed more", 0) + graded.get("rejected passed more", 0)
+        lines.append(f"two answers, graded: the chosen one passed more tests in {graded.get('chosen passed more', 0)} of the {decided} "
+                     f"pairs where they differ ({graded.get('same', 0)} pass the same)")
+    return lines
+
+
 def eval_notes(results, family: str) -> list[str]:
     """What the eval table's columns leave unsaid."""
     lines = []

@@ -745,6 +745,18 @@ def add_sweet_pairs(session: Session, rows: list[dict]) -> None:
         session.connection().execute(insert(SweetPair.__table__), chunk)
 
 
+def sweet_pairs_of(session: Session, run_id: int) -> list[tuple[SweetCandidate, SweetCandidate, Turn]]:
+    """(chosen, rejected, the stored agent turn both continue the history of) of each pair a SWEET run trained on."""
+    pairs = list(session.exec(select(SweetPair).where(SweetPair.run_id == run_id).order_by(SweetPair.id)))
+    candidates: dict[int, SweetCandidate] = {}
+    turns: dict[int, Turn] = {}
+    for chunk in _chunks([i for p in pairs for i in (p.chosen_id, p.rejected_id)]):
+        candidates.update((c.id, c) for c in session.exec(select(SweetCandidate).where(col(SweetCandidate.id).in_(chunk))))
+    for chunk in _chunks(sorted({p.turn_id for p in pairs})):
+        turns.update((t.id, t) for t in session.exec(select(Turn).where(col(Turn.id).in_(chunk))))
+    return [(candidates[p.chosen_id], candidates[p.rejected_id], turns[p.turn_id]) for p in pairs]
+
+
 # ---------------------------------------------------------------- evaluation
 
 
@@ -772,6 +784,24 @@ def graded_outcomes(
     if rollout_id is not None:
         query = query.where(Trajectory.rollout_id == rollout_id)
     return [tuple(row) for row in session.exec(query)]
+
+
+def graded_trajectory_ids(
+    session: Session, *, family: str, split: str, policies: Sequence[str] | None = None, simulator: str | None = None,
+    setting: str | None = None,
+) -> list[tuple[int, tuple[str, str, str]]]:
+    """(id, (policy, simulator, setting)) of every graded trajectory of a family's split, oldest first."""
+    query = (
+        select(Trajectory.id, Trajectory.policy, Trajectory.simulator, Trajectory.setting)
+        .join(Task, Task.id == Trajectory.task_id)
+        .where(Task.family == family, Task.split == split, col(Trajectory.graded_seq).is_not(None), of_policies(policies))
+        .order_by(Trajectory.id)
+    )
+    if simulator:
+        query = query.where(Trajectory.simulator == simulator)
+    if setting is not None:
+        query = query.where(Trajectory.setting == setting)
+    return [(row[0], (row[1], row[2], row[3] or "")) for row in session.exec(query)]
 
 
 def graded_groups(session: Session) -> list[tuple[str, str, str, str, int]]:

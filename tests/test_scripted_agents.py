@@ -176,6 +176,37 @@ def test_irrelevant_questions_get_dont_know_and_the_agent_still_succeeds(tmp_pat
         assert trajectory.reward == 1.0 and trajectory.success
 
 
+def test_repeat_asks_for_each_fact_twice_and_still_succeeds(tmp_path, env):
+    for trajectory, turns, spec in roll(tmp_path, env, "repeat@1"):
+        facts = facts_of(spec)
+        twice = [fact for fact in facts for _ in range(2)]
+        agent = [t for t in turns if t.role == "assistant"]
+        # Each fact asked twice in a row (the turn limit has room here), the human stating it both times.
+        assert [asked(t.content, facts) for t in agent[:-1]] == [[fact.name] for fact in twice]
+        replies = [t.content for t in turns if t.role == "user"][1:]
+        assert all(fact.sentence in reply for fact, reply in zip(twice, replies))
+        assert trajectory.reward == 1.0 and trajectory.success
+
+
+def test_repeat_leaves_room_for_every_fact_within_the_turn_limit():
+    many = [HiddenFact(f"f{i}", f"Fact {i} is {i}.", f"What is the value of setting {i}?", (f"setting{i}",)) for i in range(6)]
+    spec = outside_task()
+    agent = engine("repeat@1", [spec])
+    agent._facts = lambda task: many
+    messages = conversation(spec)
+    while True:
+        [generation] = agent.generate([messages], SamplingParams())
+        text = generation.samples[0].text
+        messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "ok"}]
+        if protocol.ANSWER_MARKER in text:
+            break
+    said = [m["content"] for m in messages if m["role"] == "assistant"]
+    # Six facts and the answer need 7 of the 10 turns: 3 repeats fit, and every fact is still asked.
+    assert len(said) == protocol.MAX_AGENT_TURNS
+    assert all(any(fact.question in text for text in said) for fact in many)
+    assert said[-1] == answer_text(spec.ground_truth)
+
+
 def test_same_seed_same_dialogues_another_seed_others(tmp_path, env):
     first = roll(tmp_path, env, "mixed", seed=0, k=2, name="a.db")
     again = roll(tmp_path, env, "mixed", seed=0, k=2, name="b.db")
@@ -259,6 +290,7 @@ def test_policy_names_knobs_and_the_engine_flag():
     assert make_engine("scripted:skip@0.25", "smollm2").model_ref == "scripted:skip@0.25"
     assert make_engine("scripted", "skip").model_ref == "scripted:skip@0.5"
     assert make_engine("scripted", "early@3").model_ref == "scripted:early@3"
+    assert make_engine("scripted", "repeat").model_ref == "scripted:repeat@0.5"
     assert make_engine("scripted:mixed", "ignored").kind == "scripted"
     # The rollout takes scripted:<policy>, knob included; the policy itself is checked by the engine.
     assert RolloutConfig(engine="scripted:skip@0.5").engine == "scripted:skip@0.5"

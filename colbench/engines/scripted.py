@@ -19,6 +19,9 @@ always spells it out: ``scripted:skip@0.5``):
   the task's facts do not cover (error handling, naming, docstrings, ...), which the built-in human
   answers with "I don't know."; never two in a row, never the same one twice, never one the turn
   limit has no room for, so it still succeeds. ``irrelevant@1`` interleaves one before every fact.
+- ``repeat@0.5``: as expert, but after each fact question, with probability P, asks for the same
+  fact again (the human states it again); never a fact twice over, never when the turn limit has no
+  room, so it still succeeds. What a policy does when its critic credits any question about a fact.
 - ``early@1``: answers after K fact questions (``early@0`` answers at once).
 - ``mixed@0.4``: a per-turn mix of the above, the source of varied warm-start data: while facts
   remain, each turn answers now, skips the next fact, or asks an irrelevant question, each with
@@ -69,10 +72,11 @@ POLICIES: dict[str, tuple[str | None, float | int | None]] = {
     "expert": (None, None),
     "skip": ("p", 0.5),
     "irrelevant": ("p", 0.5),
+    "repeat": ("p", 0.5),
     "early": ("k", 1),
     "mixed": ("p", 0.4),
 }
-POLICY_HELP = "expert, skip[@P], irrelevant[@P], early[@K], mixed[@P]"
+POLICY_HELP = "expert, skip[@P], irrelevant[@P], repeat[@P], early[@K], mixed[@P]"
 
 # Said before a fact's question now and then, for a little variety: none asks anything, nor uses
 # a word of any lite fact's keywords (the built-in human matches questions by those).
@@ -277,7 +281,7 @@ class ScriptedEngine(Engine):
         previous_irrelevant = bool(said) and said[-1] in IRRELEVANT_QUESTIONS
         name, knob = self.policy.name, self.policy.knob
 
-        def irrelevant_fits(next_fact: int) -> bool:
+        def extra_question_fits(next_fact: int) -> bool:
             # This turn, the remaining facts' questions and the answer all within the turn limit.
             return len(said) + 1 + (len(facts) - next_fact) + 1 <= protocol.MAX_AGENT_TURNS
 
@@ -285,11 +289,16 @@ class ScriptedEngine(Engine):
         if name == "skip":
             while target < len(facts) and rng.random() < knob:
                 target += 1
+        elif name == "repeat":
+            just_asked = facts[position - 1].question if asked else None
+            if (just_asked and said[-1].endswith(just_asked) and sum(just_asked in text for text in said) == 1
+                    and extra_question_fits(target) and rng.random() < knob):
+                target = position - 1
         elif name == "early":
             if len(asked) >= knob:
                 action = "answer"
         elif name == "irrelevant":
-            if target < len(facts) and not previous_irrelevant and irrelevant_fits(target) and rng.random() < knob:
+            if target < len(facts) and not previous_irrelevant and extra_question_fits(target) and rng.random() < knob:
                 action = "irrelevant"
         elif name == "mixed" and target < len(facts):
             draw = rng.random()
@@ -297,7 +306,7 @@ class ScriptedEngine(Engine):
                 action = "answer"
             elif draw < 2 * knob / 3:
                 target += 1
-            elif draw < knob and not previous_irrelevant and irrelevant_fits(target):
+            elif draw < knob and not previous_irrelevant and extra_question_fits(target):
                 action = "irrelevant"
         if action != "answer" and (target >= len(facts) or last_turn):
             action = "answer"

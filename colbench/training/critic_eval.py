@@ -90,28 +90,9 @@ def evaluate_critic(
 def turn_labels(db, trajectory_ids: list[int]) -> dict[int, list[int]]:
     """Per lite trajectory, each agent turn's label: 1 when the human's reply to it stated a
     hidden fact not stated before, else 0. Trajectories of other tasks are left out."""
-    from colbench.official import spec_of
-    from colbench.simulators.rulebased.lite import revealed_facts
-    from colbench.tasks.lite import is_lite
+    from colbench.fact_finding import NEW, lite_dialogues
 
-    with db.read() as session:
-        by_id = queries.trajectories_by_id(session, trajectory_ids)
-        tasks = {i: spec_of(task) for i, task in queries.tasks_by_id(session, [t.task_id for t in by_id.values()]).items()}
-        turns = queries.turns_for(session, trajectory_ids)
-    labels: dict[int, list[int]] = {}
-    for trajectory_id in trajectory_ids:
-        task = tasks[by_id[trajectory_id].task_id]
-        if not is_lite(task):
-            continue
-        known: set[str] = set()
-        labels[trajectory_id] = []
-        for turn in turns[trajectory_id]:
-            if turn.role != "assistant":
-                continue
-            new = set(revealed_facts(task, turn.content)) - known
-            known |= new
-            labels[trajectory_id].append(int(bool(new)))
-    return labels
+    return {i: [int(kind == NEW) for kind in kinds] for i, (_, kinds, _) in lite_dialogues(db, trajectory_ids).items()}
 
 
 def ranks(values: list[float]) -> list[float]:

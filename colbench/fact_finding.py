@@ -1,0 +1,178 @@
+"""What backend-lite dialogues did with the hidden facts: ground truth from the built-in human.
+
+The built-in human states a hidden fact exactly when asked for it (simulators/rulebased/lite.py),
+so every agent turn of a lite dialogue is known to be one of:
+
+- ``new fact``: a question whose reply stated a fact not stated before;
+- ``repeat``: a question whose reply only restated facts already stated;
+- ``nothing``: a question none of the task's facts answers ("I don't know.");
+- ``answer``: the final answer.
+
+Two views are built on these. Per policy (``colbench eval --facts``): how much of what the answer
+needs was obtained, and what came of it: success with every fact obtained separates asking from
+writing the code. Per SWEET-RL run (``colbench critic pairs``): the kinds of the chosen and the
+rejected candidate of each pair its critic ranked, i.e. what the critic taught the policy.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+
+from colbench import protocol
+from colbench.store import queries
+
+NEW, REPEAT, NOTHING, ANSWER = "new fact", "repeat", "nothing", "answer"
+QUESTIONS = (NEW, REPEAT, NOTHING)
+
+
+def turn_kind(task, known: set[str], text: str, *, last_turn: bool = False) -> tuple[str, set[str]]:
+    """The kind of an agent turn, given the facts stated before it, and the facts its reply states."""
+    if protocol.extract_answer(text, last_turn=last_turn) is not None:
+        return ANSWER, set()
+    from colbench.simulators.rulebased.lite import revealed_facts
+
+    stated = set(revealed_facts(task, text))
+    return (NEW if stated - known else REPEAT if stated else NOTHING), stated
+
+
+def dialogue_kinds(task, agent_texts: list[str]) -> list[str]:
+    """The kind of each agent turn of a dialogue, in order."""
+    known: set[str] = set()
+    kinds = []
+    for index, text in enumerate(agent_texts):
+        kind, stated = turn_kind(task, known, text, last_turn=index + 1 >= protocol.MAX_AGENT_TURNS)
+        known |= stated
+        kinds.append(kind)
+    return kinds
+
+
+def lite_dialogues(db, trajectory_ids: list[int]) -> dict[int, tuple[object, list[str], object]]:
+    """trajectory id → (its task spec, its agent turns' kinds, the trajectory), lite tasks only."""
+    from colbench.official import spec_of
+    from colbench.tasks.lite import is_lite
+
+    with db.read() as session:
+        by_id = queries.trajectories_by_id(session, trajectory_ids)
+        tasks = {i: spec_of(t) for i, t in queries.tasks_by_id(session, {t.task_id for t in by_id.values()}).items()}
+        turns = queries.turns_for(session, trajectory_ids)
+    found = {}
+    for trajectory_id in trajectory_ids:
+        task = tasks[by_id[trajectory_id].task_id]
+        if is_lite(task):
+            agent = [turn.content for turn in turns[trajectory_id] if turn.role == "assistant"]
+            found[trajectory_id] = (task, dialogue_kinds(task, agent), by_id[trajectory_id])
+    return found
+
+
+# ---------------------------------------------------------------- per policy
+
+
+@dataclass
+class FactFinding:
+    """A policy's dialogues on a lite split (one row of `colbench eval --facts`)."""
+
+    policy: str
+    simulator: str
+    setting: str
+    trajectories: int
+    facts_obtained: float  # of the facts the tasks' answers need, the share the dialogues obtained
+    every_fact: float  # the share of dialogues that obtained every fact
+    success_with_every_fact: float | None  # success among those dialogues: how well the policy writes the code
+    success_without: float | None  # success among the others (near 0: the tests need every fact)
+    agent_turns: float  # mean, the answer included
+    questions: dict[str, float] = field(default_factory=dict)  # kind → share of the questions asked
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def fact_finding(
+    db, split: str, *, policies: list[str] | None = None, simulator: str | None = None, setting: str | None = None,
+) -> list[FactFinding]:
+    """One row per (policy, simulator, setting) with graded dialogues on the backend ``split`` (lite tasks only)."""
+    from colbench.tasks.lite import facts_of
+
+    with db.read() as session:
+        graded = queries.graded_trajectory_ids(session, family="backend", split=split, policies=policies, simulator=simulator, setting=setting)
+    dialogues = lite_dialogues(db, [trajectory_id for trajectory_id, _ in graded])
+    groups: dict[tuple, list] = defaultdict(list)
+    for trajectory_id, key in graded:
+        if trajectory_id in dialogues:
+            groups[key].append(dialogues[trajectory_id])
+    rows = []
+    for (policy, sim, how), members in sorted(groups.items()):
+        needed = obtained = 0
+        complete, partial, asked = [], [], Counter()
+        for task, kinds, trajectory in members:
+            needed += len(facts_of(task))
+            obtained += kinds.count(NEW)
+            (complete if kinds.count(NEW) == len(facts_of(task)) else partial).append(bool(trajectory.success))
+            asked.update(kind for kind in kinds if kind != ANSWER)
+        questions = sum(asked.values())
+        rows.append(FactFinding(
+            policy=policy, simulator=sim, setting=how or "", trajectories=len(members),
+            facts_obtained=obtained / needed if needed else 0.0,
+            every_fact=len(complete) / len(members),
+            success_with_every_fact=sum(complete) / len(complete) if complete else None,
+            success_without=sum(partial) / len(partial) if partial else None,
+            agent_turns=sum(len(kinds) for _, kinds, _ in members) / len(members),
+            questions={kind: asked[kind] / questions for kind in QUESTIONS} if questions else {},
+        ))
+    return rows
+
+
+# ---------------------------------------------------------------- per SWEET-RL run
+
+
+@dataclass
+class PairKinds:
+    """What a SWEET-RL run's pairs preferred (`colbench critic pairs`)."""
+
+    run_id: int
+    pairs: int
+    kinds: dict[str, int]  # "chosen kind > rejected kind" → pairs
+    answers_graded: dict[str, int] = field(default_factory=dict)  # answer-vs-answer pairs: which side passed more tests
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def preferred(self, better: str, worse: str) -> tuple[int, int]:
+        """Pairs that chose ``better`` over ``worse``, and the other way round."""
+        return self.kinds.get(f"{better} > {worse}", 0), self.kinds.get(f"{worse} > {better}", 0)
+
+
+def pair_kinds(db, run_id: int, *, grader=None) -> PairKinds:
+    """Each pair's (chosen, rejected) kinds, judged against the dialogue the candidates continue.
+    With a ``grader``, the pairs of two answers are graded: did the chosen one pass more tests?"""
+    with db.read() as session:
+        pairs = queries.sweet_pairs_of(session, run_id)
+    dialogues = lite_dialogues(db, sorted({turn.trajectory_id for _, _, turn in pairs}))
+    with db.read() as session:
+        histories = queries.turns_for(session, list(dialogues))
+    kinds: Counter = Counter()
+    answers = []
+    for chosen, rejected, turn in pairs:
+        if turn.trajectory_id not in dialogues:
+            continue
+        task = dialogues[turn.trajectory_id][0]
+        known: set[str] = set()
+        for earlier in histories[turn.trajectory_id]:
+            if earlier.index >= turn.index:
+                break
+            if earlier.role == "assistant":
+                known |= turn_kind(task, known, earlier.content)[1]
+        last = sum(t.role == "assistant" for t in histories[turn.trajectory_id] if t.index <= turn.index) >= protocol.MAX_AGENT_TURNS
+        sides = [turn_kind(task, known, candidate.content, last_turn=last)[0] for candidate in (chosen, rejected)]
+        kinds[f"{sides[0]} > {sides[1]}"] += 1
+        if sides == [ANSWER, ANSWER]:
+            answers.append((task, chosen.content, rejected.content, last))
+    result = PairKinds(run_id=run_id, pairs=len(pairs), kinds=dict(kinds.most_common()))
+    if grader is not None and answers:
+        batch = [(task, protocol.extract_answer(text, last_turn=last)) for task, *texts, last in answers for text in texts]
+        reports = grader.grade(batch)
+        verdicts = Counter()
+        for chosen, rejected in zip(reports[::2], reports[1::2]):
+            better = chosen.fraction_passed - rejected.fraction_passed
+            verdicts["chosen passed more" if better > 0 else "rejected passed more" if better < 0 else "same"] += 1
+        result.answers_graded = dict(verdicts)
+    return result
