@@ -105,6 +105,11 @@ def side_of(db, ref: str, *, tasks: str | None, setting: str) -> Side:
             family, split = parse_task_selector(tasks or "backend:test")
             rows = queries.graded_outcomes(session, family=family, split=split, policies=[ref], setting=setting)
             label = labelled(ref, setting)
+            if not rows:  # the usual slip: the policy's rollouts carry a setting the command did not name
+                others = [how for fam, spl, policy, how, _ in queries.graded_groups(session) if (fam, spl, policy) == (family, split, ref)]
+                if others:
+                    raise NothingToCompare(f"{label} has no graded trajectories on {family}:{split}; {ref} has some under "
+                                           + ", ".join(f"--setting {how!r}" for how in others))
     gradings = {row[9] for row in rows} - {None}
     if len(gradings) > 1:
         raise NothingToCompare(f"{label} holds grades made under {' and '.join(sorted(gradings))}: regrade one way first (colbench grade --grading)")

@@ -69,6 +69,9 @@ def test_compare_tells_a_real_difference_from_noise(sqlite_url, capsys, monkeypa
     assert "B − A" in text and "exceeds it" in text and "rollout:3 (expert)" in text
     code, _, err = run("compare", "mixed", "nosuch-policy", "--tasks", "backend-lite:test")
     assert code == 1 and "nosuch-policy has no graded trajectories" in err
+    code, _, err = run("compare", "scripted:expert", "scripted:mixed@0.5", "--tasks", "backend-lite:test", "--setting", "max=9")
+    assert code == 1 and "scripted:expert [max=9] has no graded trajectories" in err and "under --setting ''" in err
+    assert "--setting 'seed=7'" not in err  # that setting is mixed's, not expert's
 
     # The study's column: each arm against the zero-shot policy on the same tasks, each side under its
     # own setting (an arm can be the zero-shot policy under another setting, as best-of-N is).
