@@ -73,6 +73,7 @@ def evaluate(
     critic: str = typer.Option(..., "--critic", help="The critic checkpoint: ckpt:<id>, or ckpt:<its run's name>."),
     tasks: str = typer.Option("backend-lite:test", "--tasks", help="Whose graded trajectories to judge, as rollout's --tasks (held-out tasks: never the critic's training split)."),
     policies: str = typer.Option(None, "--policies", help="Only trajectories of these policies (comma-separated, a trailing * matches a prefix, e.g. scripted:*)."),
+    setting: str = typer.Option(None, "--setting", help="Only rollouts made with this setting (as shown in brackets after the policy, e.g. max=256,seed=1; '' for the protocol's defaults): a policy's best-of-N rollouts share its name."),
     pairs: str = typer.Option(None, "--pairs", help="Pair rule for the accuracy: correct or margin (default: the family's, as in training)."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the newest N trajectories."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
@@ -85,7 +86,7 @@ def evaluate(
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
     with reporting("critic eval", enabled=not as_json) as on_progress:
-        result = evaluate_critic(state.db(), checkpoint_ref(state.db(), critic), tasks=tasks, policies=chosen, rule=pairs, limit=limit, device=device, on_progress=on_progress)
+        result = evaluate_critic(state.db(), checkpoint_ref(state.db(), critic), tasks=tasks, policies=chosen, setting=setting, rule=pairs, limit=limit, device=device, on_progress=on_progress)
     if as_json:
         print_json(result.as_dict())
         return

@@ -128,6 +128,13 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
     assert "**backend:lite-test**" in markdown and "**backend:lite-novel**" in markdown and "| best-of-N with the critic |" in markdown
     assert "success − zero-shot, paired (95% CI), p" in markdown
 
+    # The warm start's test dialogues and its best-of-N ones share its name; --setting tells them apart.
+    critic = result["critics"]["with c"]["checkpoint"]
+    both = cli("--db", db_url, "critic", "eval", "--critic", critic, "--policies", warm["checkpoint"], "--device", "cpu", "--json")
+    plain = cli("--db", db_url, "critic", "eval", "--critic", critic, "--policies", warm["checkpoint"], "--device", "cpu",
+                "--setting", zero_shot["lite-test"]["setting"], "--json")
+    assert both["trajectories"] == 2 and plain["trajectories"] == 1
+
     # Critic evaluation against ground truth: the expert's fact questions are the labelled turns.
     for name, training_info in (("with c", True), ("without c", False)):
         figures = cli("--db", db_url, "critic", "eval", "--critic", result["critics"][name]["checkpoint"], "--tasks", "backend-lite:train",

@@ -43,11 +43,11 @@ class CriticEvaluation:
 
 
 def evaluate_critic(
-    db, critic_ref: str, *, tasks: str = "backend-lite:test", policies: list[str] | None = None, rule: str | None = None,
-    limit: int | None = None, device: str = "auto", on_progress: Progress | None = None,
+    db, critic_ref: str, *, tasks: str = "backend-lite:test", policies: list[str] | None = None, setting: str | None = None,
+    rule: str | None = None, limit: int | None = None, device: str = "auto", on_progress: Progress | None = None,
 ) -> CriticEvaluation:
-    """Score the graded trajectories of ``tasks`` (a --tasks selector; of ``policies``, at most
-    ``limit``, newest first) with the critic, and measure both figures."""
+    """Score the graded trajectories of ``tasks`` (a --tasks selector; of ``policies``, rolled out
+    under ``setting`` when given, at most ``limit``, newest first) with the critic, and measure both figures."""
     from colbench.training.scoring import CriticModel
     from colbench.wiring import parse_task_selector
 
@@ -55,9 +55,12 @@ def evaluate_critic(
     critic = CriticModel.from_checkpoint(db, critic_ref, device=device)
     with db.read() as session:
         trajectories, _ = queries.trained_data(session, family=family, split=split, watermark=None, policies=policies)
+    if setting is not None:
+        trajectories = [t for t in trajectories if (t.setting or "") == setting]
     trajectories = sorted(trajectories, key=lambda t: t.id, reverse=True)[:limit] if limit else trajectories
     if not trajectories:
-        raise ValueError(f"no graded trajectories in {tasks}" + (f" of {', '.join(policies)}" if policies else ""))
+        raise ValueError(f"no graded trajectories in {tasks}" + (f" of {', '.join(policies)}" if policies else "")
+                         + (f" under the setting {setting!r}" if setting is not None else ""))
 
     advantages: dict[int, list[float | None]] = {}
     ids = sorted(t.id for t in trajectories)
