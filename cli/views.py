@@ -503,7 +503,7 @@ def facts_table(rows, tasks: str) -> Table:
         return "–" if value is None else f"{value:.1%}"
 
     for row in rows:
-        asked = " / ".join(f"{row.questions[kind]:.0%}" for kind in ("new fact", "repeat", "nothing")) if row.questions else "–"
+        asked = " / ".join(f"{share:.0%}" for share in row.questions.values()) if row.questions else "–"  # new / repeat / nothing
         table.add_row(Text(labelled(row.policy, row.setting)), str(row.trajectories), share(row.facts_obtained), share(row.every_fact),
                       share(row.success_with_every_fact), share(row.success_without), f"{row.agent_turns:.2f}", asked)
     return table

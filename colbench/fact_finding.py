@@ -35,19 +35,35 @@ def turn_kind(task, known: set[str], text: str, *, last_turn: bool = False) -> t
     return (NEW if stated - known else REPEAT if stated else NOTHING), stated
 
 
-def dialogue_kinds(task, agent_texts: list[str]) -> list[str]:
-    """The kind of each agent turn of a dialogue, in order."""
+@dataclass
+class LiteDialogue:
+    """A stored lite dialogue, its agent turns judged in order."""
+
+    task: object  # its TaskSpec
+    trajectory: object
+    agent_turns: list  # the stored agent turns, in order
+    kinds: list[str]  # each agent turn's kind
+    stated: list[set[str]]  # the facts the human's reply to each agent turn stated
+
+    def known_before(self, position: int) -> set[str]:
+        """The facts stated before the agent turn at ``position`` (0-based among agent turns)."""
+        return set().union(*self.stated[:position])
+
+
+def judged(task, trajectory, agent_turns: list) -> LiteDialogue:
+    """Each agent turn's kind, given the facts the turns before it obtained."""
     known: set[str] = set()
-    kinds = []
-    for index, text in enumerate(agent_texts):
-        kind, stated = turn_kind(task, known, text, last_turn=index + 1 >= protocol.MAX_AGENT_TURNS)
-        known |= stated
+    kinds, stated = [], []
+    for index, turn in enumerate(agent_turns):
+        kind, facts = turn_kind(task, known, turn.content, last_turn=index + 1 >= protocol.MAX_AGENT_TURNS)
+        known |= facts
         kinds.append(kind)
-    return kinds
+        stated.append(facts)
+    return LiteDialogue(task, trajectory, agent_turns, kinds, stated)
 
 
-def lite_dialogues(db, trajectory_ids: list[int]) -> dict[int, tuple[object, list[str], object]]:
-    """trajectory id → (its task spec, its agent turns' kinds, the trajectory), lite tasks only."""
+def lite_dialogues(db, trajectory_ids: list[int]) -> dict[int, LiteDialogue]:
+    """trajectory id → its judged dialogue, lite tasks only."""
     from colbench.official import spec_of
     from colbench.tasks.lite import is_lite
 
@@ -57,10 +73,10 @@ def lite_dialogues(db, trajectory_ids: list[int]) -> dict[int, tuple[object, lis
         turns = queries.turns_for(session, trajectory_ids)
     found = {}
     for trajectory_id in trajectory_ids:
-        task = tasks[by_id[trajectory_id].task_id]
+        trajectory = by_id[trajectory_id]
+        task = tasks[trajectory.task_id]
         if is_lite(task):
-            agent = [turn.content for turn in turns[trajectory_id] if turn.role == "assistant"]
-            found[trajectory_id] = (task, dialogue_kinds(task, agent), by_id[trajectory_id])
+            found[trajectory_id] = judged(task, trajectory, [turn for turn in turns[trajectory_id] if turn.role == "assistant"])
     return found
 
 
@@ -103,11 +119,12 @@ def fact_finding(
     for (policy, sim, how), members in sorted(groups.items()):
         needed = obtained = 0
         complete, partial, asked = [], [], Counter()
-        for task, kinds, trajectory in members:
-            needed += len(facts_of(task))
-            obtained += kinds.count(NEW)
-            (complete if kinds.count(NEW) == len(facts_of(task)) else partial).append(bool(trajectory.success))
-            asked.update(kind for kind in kinds if kind != ANSWER)
+        for dialogue in members:
+            need, new = len(facts_of(dialogue.task)), dialogue.kinds.count(NEW)
+            needed += need
+            obtained += new
+            (complete if new == need else partial).append(bool(dialogue.trajectory.success))
+            asked.update(kind for kind in dialogue.kinds if kind != ANSWER)
         questions = sum(asked.values())
         rows.append(FactFinding(
             policy=policy, simulator=sim, setting=how or "", trajectories=len(members),
@@ -115,7 +132,7 @@ def fact_finding(
             every_fact=len(complete) / len(members),
             success_with_every_fact=sum(complete) / len(complete) if complete else None,
             success_without=sum(partial) / len(partial) if partial else None,
-            agent_turns=sum(len(kinds) for _, kinds, _ in members) / len(members),
+            agent_turns=sum(len(dialogue.kinds) for dialogue in members) / len(members),
             questions={kind: asked[kind] / questions for kind in QUESTIONS} if questions else {},
         ))
     return rows
@@ -147,25 +164,18 @@ def pair_kinds(db, run_id: int, *, grader=None) -> PairKinds:
     with db.read() as session:
         pairs = queries.sweet_pairs_of(session, run_id)
     dialogues = lite_dialogues(db, sorted({turn.trajectory_id for _, _, turn in pairs}))
-    with db.read() as session:
-        histories = queries.turns_for(session, list(dialogues))
     kinds: Counter = Counter()
     answers = []
     for chosen, rejected, turn in pairs:
-        if turn.trajectory_id not in dialogues:
+        dialogue = dialogues.get(turn.trajectory_id)
+        if dialogue is None:
             continue
-        task = dialogues[turn.trajectory_id][0]
-        known: set[str] = set()
-        for earlier in histories[turn.trajectory_id]:
-            if earlier.index >= turn.index:
-                break
-            if earlier.role == "assistant":
-                known |= turn_kind(task, known, earlier.content)[1]
-        last = sum(t.role == "assistant" for t in histories[turn.trajectory_id] if t.index <= turn.index) >= protocol.MAX_AGENT_TURNS
-        sides = [turn_kind(task, known, candidate.content, last_turn=last)[0] for candidate in (chosen, rejected)]
+        position = next(i for i, agent in enumerate(dialogue.agent_turns) if agent.id == turn.id)
+        known, last = dialogue.known_before(position), position + 1 >= protocol.MAX_AGENT_TURNS
+        sides = [turn_kind(dialogue.task, known, candidate.content, last_turn=last)[0] for candidate in (chosen, rejected)]
         kinds[f"{sides[0]} > {sides[1]}"] += 1
         if sides == [ANSWER, ANSWER]:
-            answers.append((task, chosen.content, rejected.content, last))
+            answers.append((dialogue.task, chosen.content, rejected.content, last))
     result = PairKinds(run_id=run_id, pairs=len(pairs), kinds=dict(kinds.most_common()))
     if grader is not None and answers:
         batch = [(task, protocol.extract_answer(text, last_turn=last)) for task, *texts, last in answers for text in texts]

@@ -95,7 +95,7 @@ def turn_labels(db, trajectory_ids: list[int]) -> dict[int, list[int]]:
     hidden fact not stated before, else 0. Trajectories of other tasks are left out."""
     from colbench.fact_finding import NEW, lite_dialogues
 
-    return {i: [int(kind == NEW) for kind in kinds] for i, (_, kinds, _) in lite_dialogues(db, trajectory_ids).items()}
+    return {i: [int(kind == NEW) for kind in dialogue.kinds] for i, dialogue in lite_dialogues(db, trajectory_ids).items()}
 
 
 def ranks(values: list[float]) -> list[float]:
