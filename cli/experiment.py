@@ -12,6 +12,7 @@ from colbench.cli import views
 from colbench.cli.common import console, err_console, print_json, reporting, state
 from colbench.cli.options import flags_from
 from colbench.experiment import CRITIC_SET, POLICY_SET, ExperimentConfig, study_critic, study_policy
+from colbench.recipe import deviations
 from colbench.training.config import CriticConfig, PolicyConfig
 
 app = typer.Typer(help="Whole studies: rollouts, critics, policies and evaluation in one resumable command.", no_args_is_help=True)
@@ -68,6 +69,9 @@ def backend(
         console.print(table)
     for line in views.study_notes(payload):
         console.print(line, highlight=False)
+    console.print(Text("deviations from the official run's recipe:", style="bold"))
+    for line in deviations(payload["config"]):
+        console.print(f"- {line}", highlight=False)
     console.print(f"results: {folder / 'results.md'}; store: {db.url} (colbench --db {db.url} inspect <id>)", highlight=False)
 
 

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from colbench.protocol import ANSWER_MARKER, NO_RESPONSE
+from colbench.recipe import deviations
 from colbench.runs import labelled
 
 _FENCED = re.compile(r"```([a-zA-Z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
@@ -454,6 +455,7 @@ def study_markdown(payload: dict) -> str:
             tests, success, n = _cells(arm, split)
             out.append(f"| {arm['title']} | {tests} | {success} | {_versus(arm, split)} | {n} | {_paper(arm)} | {_trained_on(arm)} |")
     out += [""] + [f"- {line}" for line in study_notes(payload)]
+    out += ["", "**Deviations from the official run's recipe**", ""] + [f"- {line}" for line in deviations(cfg)]
     return "\n".join(out)
 
 

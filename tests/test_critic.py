@@ -30,13 +30,6 @@ DIALOGUE = [
 REFERENCE = "def add(a, b):\n    return a + b\n"
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model_dir):
-    from colbench.model_refs import load_tokenizer
-
-    return load_tokenizer(str(tiny_model_dir))
-
-
 def tiny(tiny_model_dir):
     from transformers import AutoModelForCausalLM
 

@@ -91,3 +91,32 @@ def test_task_selectors():
     for wrong in ("backend-lite:lite-test", "frontend:lite-train", "backend-lite", "lite:test", "backend:novel"):
         with pytest.raises(ValueError, match="backend-lite:train"):
             parse_task_selector(wrong)
+
+
+def test_sweet_selection_covers_as_many_distinct_tasks_as_its_fraction_allows(sqlite_url, tmp_path, tokenizer):
+    """25 tasks x 4 samples stored task by task (as rollouts store them): 10% is 10 trajectories,
+    one each of 10 distinct tasks (the official file's first rows, sample round by round); 40%
+    is every task's first sample, then second samples of 15 tasks. By id, 10% would be all four
+    samples of 3 tasks."""
+    from colbench.training import sweet
+
+    db = Database(sqlite_url)
+    records = [trajectory(backend_task(i), turns, reward) for i in range(25) for turns, reward in ((2, 1.0), (3, 0.5), (4, 0.2), (5, 0.0))]
+    import_trajectories(db, write_jsonl(tmp_path / "task-by-task.jsonl", records))
+    with db.read() as session:
+        task_of = {t.id: t.task_id for t in session.exec(select(Trajectory))}
+        agent_turns = {t.id: 2 + sorted(u for u in task_of if task_of[u] == task_of[t.id]).index(t.id) for t in session.exec(select(Trajectory))}
+
+    def covered(fraction):
+        jobs, _, read = sweet.select_turns(db, PolicyConfig(fraction=fraction), None, tokenizer)
+        chosen = {j.trajectory_id for j in jobs}
+        assert read == 100 and all(sum(j.trajectory_id == t for j in jobs) == agent_turns[t] for t in chosen)  # every agent turn
+        return chosen
+
+    tenth = covered(0.1)
+    assert len(tenth) == 10 and len({task_of[t] for t in tenth}) == 10
+    assert all(t == min(u for u in task_of if task_of[u] == task_of[t]) for t in tenth)  # each task's first sample
+    forty = covered(0.4)
+    tasks = [task_of[t] for t in forty]
+    assert len(forty) == 40 and len(set(tasks)) == 25 and sum(tasks.count(k) == 2 for k in set(tasks)) == 15
+    assert covered(0.1) == tenth  # the same selection on a rerun

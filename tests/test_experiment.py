@@ -84,12 +84,17 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
     for title in ("zero-shot", "rejection fine-tuning", "multi-turn DPO", "SWEET-RL", "SWEET-RL, critic without training info"):
         assert f"| {title} |" in table
     assert json.loads((folder / "results.json").read_text())["arms"] == result["arms"]
+    deviations = table.split("**Deviations from the official run's recipe**")[1]
+    for line in ("the critic reads at most 160 tokens (official: 8192)", "the policy trains on at most 160 tokens (official: 16384)",
+                 "2 SWEET candidates per turn (paper: 16)", "4 tokens per agent turn (paper: 1024)", "LoRA critic"):
+        assert line in deviations
 
     before = counts(db)
     code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--no-on-policy", *TINY_STUDY)
     assert code == 0, err
     assert counts(db) == before  # nothing retrained, nothing rolled out again
     assert "SWEET-RL" in out and "held-out pair accuracy" in out
+    assert "deviations from the official run's recipe:" in out and "LoRA policies (official: full fine-tune)" in out
     # A SWEET-only setting changes: only the SWEET policies are trained again (and rolled out).
     code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-on-policy", *TINY_STUDY, "--policy-candidates", "3")
     assert code == 0, err
@@ -115,3 +120,29 @@ def test_a_study_without_any_success_reports_what_could_not_be_trained(tiny_mode
 def test_experiment_flags_are_checked(cli, tmp_path):
     code, out, err = cli("experiment", "backend", "--dir", str(tmp_path), "--policy-candidates", "1")
     assert code != 0 and "candidates" in err
+
+
+def test_the_deviations_list_every_setting_that_leaves_the_official_run():
+    """The defaults differ from the official run in their context caps, LoRA and learning rates;
+    a study set to the official run's values lists only what this toolkit does differently by
+    design (and the simulator, which a CPU cannot replace with a 70B model)."""
+    from dataclasses import asdict, replace
+
+    from colbench.experiment import ExperimentConfig, study_critic, study_policy
+    from colbench.recipe import BY_DESIGN, deviations
+
+    default = deviations(asdict(ExperimentConfig()))
+    for expected in ("the critic reads at most 2048 tokens (official: 8192)", "the policy trains on at most 2048 tokens (official: 16384)",
+                     "LoRA critic (official: full fine-tune)", "critic learning rate 2e-05 (official: 2e-07 for 8B)",
+                     "the critic's advantage is normalised per turn"):
+        assert any(line.startswith(expected) for line in default), (expected, default)
+    official = ExperimentConfig(
+        max_new_tokens=1024, simulator="endpoint:http://127.0.0.1:8000/v1#llama-70b",
+        critic=replace(study_critic(), full=True, max_len=8192, normalize="trajectory"),
+        policy=replace(study_policy(), full=True, max_len=16384),
+    )
+    assert deviations(asdict(official)) == ["the human simulator is endpoint:http://127.0.0.1:8000/v1#llama-70b (paper: Llama-3.1-70B-Instruct)", *BY_DESIGN]
+    remedied = asdict(replace(official, policy=replace(official.policy, nll_weight=0.2, score="critic", candidates=8)))
+    assert set(deviations(remedied)) - set(deviations(asdict(official))) == {
+        "NLL weight 0.2 on the chosen side (official: 0.01)", "8 SWEET candidates per turn (paper: 16)",
+        "SWEET ranks candidates by the critic's own advantage (official: the critic's mean log-prob minus the sampler's)"}

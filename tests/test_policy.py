@@ -39,13 +39,6 @@ DIALOGUE = [
 SMALL = dict(batch_size=4, max_len=192, lora_rank=4, device="cpu", lr=1e-3)
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model_dir):
-    from colbench.model_refs import load_tokenizer
-
-    return load_tokenizer(str(tiny_model_dir))
-
-
 def tiny(tiny_model_dir):
     from transformers import AutoModelForCausalLM
 

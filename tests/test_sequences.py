@@ -17,13 +17,6 @@ DIALOGUE = [
 ]
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model_dir):
-    from colbench.model_refs import load_tokenizer
-
-    return load_tokenizer(str(tiny_model_dir))
-
-
 def stored_turns(tokenizer, dialogue, sampled=None):
     """Turn rows as a rollout stores them: each agent turn's exact prompt and its sampled ids
     (``sampled[k]``, or the canonical ids of its text) closed by <|im_end|>."""

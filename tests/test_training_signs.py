@@ -132,9 +132,10 @@ def test_rejection_fine_tuning_uses_the_papers_batch_and_official_sweet_selectio
     tokenizer = load_tokenizer(str(tiny_model_dir))
     jobs, _, read = sweet.select_turns(store, PolicyConfig(fraction=0.25), None, tokenizer)
     with store.read() as session:
-        first = sorted(t.id for t in queries.graded_since(session, None, family="backend"))[:4]
+        graded = sorted(queries.graded_since(session, None, family="backend"), key=lambda t: t.id)
+        first = [t.id for t in graded[::2][:4]]  # each task's first sample (its success), of the first 4 tasks
         turns = session.exec(select(Turn).where(Turn.role == "assistant", Turn.trajectory_id.in_(first))).all()
-    # The first quarter of the 16 trajectories, every agent turn of each, as the official actor takes them.
+    # A quarter of the 16 trajectories, one sample per task first, every agent turn of each, as the official actor takes them.
     assert read == 16 and sorted(j.turn_id for j in jobs) == sorted(t.id for t in turns)
     hashed, _, _ = sweet.select_turns(store, PolicyConfig(fraction=0.25, selection="turns"), None, tokenizer)
     assert {j.trajectory_id for j in hashed} - set(first)  # turns from anywhere in the data
@@ -163,12 +164,54 @@ def test_the_actor_score_is_zero_when_the_critic_knows_nothing_more_than_the_sam
     assert max(abs(c.sampler_logp) for c in candidates) > 1.0  # the terms themselves are far from 0
 
 
-def test_sweet_training_raises_the_higher_scored_candidates(store, tiny_model_dir):
+@pytest.fixture(scope="module")
+def ranking_critic(store, tiny_model_dir):
+    """A critic trained on the GOOD/BAD pairs, with c: it ranks SWEET's candidates."""
+    config = CriticConfig(epochs=3, batch_size=4, lr=3e-3, lora_rank=4, heldout_fraction=0.0, device="cpu")
+    return fit_critic(store, config, base_model=str(tiny_model_dir))
+
+
+def test_sweet_puts_the_candidate_the_critic_prefers_on_the_chosen_side(store, tiny_model_dir, ranking_critic, tokenizer, capsys, monkeypatch):
+    """Through `policy fit --algo sweet`: for every stored pair, the critic's mean log-prob of the
+    chosen candidate given c, minus the policy's own without c, both recomputed here from the
+    checkpoints by a plain forward pass, is above the rejected one's. Ranking by the negated
+    score (sampler minus critic) puts every pair the other way round."""
+    from colbench.training import data as D
+    from colbench.training.sweet import select_turns
+    from conftest import command_line
+
+    run = command_line(store.url, capsys, monkeypatch)
+    code, out, err = run("policy", "fit", "--algo", "sweet", "--critic", f"ckpt:{ranking_critic.checkpoint_id}", "--model", str(tiny_model_dir),
+                         "--fraction", "0.5", "--candidates", "6", "--pairs-per-turn", "3", "--max-new-tokens", "8", "--sampler", "hf",
+                         "--lora-rank", "4", "--lr", "1e-3", "--device", "cpu", "--seed", "7", "--json")
+    assert code == 0, err
+    with store.read() as session:
+        pairs = session.exec(select(SweetPair).where(SweetPair.run_id == out["run_id"])).all()
+        rows = {c.id: c for c in session.exec(select(SweetCandidate).where(SweetCandidate.id.in_([i for p in pairs for i in (p.chosen_id, p.rejected_id)])))}
+    jobs = {j.turn_id: j for j in select_turns(store, PolicyConfig(fraction=0.5), None, tokenizer)[0]}
+    critic, policy = load(tiny_model_dir, ranking_critic.path), load(tiny_model_dir)
+
+    def mean_logp(model, context: list[int], candidate: list[int]) -> float:
+        ids = torch.tensor([context + candidate])
+        with torch.no_grad():
+            logps = torch.log_softmax(model(ids).logits[0, :-1].float(), -1).gather(-1, ids[0, 1:, None])[:, 0]
+        return float(logps[len(context) - 1 :].mean())
+
+    def preference(candidate_id: int, job) -> float:
+        prompt = S.encode_text(tokenizer, job.prompt)
+        tokens = list(rows[candidate_id].token_ids)
+        return mean_logp(critic, D.training_info_ids(tokenizer, job.reference) + prompt, tokens) - mean_logp(policy, prompt, tokens)
+
+    gaps = [preference(p.chosen_id, jobs[p.turn_id]) - preference(p.rejected_id, jobs[p.turn_id]) for p in pairs]
+    assert len(pairs) >= 12 and all(gap > -1e-4 for gap in gaps) and sum(gaps) / len(gaps) > 1e-3, gaps
+
+
+def test_sweet_training_raises_the_higher_scored_candidates(store, tiny_model_dir, ranking_critic):
     """SWEET's pairs put the higher-scored candidate on the chosen side, and training raises it
     against the rejected one. A critic trained on the GOOD/BAD pairs ranks the candidates."""
     from colbench.model_refs import load_tokenizer
 
-    critic = fit_critic(store, CriticConfig(epochs=3, batch_size=4, lr=3e-3, lora_rank=4, heldout_fraction=0.0, device="cpu"), base_model=str(tiny_model_dir))
+    critic = ranking_critic
     config = PolicyConfig(fraction=0.5, candidates=4, pairs_per_turn=2, max_new_tokens=8, sample_batch_size=8, lora_rank=4, device="cpu", lr=5e-3, epochs=3, seed=1)
     result = fit_policy(store, config, "sweet", base_model=str(tiny_model_dir), critic_checkpoint=critic.checkpoint_id)
     tokenizer = load_tokenizer(str(tiny_model_dir))

@@ -224,9 +224,12 @@ class PolicyConfig(TrainingConfig):
     fraction: float = option(0.1, "sweet: share of the stored data to sample candidates for (paper: 10%; more steps overfit). What it is a share of: see selection.", min=0.0, max=1.0)
     selection: str = option(
         "trajectories",
-        "sweet: 'trajectories' (default, the official code's): the first fraction of the graded trajectories (by id, at "
-        "least one), with every agent turn of each. 'turns': that fraction of all agent turns, picked by a seeded hash "
-        "of the turn's id, so a rerun picks the same turns.", choices=SELECTIONS)
+        "sweet: 'trajectories' (default, the official run's in effect): the fraction is a share of the graded "
+        "trajectories read (at least one), taken one sample per task first: as many distinct tasks as the fraction "
+        "allows (10% of 100 tasks x 4 samples: one trajectory each of 40 tasks), then second samples, and so on; "
+        "every agent turn of each. The official file is ordered sample round by sample round, so its first 10% is one "
+        "sample each of 1,500 tasks. 'turns': the fraction is a share of all agent turns, picked by a seeded hash of "
+        "the turn's id, so a rerun picks the same turns.", choices=SELECTIONS)
     candidates: int = option(16, "sweet: candidates sampled per turn from the current policy (paper: 16).", min=2)
     pairs_per_turn: int = option(4, "sweet: pairs per turn, each a random top-half candidate (chosen) against a random bottom-half one (rejected), without repeats (paper: 4).", min=1)
     temperature: float = option(protocol.TEMPERATURE, "sweet: sampling temperature of the candidates (the protocol's, paper: 1.0).", min=0.0)

@@ -1,8 +1,8 @@
 """The SWEET-RL actor's data: candidates for stored agent turns, their critic scores, and pairs.
 
 For each selected agent turn of a stored, graded trajectory (``PolicyConfig.selection``:
-the official first fraction of trajectories with all their turns, or a hashed fraction
-of turns):
+the official first fraction of trajectories, one sample per task first, with all their
+turns; or a hashed fraction of turns):
 
 1. **Sample** N candidates for that turn from the current policy (the model being
    trained, before its first step), on exactly the prompt the policy was given at that
@@ -68,9 +68,24 @@ def selected(turn_id: int, fraction: float, seed: int) -> bool:
     return int.from_bytes(digest[:8], "big") / 2**64 < fraction
 
 
-def first_fraction(ids: Sequence[int], fraction: float) -> list[int]:
-    """The official selection: the first ``fraction`` of the trajectories by id (at least one)."""
-    ordered = sorted(ids)
+def first_fraction(task_of: dict[int, int], fraction: float) -> list[int]:
+    """The official selection in effect: the first ``fraction`` of the trajectories (at least one)
+    in sample-round order, so it covers as many distinct tasks as the fraction allows.
+
+    The official 15k file lists one sample of every task, then the next sample of every task,
+    so its first 10% is one trajectory each of 1,500 distinct tasks. A store numbers
+    trajectories task by task instead; taken by id, the same 10% of 100 tasks x 4 samples
+    would be all 4 samples of only 10 tasks. So trajectories are ordered by their sample
+    round (a task's first trajectory by id is round 0), then by task (in order of its first
+    trajectory), then by id.
+    """
+    round_of: dict[int, int] = {}
+    seen: dict[int, int] = {}  # task → trajectories of it met so far; keys in order of each task's first trajectory
+    for trajectory_id in sorted(task_of):
+        task = task_of[trajectory_id]
+        round_of[trajectory_id] = seen[task] = seen.get(task, -1) + 1
+    task_order = {task: index for index, task in enumerate(seen)}
+    ordered = sorted(task_of, key=lambda i: (round_of[i], task_order[task_of[i]], i))
     return ordered[: max(1, int(len(ordered) * fraction))] if ordered else []
 
 
@@ -78,9 +93,7 @@ def select_turns(db, config: P.PolicyConfig, watermark: int | None, tokenizer) -
     """(jobs, new watermark, trajectories read): selected agent turns of graded trajectories above the watermark."""
     fresh, top = P.trained_data(db, config, watermark)
     task_of = {t.id: t.task_id for t in fresh}
-    ids = sorted(task_of)
-    if config.selection == "trajectories":
-        ids = first_fraction(ids, config.fraction)
+    ids = sorted(first_fraction(task_of, config.fraction) if config.selection == "trajectories" else task_of)
     jobs: list[TurnJob] = []
     with db.read() as session:
         references = {i: truth for i, (_, truth) in queries.task_references(session, sorted({task_of[i] for i in ids})).items()}

@@ -90,6 +90,14 @@ def tiny_model_dir(smol_tokenizer_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tokenizer(tiny_model_dir):
+    """The tiny model's tokenizer (the real SmolLM2 one), loaded as colbench loads it."""
+    from colbench.model_refs import load_tokenizer
+
+    return load_tokenizer(str(tiny_model_dir))
+
+
+@pytest.fixture(scope="session")
 def tiny_engine(tiny_model_dir):
     """An HFEngine on the tiny model (CPU, float32), shared by the session."""
     from colbench.engines.hf import HFEngine
