@@ -60,11 +60,13 @@ ARM_TITLES = {
 # The agent whose dialogues judge the critics on backend-lite: it asks, skips, digresses and
 # answers early, so its turns differ in whether they obtain a fact.
 SCRIPTED_JUDGE = "scripted:mixed"
-# Task sets: the split the study trains on, and the splits it evaluates on.
+# Task sets: the split the study trains on, and the splits it evaluates on: its validation
+# split, where every setting is chosen, and its test splits, read once at the end.
 TASK_SETS = {
-    "backend": ("train", ("test",)),
-    "backend-lite": ("lite-train", ("lite-test", "lite-novel")),
+    "backend": ("train", {"test": ("test",)}),
+    "backend-lite": ("lite-train", {"val": ("lite-val",), "test": ("lite-test", "lite-novel")}),
 }
+EVALUATE_ON = ("val", "test")
 
 
 def study_critic() -> CriticConfig:
@@ -91,6 +93,11 @@ class ExperimentConfig:
 
     model: str = option("smollm2", "The base model every arm starts from: smollm2 (embedded), a local folder, a hub id, or ckpt:<id> (e.g. a warm start from `policy fit --algo sft`).")
     tasks: str = option("backend", "Task set: backend (train, test) or backend-lite (train on lite-train; evaluate on lite-test, unseen instances of seen templates, and lite-novel, unseen templates).", choices=tuple(TASK_SETS))
+    evaluate_on: str | None = option(
+        None,
+        "What every arm is evaluated on: 'val' (backend-lite's lite-val, 120 train-template tasks that no demonstration "
+        "or training data touches: tune here) or 'test' (the test sets, read once, at the end). Default: val for "
+        "backend-lite, test for backend (it has no validation split).", choices=EVALUATE_ON)
     train_tasks: int | None = option(16, "The first N train tasks (None: all).", min=1)
     test_tasks: int | None = option(10, "The first N tasks of each test set (None: all).", min=1)
     samples_per_task: int = option(4, "k zero-shot trajectories per train task: the critic's pairs need a fully correct one and a lower one of the same task.", min=1, flags=("--samples-per-task", "-k"))
@@ -112,6 +119,11 @@ class ExperimentConfig:
 
     def __post_init__(self):
         check(self)
+        phases = TASK_SETS[self.tasks][1]
+        if self.evaluate_on is None:
+            self.evaluate_on = "val" if "val" in phases else "test"
+        if self.evaluate_on not in phases:
+            raise ValueError(f"--tasks {self.tasks} has no validation split: evaluate on test")
 
     @classmethod
     def help(cls) -> dict[str, str]:
@@ -123,7 +135,8 @@ class ExperimentConfig:
 
     @property
     def test_splits(self) -> tuple[str, ...]:
-        return TASK_SETS[self.tasks][1]
+        """The splits every arm is evaluated on (validation or test, by ``evaluate_on``)."""
+        return TASK_SETS[self.tasks][1][self.evaluate_on]
 
     def rollout(self, model: str, split: str, rerank_critic: str | None = None) -> RolloutConfig:
         train = split == self.train_split

@@ -7,11 +7,11 @@ from colbench.store.models import Checkpoint, Task
 from colbench.tasks.spec import FAMILIES, LITE_SPLITS, SPLITS
 
 
-TASK_SELECTORS = "FAMILY:SPLIT (backend:train|test, frontend:train|test) or backend-lite:train|test|novel"
+TASK_SELECTORS = "FAMILY:SPLIT (backend:train|test, frontend:train|test) or backend-lite:train|val|test|novel"
 
 
 def parse_task_selector(selector: str) -> tuple[str, str]:
-    """``FAMILY:SPLIT`` -> (family, stored split). ``backend-lite:<train|test|novel>`` is the
+    """``FAMILY:SPLIT`` -> (family, stored split). ``backend-lite:<train|val|test|novel>`` is the
     lite tier (colbench/tasks/lite), stored as backend tasks under splits lite-<...>; its stored
     split names are accepted too (``backend:lite-test``)."""
     family, _, split = selector.partition(":")

@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from sqlalchemy import case, delete, exists, func, insert, or_, true
+from sqlalchemy import case, delete, exists, func, insert, or_, true, update
 from sqlmodel import Session, col, select
 
 from colbench.store.models import (
@@ -82,6 +82,16 @@ def add_tasks(session: Session, tasks: Sequence[dict]) -> tuple[dict[str, int], 
     insert_new(session, Task.__table__, new)
     ids.update(existing_task_ids(session, (t["content_hash"] for t in new)))  # no RETURNING: SQLite runs it row by row
     return ids, len(new)
+
+
+def move_tasks(session: Session, content_hashes: Sequence[str], split: str) -> int:
+    """Put the stored tasks with these content hashes in ``split``; returns how many moved."""
+    moved = 0
+    for chunk in _chunks(list(content_hashes)):
+        statement = update(Task).where(col(Task.content_hash).in_(chunk), Task.split != split).values(split=split)
+        result = session.connection().execute(statement)
+        moved += result.rowcount or 0
+    return moved
 
 
 def tasks_by_id(session: Session, ids: Iterable[int]) -> dict[int, Task]:

@@ -146,3 +146,13 @@ def test_the_deviations_list_every_setting_that_leaves_the_official_run():
     assert set(deviations(remedied)) - set(deviations(asdict(official))) == {
         "NLL weight 0.2 on the chosen side (official: 0.01)", "8 SWEET candidates per turn (paper: 16)",
         "SWEET ranks candidates by the critic's own advantage (official: the critic's mean log-prob minus the sampler's)"}
+
+
+def test_a_lite_study_evaluates_on_validation_unless_told_to_read_the_test_sets(cli, tmp_path):
+    from colbench.experiment import ExperimentConfig
+
+    assert ExperimentConfig(tasks="backend-lite").test_splits == ("lite-val",)
+    assert ExperimentConfig(tasks="backend-lite", evaluate_on="test").test_splits == ("lite-test", "lite-novel")
+    assert ExperimentConfig(tasks="backend").test_splits == ("test",)
+    code, out, err = cli("experiment", "backend", "--dir", str(tmp_path), "--evaluate-on", "val")
+    assert code != 0 and "no validation split" in err and len(err.strip().splitlines()) == 1

@@ -52,19 +52,43 @@ def test_tier_size_templates_domains_and_splits(instances):
     assert len({t.domain for t in TEMPLATES if t.name in NOVEL_TEMPLATES}) >= 6  # novel templates span domains
     per_template = collections.defaultdict(collections.Counter)
     for spec in tasks:
-        assert spec.split in ("train", "test", "novel")
+        assert spec.split in ("train", "val", "test", "novel")
         per_template[template_of(spec)][spec.split] += 1
     for name, counts in per_template.items():
         if name in NOVEL_TEMPLATES:
             assert set(counts) == {"novel"}, name
         else:
-            assert counts["novel"] == 0 and counts["test"] >= 1 and counts["train"] > counts["test"], (name, counts)
-    splits = collections.Counter(spec.split for spec in tasks)
-    assert 0.12 <= splits["test"] / (splits["test"] + splits["train"]) <= 0.18, splits
-    # the rule is positional: instance i of a template is test iff i % 7 == 3
+            assert counts["novel"] == 0 and (counts["test"], counts["val"], counts["train"]) == (4, 3, 18), (name, counts)
+    # the rule is positional: instance i of a template is test iff i % 7 == 3, validation iff i % 7 == 6
     for item in instances:
         if item.template.name not in NOVEL_TEMPLATES:
-            assert (item.spec.split == "test") == (item.index % 7 == 3)
+            assert (item.spec.split == "test") == (item.index % 7 == 3) and (item.spec.split == "val") == (item.index % 7 == 6)
+
+
+def test_a_store_made_before_lite_val_gets_its_validation_tasks_moved_out_of_lite_train(sqlite_url, instances):
+    """An older store held the validation tasks as lite-train; storing the tier again moves them, so
+    no trainer reads one, and `backend-lite:val` selects them."""
+    from dataclasses import replace
+
+    from colbench.store import queries
+    from colbench.store.db import Database
+    from colbench.store.models import Task
+    from sqlmodel import select
+
+    from colbench.tasks.builtin import ensure_lite_tasks
+    from colbench.wiring import select_tasks
+
+    db = Database(sqlite_url)
+    old = [replace(item.spec, split={"test": "lite-test", "novel": "lite-novel"}.get(item.spec.split, "lite-train"))
+           for item in sorted(instances, key=lambda item: item.index)]  # the order ensure_lite_tasks stores them in
+    with db.write() as session:
+        queries.add_tasks(session, [task_row(spec) for spec in old])
+    assert ensure_lite_tasks(db) == 0
+    with db.read() as session:
+        splits = collections.Counter(t.split for t in session.exec(select(Task)))
+    assert splits == {"lite-train": 720, "lite-val": 120, "lite-test": 160, "lite-novel": 250}
+    assert [t.split for t in select_tasks(db, "backend-lite:val", limit=40)] == ["lite-val"] * 40
+    assert len({template_of(spec_of(t)) for t in select_tasks(db, "backend-lite:val", limit=40)}) == 40  # spread over templates
 
 
 def test_deterministic_cached_and_unique(instances):

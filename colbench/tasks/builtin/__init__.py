@@ -108,7 +108,7 @@ def ensure_builtin_tasks(db, family: str = "backend") -> int:
 
 def ensure_lite_tasks(db) -> int:
     """Store the backend-lite tier's missing tasks (colbench/tasks/lite), under the splits
-    lite-train, lite-test and lite-novel; returns how many were added. Idempotent.
+    lite-train, lite-val, lite-test and lite-novel; returns how many were added. Idempotent.
 
     They are stored instance by instance across the templates (every template's first
     instance, then every template's second, ...), so the first N tasks of a split by id, which
@@ -123,4 +123,7 @@ def ensure_lite_tasks(db) -> int:
     rows = [task_row(replace(item.spec, split=LITE_SPLITS[item.spec.split])) for item in order]
     with db.write() as session:
         _, added = queries.add_tasks(session, rows)
+        # Stores made before lite-val existed hold its tasks as lite-train: move them, so no
+        # trainer reads a validation task. A split never moves the other way.
+        queries.move_tasks(session, [r["content_hash"] for r in rows if r["split"] == LITE_SPLITS["val"]], LITE_SPLITS["val"])
     return added

@@ -23,8 +23,9 @@ hidden values and differently worded descriptions, all deterministic.
   within rounding noise of an integer under ceil/floor/int, or of a half under round) are
   never used: an equivalent formula written another way must pass.
 - Splits: every instance of a template in :data:`NOVEL_TEMPLATES` is ``"novel"``; of the
-  other templates, instance i is ``"test"`` when i % TEST_EVERY == TEST_AT (about 15%),
-  else ``"train"``.
+  other templates, instance i is ``"test"`` when i % TEST_EVERY == TEST_AT (4 of 25),
+  ``"val"`` when i % TEST_EVERY == VAL_AT (3 of 25: the tasks every setting is chosen on,
+  which neither demonstrations nor training data ever touch), else ``"train"``.
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ NOVEL_TEMPLATES: frozenset[str] = frozenset(template.name for template in TEMPLA
 
 INSTANCES = 25  # per template
 TEST_EVERY, TEST_AT = 7, 3  # non-novel instance i is a test task iff i % 7 == 3 (4 of 25)
+VAL_AT = 6  # ... and a validation task iff i % 7 == 6 (3 of 25)
 TESTS = 10
 NAIVE_FAILS = 4  # the naive solution fails at least this many of the 10 tests
 ONE_WRONG_FAILS = 2  # ... and so does the reference with one hidden parameter guessed
@@ -286,7 +288,7 @@ def _choose_tests(template: Template, runner: _Runner, keys: dict, where: str) -
 def _split(template: Template, index: int) -> str:
     if template.novel:
         return "novel"
-    return "test" if index % TEST_EVERY == TEST_AT else "train"
+    return {TEST_AT: "test", VAL_AT: "val"}.get(index % TEST_EVERY, "train")
 
 
 def _description(template: Template, position: int, index: int) -> str:
