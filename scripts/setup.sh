@@ -9,12 +9,19 @@ cd "$(dirname "$0")/.."
 
 # python3-seccomp: libseccomp's bindings for Debian's /usr/bin/python3, which runs the
 # sandbox server (the Docker grading image is built from that same Python).
-DEBS=(bubblewrap docker.io python3-seccomp postgresql chromium fonts-dejavu-core)
+# python3-numpy, python3-pandas: the third-party libraries graded code may import, as
+# the official ColBench grader's environment offers them; installed without their
+# Recommends (scipy, matplotlib, ...: some 90 packages the sandbox would not offer).
+DEBS=(bubblewrap docker.io python3-seccomp postgresql chromium fonts-dejavu-core python3-numpy python3-pandas)
+LEAN_DEBS=" python3-numpy python3-pandas "
 missing=()
+lean=()
 for pkg in "${DEBS[@]}"; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  if ! dpkg -s "$pkg" >/dev/null 2>&1; then
+    if [[ "$LEAN_DEBS" == *" $pkg "* ]]; then lean+=("$pkg"); else missing+=("$pkg"); fi
+  fi
 done
-if [ ${#missing[@]} -gt 0 ]; then
+if [ ${#missing[@]} -gt 0 ] || [ ${#lean[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   # docker.io's install scripts would start a system-wide dockerd; colbench and its
   # tests start a private one when they need it. A policy-rc.d that exits 101 tells
@@ -28,7 +35,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     $SUDO chmod 755 "$guard"
   fi
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+  if [ ${#missing[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+  fi
+  if [ ${#lean[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${lean[@]}"
+  fi
   if [ -n "$guard" ]; then
     $SUDO rm -f "$guard"
     trap - EXIT

@@ -132,6 +132,78 @@ def test_submit_returns_futures(grader):
     assert all(f.result(timeout=60).success for f in futures)
 
 
+# ------------------------------------------------------------------ what graded code may import
+
+LIBRARIES = r"""
+import errno, os, sys
+
+def probe(what):
+    if what == "preloaded":  # before this code imports anything: the server did (it names numpy and pandas)
+        return sorted(name for name in ("numpy", "pandas") if name in sys.modules)
+    if what == "numpy":  # BLAS and LAPACK through Debian's alternatives
+        import numpy as np
+        return [round(float(np.linalg.det(np.array([[2.0, 1.0], [1.0, 3.0]]))), 9), np.__file__]
+    if what == "pandas":
+        import pandas as pd
+        return int(pd.DataFrame({"a": [1, 2, 3]}).a.sum())
+    if what == "zones":
+        import pytz, dateutil.tz, zoneinfo
+        return [str(pytz.timezone("Europe/Paris")), dateutil.tz.gettz("Asia/Tokyo") is not None, str(zoneinfo.ZoneInfo("UTC"))]
+    if what == "write":
+        import numpy
+        try:
+            open(numpy.__file__, "a").close()
+        except OSError as error:
+            return errno.errorcode[error.errno]
+        return "written"
+    if what == "env":
+        return dict(os.environ)
+    if what == "path":
+        return [path for path in sys.path if "packages" in path]
+    outcomes = {}
+    for name in what.split():
+        try:
+            __import__(name)
+            outcomes[name] = "imported"
+        except ImportError as error:
+            outcomes[name] = type(error).__name__
+    return outcomes
+"""
+LIBRARY_CALLS = {
+    "preloaded": "probe('preloaded')",
+    "numpy": "probe('numpy')",
+    "pandas": "probe('pandas')",
+    "zones": "probe('zones')",
+    "write": "probe('write')",
+    "env": "probe('env')",
+    "path": "probe('path')",
+    # in the host's dist-packages (which bwrap shows), but not offered
+    "others": "probe('yaml apt cryptography six')",
+}
+
+
+def test_graded_code_imports_the_offered_libraries_and_nothing_else_of_the_host(grader):
+    import ast
+
+    from colbench.grading.runner import LIBRARY_PATH
+    from colbench.grading.sandboxes.base import sandbox_env
+
+    task = backend_task("def probe(what):\n    return 0\n", list(LIBRARY_CALLS.values()), "libraries")
+    (report,) = grader.grade([(task, LIBRARIES)])
+    found = {name: ast.literal_eval(test.actual) if test.actual else test.error for name, test in zip(LIBRARY_CALLS, report.tests)}
+    assert found["preloaded"] == ["numpy", "pandas"]  # so importing them costs no test any time
+    assert found["numpy"] == [5, f"{LIBRARY_PATH}/numpy/__init__.py"]
+    assert found["pandas"] == 6
+    assert found["zones"] == ["Europe/Paris", 1, "UTC"]
+    assert found["write"] in ("EACCES", "EROFS")  # not the sandbox's file, on a read-only mount
+    # Only what we set, and what the interpreter (LC_CTYPE), bwrap (PWD) or Docker (HOSTNAME, HOME) add.
+    env = found["env"]
+    assert {name: env[name] for name in env if name not in ("LC_CTYPE", "PWD", "HOSTNAME", "HOME")} == sandbox_env()
+    assert found["path"] == []
+    assert found["others"] == {"yaml": "ModuleNotFoundError", "apt": "ModuleNotFoundError", "cryptography": "ModuleNotFoundError",
+                               "six": "imported"}
+
+
 def test_unknown_sandbox_and_missing_sandbox_messages(monkeypatch):
     with pytest.raises(ValueError):
         Grader(sandbox="chroot")

@@ -8,29 +8,37 @@ Every case is an answer text graded against a small reference task, with the rew
   the text blacklist, its fence rule (first ```` ```python ```` block, else first
   ```` ``` ```` block, else the raw text), ``exec`` with locals apart from globals (names
   defined at the answer's top level are invisible inside its functions; the reference
-  runs the same way), ``==`` on outputs, a reference output of None failing the test,
-  an exception or a 1 s timeout giving None.
+  runs the same way), the module globals that persist from one test to the next, one
+  process (one hash seed) for reference and answer, numpy and pandas importable, the
+  default int-to-str digit limit, ``==`` on outputs, a reference output of None failing
+  the test, an exception or a 1 s timeout of the answer giving None (the reference has
+  no time limit).
 - ``strict``: fences stripped wherever they open a line (every block joined), no
-  blacklist, the code run as a module.
+  blacklist, the code run as a fresh module for each test.
 
 The ``official`` values were cross-checked offline against the official grader itself
 (its ``check_correctness`` run in-process on every case); that check and the official
 code (CC-BY-NC) are not part of this repository. Where the official grader's outcome
 differs from ours, the official outcome is kept as the expected value and the case is
-marked ``xfail(strict=True)`` with the reason, so the discrepancy stays visible. One case
-differs on purpose and expects 0 in both modes: an answer-made object whose ``__eq__``
-always says True (the official grader asks it; we never do).
+marked ``xfail(strict=True)`` with the reason, so the discrepancy stays visible. Two cases
+differ on purpose and expect our outcome in both modes: an answer-made object whose
+``__eq__`` always says True (officially 1.0: the official grader asks it; we never do),
+and an answer raising SystemExit or KeyboardInterrupt (officially no reward at all: it
+escapes ``except Exception`` and ends the whole evaluation; we fail that test alone).
 
-All cases of a grading are graded in one batch by one Grader.
+All cases of a grading are graded in one batch by one Grader, on each sandbox (bwrap
+and Docker, see plugins/sandboxes.py).
 """
 from __future__ import annotations
 
+import subprocess
 import textwrap
 from dataclasses import dataclass
 
 import pytest
 
 from colbench.grading.grader import Grader
+from colbench.grading.sandboxes.base import HASH_SEED
 from colbench.grading.sandboxes.bwrap import BwrapBackend
 from colbench.tasks.spec import TaskSpec
 
@@ -326,6 +334,75 @@ case("reference_raises", INV, "def inv(x):\n    return 1 / x if x else 0", 0.5, 
 
 case("timeout_on_one_test", DOUBLE, "def double(x):\n    while x == 5:\n        pass\n    return x * 2", 0.75, 0.75)
 
+# Deliberate difference: SystemExit and KeyboardInterrupt are no Exception, so the official
+# grader's `except Exception` lets them out of check_correctness and its whole evaluation
+# ends there (no reward at all; "exit(" is blacklisted, `raise SystemExit` is not). We fail
+# the test that raised and grade the rest: 2 of 4 here, in both modes.
+case(
+    "answer_raises_system_exit_and_keyboard_interrupt",
+    DOUBLE,
+    "def double(x):\n    if x == 2:\n        raise SystemExit(0)\n    if x == 5:\n        raise KeyboardInterrupt\n    return x * 2",
+    0.5,
+    0.5,
+)
+
+# ------------------------------------------------------------------ one process, officially
+
+# One hash seed: the official grader runs reference and answer in one process, so equal
+# code iterates a set of strings in one order. Every one of our sandboxes starts under one
+# fixed PYTHONHASHSEED; with a seed per interpreter this scored 0.0-0.4, varying by run.
+SET_WORDS = ["pear apple fig kiwi lime plum date lemon", "one two three four five six",
+         "red green blue cyan magenta yellow black white", "a b c d e f g h i"]
+UNIQ_WORDS = backend_task("uniq_words", "def uniq_words(s):\n    return list(set(s.split()))", [f"uniq_words({w!r})" for w in SET_WORDS])
+SAME_SET_ORDER = "def uniq_words(s):\n    return list(set(s.split()))"
+case("same_set_order", UNIQ_WORDS, SAME_SET_ORDER, 1.0, 1.0)
+
+# The reference has no time limit officially (ours: REFERENCE_TIMEOUT_S), the answer 1 s.
+SLOW = "def triple(x):\n    import time\n    time.sleep(1.5)\n    return 3 * x"
+TRIPLE = backend_task("triple", SLOW, ["triple(1)", "triple(4)"])
+case("slow_reference_fast_answer", TRIPLE, "def triple(x):\n    return x * 3", 1.0, 1.0)
+case("slow_reference_equally_slow_answer", TRIPLE, SLOW, 0.0, 0.0)  # the answer's 1.5 s times out
+
+# Third-party libraries of the official environment (its requirements pull in numpy and
+# pandas), imported inside the function.
+MEAN = backend_task("mean", "def mean(xs):\n    return sum(xs) / len(xs)", ["mean([1, 2, 3, 4])", "mean([2.5])", "mean([-1, 1, 6])"])
+case("numpy_inside_body", MEAN, "def mean(xs):\n    import numpy as np\n    return np.mean(xs)", 1.0, 1.0)  # np.float64 is a float
+SUM = backend_task("total", "def total(xs):\n    return sum(xs)", ["total([1, 2, 3])", "total([5])", "total([-1, 1, 9])"])
+case("pandas_inside_body", SUM, "def total(xs):\n    import pandas as pd\n    return int(pd.Series(xs, dtype='int64').sum())", 1.0, 1.0)
+# Officially np.int64(6) == 6; our canonical form reads only builtin types, and numpy's
+# integers derive from none, so they are opaque and never equal.
+case(
+    "numpy_int64_returned",
+    SUM,
+    "def total(xs):\n    import numpy as np\n    return np.sum(xs)",
+    1.0,
+    0.0,
+    xfail_official="numpy scalars other than float64 are opaque to the canonical form",
+)
+
+# Officially each test re-runs the code in the grader module's namespace, so a global the
+# answer's function sets is there in its next test: test1 gives 1, then 2, 3, ... Strictly
+# each test runs a fresh module.
+CALLS_TEN = backend_task("calls_ten", "def f(x):\n    return 1", [f"f({i})" for i in range(10)])
+COUNTER = "def f(x):\n    global n\n    try:\n        n += 1\n    except NameError:\n        n = 1\n    return n"
+case("global_counter_persists", CALLS_TEN, COUNTER, 0.1, 1.0)
+# The reference runs under the same scoping: its own counter gives 1, 2, 3, 4.
+COUNTING_REFERENCE = backend_task(
+    "counting_reference",
+    "def f(x):\n    global m\n    try:\n        m += 1\n    except NameError:\n        m = 1\n    return m",
+    [f"f({i})" for i in range(4)],
+)
+case("reference_global_counter_persists", COUNTING_REFERENCE, "def f(x):\n    return 1", 0.25, 1.0)
+
+# Python's default int-to-str limit (4,300 digits), which the official Python 3.10/3.11
+# has: str(10 ** 5000) raises there, but a returned 5,001-digit int still compares.
+DIGITS = backend_task("count_digits", "def count_digits(e):\n    return e + 1", ["count_digits(3)", "count_digits(5000)"])
+case("big_int_to_str_raises", DIGITS, "def count_digits(e):\n    return len(str(10 ** e))", 0.5, 0.5)
+POWER = backend_task("power", "def power(e):\n    return 10 ** e", ["power(3)", "power(5000)"])
+case("big_int_returned", POWER, "def power(e):\n    return pow(10, e)", 1.0, 1.0)
+case("big_int_returned_wrong", POWER, "def power(e):\n    return pow(10, e) + 1", 0.0, 0.0)
+case("big_int_from_str_raises", POWER, "def power(e):\n    return int('1' + '0' * e)", 0.5, 0.5)
+
 
 # ------------------------------------------------------------------ tests
 
@@ -370,3 +447,58 @@ def test_reward(reports, case: Case, mode: str):
         f"answer: {case.answer!r}\ntask error: {report.error}\nrows: {rows}"
     )
     assert report.success == (expected == 1.0), f"case {case.name!r} under {mode}: success={report.success}"
+
+
+# ------------------------------------------------------------------ what the cases rest on, on each sandbox
+
+def _host_hash(text: str, seed: int) -> str:
+    """hash(text) in Debian's python3 under PYTHONHASHSEED=seed."""
+    done = subprocess.run(["/usr/bin/python3", "-c", f"print(hash({text!r}))"], env={"PYTHONHASHSEED": str(seed)},
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+HASH = backend_task("str_hash", "def str_hash(s):\n    return hash(s)", ["str_hash('colbench')"])
+
+
+def test_every_sandbox_starts_under_the_graders_hash_seed(sandbox):
+    """Reference and answer sandboxes hash alike, so equal code orders a set alike, on every
+    grading; the seed is the Grader's (HASH_SEED unless it is given another)."""
+    for seed in (HASH_SEED, 12345):
+        with Grader(sandbox=sandbox, workers=2, grading="official", hash_seed=seed) as grader:
+            reports = grader.grade([(UNIQ_WORDS, SAME_SET_ORDER)] * 4 + [(HASH, "def str_hash(s):\n    return hash(s)")])
+        assert all(r.success for r in reports[:4]), [r.fraction_passed for r in reports[:4]]
+        row = reports[4].tests[0]
+        assert row.expected == row.actual == _host_hash("colbench", seed), (seed, row)
+
+
+COUNT_TEN = backend_task("count_ten", "def f(x):\n    return 1", [f"f({i})" for i in range(10)])
+SETS_A_GLOBAL = "def f(x):\n    global left_behind\n    left_behind = 'by the answer before'\n    return 1"
+READS_THE_GLOBAL = "def f(x):\n    try:\n        return left_behind\n    except NameError:\n        return 1"
+
+
+def test_globals_persist_within_an_answer_never_into_the_next(sandbox):
+    """One worker: every answer runs in the same sandbox, one after the other. Each answer's
+    globals are its own: the reader never sees what the setter before it left."""
+    with Grader(sandbox=sandbox, workers=1, grading="official") as grader:
+        reports = grader.grade([(COUNT_TEN, SETS_A_GLOBAL), (COUNT_TEN, READS_THE_GLOBAL)] * 2 + [(COUNT_TEN, COUNTER)])
+    assert [r.fraction_passed for r in reports] == [1.0, 1.0, 1.0, 1.0, 0.1]
+    assert [t.actual for t in reports[-1].tests] == [str(k) for k in range(1, 11)]
+
+
+def test_globals_are_lost_when_a_child_is_forked_again(sandbox):
+    """The documented edge: after a timeout (or a crash) the server forks a fresh child
+    for the remaining tests, and its globals start empty (officially the count would go on)."""
+    task = backend_task("count_on", "def f(x):\n    return x", ["f(1)", "f(2)", "f(3)", "f(4)"])
+    answer = COUNTER.replace("    return n", "    while x == 3:\n        pass\n    return n")
+    with Grader(sandbox=sandbox, workers=1, grading="official") as grader:
+        (report,) = grader.grade([(task, answer)])
+    assert [(t.actual, t.error) for t in report.tests] == [("1", None), ("2", None), (None, "timeout"), ("1", None)]
+
+
+def test_system_exit_and_keyboard_interrupt_fail_their_own_test(sandbox):
+    """Our outcome for what ends the official grader's whole evaluation: rows say why."""
+    answer = next(c.answer for c in CASES if c.name == "answer_raises_system_exit_and_keyboard_interrupt")
+    with Grader(sandbox=sandbox, workers=1, grading="official") as grader:
+        (report,) = grader.grade([(DOUBLE, answer)])
+    assert [(t.actual, t.error) for t in report.tests] == [("2", None), (None, "SystemExit: 0"), (None, "KeyboardInterrupt"), ("-6", None)]

@@ -56,6 +56,7 @@ def test_cli_builds_an_image_that_records_its_source(docker_engine):
         labels = built["labels"]
         assert labels["colbench.grading.source"] == "host-python"
         assert labels["colbench.grading.python"] == debian_python
+        assert labels["colbench.grading.contents"] == "libraries:numpy,pandas,dateutil,pytz,six"
         assert {"colbench.grading.colbench", "colbench.grading.built"} <= labels.keys()
         with closing(docker.from_env()) as client:
             assert client.images.get(tag).id == built["id"]
@@ -75,6 +76,16 @@ def test_the_image_needs_python3_seccomp(docker_engine, monkeypatch):
 
     monkeypatch.setattr(image, "SECCOMP_GLOB", "/nonexistent/seccomp*.so")
     with closing(docker.from_env()) as client, pytest.raises(ImageError, match="python3-seccomp is not installed"):
+        build_image(client, tag=absent_image())
+
+
+def test_the_image_needs_the_offered_libraries(docker_engine, monkeypatch):
+    import docker
+
+    from colbench.grading.sandboxes import image
+
+    monkeypatch.setattr(image, "LIBRARY_PATH", "/nonexistent/dist-packages")
+    with closing(docker.from_env()) as client, pytest.raises(ImageError, match="apt-get install --no-install-recommends python3-numpy python3-pandas"):
         build_image(client, tag=absent_image())
 
 
@@ -103,6 +114,32 @@ def test_a_missing_image_is_a_clear_reason_and_never_pulled(docker_engine, monke
     assert f"the grading image {missing} is missing: run `colbench sandbox image --tag {missing}`" in line
     if BwrapBackend.check() is None:
         assert resolve("auto").name == "bwrap"
+
+
+def test_an_image_of_other_contents_is_refused_with_the_rebuild_command(docker_engine, monkeypatch):
+    """An image built before the offered libraries (no contents label) would grade numpy
+    answers otherwise than bwrap: the backend asks for a rebuild instead of using it."""
+    import io
+    import tarfile
+
+    import docker
+
+    tag = absent_image().replace("absent", "old")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.addfile(tarfile.TarInfo("empty"), io.BytesIO(b""))
+    with closing(docker.from_env()) as client:
+        client.api.import_image(src=buffer.getvalue(), repository=tag.split(":")[0], tag=tag.split(":")[1])
+        try:
+            monkeypatch.setenv("COLBENCH_GRADING_IMAGE", tag)
+            assert DockerBackend.check() == (
+                f"the grading image {tag} holds no offered libraries, not libraries:numpy,pandas,dateutil,pytz,six: "
+                f"run `colbench sandbox image --tag {tag}` to rebuild it"
+            )
+            with pytest.raises(SandboxUnavailable, match="to rebuild it"):
+                Grader(sandbox="docker")
+        finally:
+            client.images.remove(tag, force=True)
 
 
 def test_the_default_image_names_the_plain_command():
@@ -172,7 +209,7 @@ def test_server_pid_is_the_containers_first_process(docker_engine):
             pid = channel.server_pid()
         assert pid and pid > 1
         with open(f"/proc/{pid}/cmdline", "rb") as handle:  # the host's view of the container's pid 1
-            assert handle.read().split(b"\0")[:3] == [b"/usr/bin/python3", b"-I", b"-S"]
+            assert handle.read().split(b"\0")[:4] == [b"/usr/bin/python3", b"-s", b"-S", b"-P"]
     finally:
         channel.close()
     assert channel.server_pid() is None
@@ -337,7 +374,7 @@ def test_no_capabilities_no_new_privileges_and_seccomp(inside):
 
 
 def test_our_server_is_pid_one(inside):
-    assert inside["pid_one"] == ["/usr/bin/python3", "-I", "-S"]
+    assert inside["pid_one"] == ["/usr/bin/python3", "-s", "-S"]
 
 
 # ------------------------------------------------------------------ colbench sandbox check

@@ -469,7 +469,8 @@ def test_huge_and_self_referencing_values(grader):
     task = backend_task("def f(x):\n    return x + 1\n", [f"f({i})" for i in range(1, 6)])
     report = grade_among_benign(grader, task, HUGE_AND_ODD_VALUES)
     assert [t.passed for t in report.tests] == [False] * 4 + [True], rows(report)
-    assert report.tests[0].actual.startswith("<sha256 ") or report.tests[0].error
+    # 64 MiB of text takes 0.6 s to encode: under load it may time out, which is no breach either.
+    assert (report.tests[0].actual or "").startswith("<sha256 ") or report.tests[0].error == "timeout", rows(report)
     assert report.error is None and not report.sandbox_failed
 
 

@@ -1,9 +1,13 @@
 """Grade backend answers: run the reference and the answer on each test call, compare.
 
 For every test call, run the reference code then the call, and the answer code then the
-call; the test passes iff both outputs are equal and the reference output is not None;
-1 s per test. What code an answer's text gives, and how it is scoped, is the grading's
-(semantics.py: ``official``, the default, or ``strict``). Unlike the official grader:
+call; the test passes iff both outputs are equal and the reference output is not None.
+The answer has 1 s per test; the reference, which the official grader runs with no time
+limit, has REFERENCE_TIMEOUT_S. What code an answer's text gives, and how it is scoped,
+is the grading's (semantics.py: ``official``, the default, or ``strict``). Every sandbox
+of one Grader starts under one hash seed (sandboxes/base.HASH_SEED), so reference and
+answer iterate equal sets in the same order, as in the official grader's single process.
+Unlike the official grader:
 
 - model-written code runs only inside a sandbox (see sandboxes/), never here;
 - outputs are compared here as canonical text (canonical.py), never with `==` on
@@ -31,6 +35,7 @@ from .canonical import same
 from .pool import Job, Outcome, Pool, Run
 from .semantics import DEFAULT_GRADING, SCOPE, banned_text, check_grading, code_of
 from .sandboxes import SandboxUnavailable, resolve
+from .sandboxes.base import HASH_SEED
 from .sandboxes.plain import WARNING
 
 __all__ = ["Grader", "GradeReport", "TestOutcome", "SandboxUnavailable"]
@@ -65,6 +70,10 @@ class GradeReport:
 
 BLACKLISTED = "blacklisted: "  # the task-level error of an answer on the official blacklist
 TIMEOUT = "timeout"  # the in-sandbox server's word for a test that ran past its limit (runner.py)
+# Per test of a reference run. The official grader gives the reference no limit at all (only
+# the answer its 1 s), so a reference that takes 1.5 s still defines the expected output;
+# a bound all the same, so that a reference that never ends costs minutes, not a worker.
+REFERENCE_TIMEOUT_S = 30.0
 
 
 def test_order(name: str):
@@ -75,8 +84,11 @@ def test_order(name: str):
 class Grader:
     def __init__(
         self, sandbox: str = "auto", workers: int = 2, test_timeout_s: float = 1.0, memory_mb: int = 1024,
-        grading: str = DEFAULT_GRADING,
+        grading: str = DEFAULT_GRADING, hash_seed: int = HASH_SEED, answer_hash_seed: int | None = None,
     ):
+        """hash_seed: the PYTHONHASHSEED of every sandbox (of references and answers alike).
+        answer_hash_seed: another seed for the answers' sandboxes alone; only `tasks validate` sets
+        it, to find references whose outputs depend on the seed. Graded answers always share it."""
         self.grading = check_grading(grading)
         if sandbox == "none":
             sys.stderr.write(WARNING)
@@ -89,8 +101,8 @@ class Grader:
         self.memory_mb = memory_mb
         # Separate sandboxes for references: their code and outputs must never sit in a
         # server's memory that an answer's child is later forked from.
-        self._answers = Pool(backend, workers, memory_mb=memory_mb)
-        self._references = Pool(backend, workers, memory_mb=memory_mb)
+        self._answers = Pool(backend, workers, memory_mb=memory_mb, hash_seed=hash_seed if answer_hash_seed is None else answer_hash_seed)
+        self._references = Pool(backend, workers, memory_mb=memory_mb, hash_seed=hash_seed)
         self._reference_runs: dict[str, Future] = {}
         self._lock = threading.Lock()
 
@@ -143,8 +155,8 @@ class Grader:
         answer.add_done_callback(one_done)
         return report
 
-    def _job(self, code: str, calls: list[str]) -> Job:
-        return Job(code, calls, self.test_timeout_s, self.memory_mb, SCOPE[self.grading])
+    def _job(self, code: str, calls: list[str], timeout_s: float | None = None) -> Job:
+        return Job(code, calls, timeout_s or self.test_timeout_s, self.memory_mb, SCOPE[self.grading])
 
     def _reference_run(self, task: TaskSpec, calls: list[str]) -> Future:
         key = task.content_hash  # one grader, one grading: the scoping is the same for every run
@@ -152,7 +164,8 @@ class Grader:
             cached = self._reference_runs.get(key)
             if cached is not None:
                 return cached
-            future = self._references.submit(self._job(task.ground_truth, calls))
+            timeout_s = max(REFERENCE_TIMEOUT_S, self.test_timeout_s)
+            future = self._references.submit(self._job(task.ground_truth, calls, timeout_s))
             self._reference_runs[key] = future
 
         def forget_if_broken(done: Future) -> None:

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from colbench.processes import start_time
 
 from .runner import TAMPERED
-from .sandboxes.base import server_intact
+from .sandboxes.base import HASH_SEED, server_intact
 
 START_TIMEOUT_S = 30.0
+PRELOAD_S = 10.0  # the server importing numpy and pandas before a job (runner.PRELOADED), under load
 REPLY_CAP = 2 << 20  # bytes per job from the server (it caps children at 1 MiB)
 RECYCLE_AFTER = 500  # jobs per sandbox
 PRINTABLE_OR_NEWLINE = bytes(range(0x20, 0x7F)) + b"\n"
@@ -48,14 +49,15 @@ class Job:
         return header + b"".join(b"%d\n%s" % (len(f), f) for f in fields)
 
     def watchdog_s(self) -> float:
-        """Generous: every test and the compile step at their limit, plus fork slack."""
-        return (len(self.calls) + 1) * (self.timeout_s + 0.6) + 5.0
+        """Generous: every test and the compile step at their limit, plus fork slack and
+        the server's own imports."""
+        return (len(self.calls) + 1) * (self.timeout_s + 0.6) + 5.0 + PRELOAD_S
 
     def silence_s(self) -> float:
         """Longest quiet spell of a healthy server: the server sends a line as each test
-        ends, so at most a compile step and a test at their limits, a fork, and the
-        clean-up after a killed child pass between two lines."""
-        return 2 * self.timeout_s + 2.5
+        ends, so at most its imports, a compile step and a test at their limits, a fork,
+        and the clean-up after a killed child pass between two lines."""
+        return 2 * self.timeout_s + 2.5 + PRELOAD_S
 
 
 @dataclass
@@ -80,8 +82,8 @@ class Tampered(Exception):
 class Worker:
     """One slot: starts its sandbox lazily, again after it dies, and every RECYCLE_AFTER jobs."""
 
-    def __init__(self, backend, slot: int, memory_mb: int):
-        self.backend, self.slot, self.memory_mb = backend, slot, memory_mb
+    def __init__(self, backend, slot: int, memory_mb: int, hash_seed: int = HASH_SEED):
+        self.backend, self.slot, self.memory_mb, self.hash_seed = backend, slot, memory_mb, hash_seed
         self.channel = None
         self._key = b""
         self._server: tuple[int, str | None] | None = None  # host pid and start time of pid 1
@@ -124,7 +126,7 @@ class Worker:
         self._jobs_here = 0
         self._server = None
         try:
-            self.channel = self.backend.start(self.slot, self.memory_mb)
+            self.channel = self.backend.start(self.slot, self.memory_mb, self.hash_seed)
             self.channel.send(b"K %s\n" % self._key.hex().encode())
             greeting = b""
             deadline = time.monotonic() + START_TIMEOUT_S
@@ -233,10 +235,10 @@ def _claim_slots(count: int) -> list[int]:
 class Pool:
     """`size` workers, each a thread with its own sandbox, fed from one queue."""
 
-    def __init__(self, backend, size: int, memory_mb: int):
+    def __init__(self, backend, size: int, memory_mb: int, hash_seed: int = HASH_SEED):
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._slots = _claim_slots(size)
-        self._workers = [Worker(backend, slot, memory_mb) for slot in self._slots]
+        self._workers = [Worker(backend, slot, memory_mb, hash_seed) for slot in self._slots]
         self._threads = [threading.Thread(target=self._serve, args=(w,), daemon=True) for w in self._workers]
         for thread in self._threads:
             thread.start()

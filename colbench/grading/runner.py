@@ -1,7 +1,9 @@
 """The fork-server that runs inside the sandbox.
 
-It is sent as source to Debian's `/usr/bin/python3 -I -S -c`, after canonical.py (which
-defines `encode`), so it imports only small builtin modules and nothing of colbench.
+It is sent as source to Debian's `/usr/bin/python3 -s -S -P -c`, after canonical.py
+(which defines `encode`), so it imports only small builtin modules and nothing of
+colbench; the environment holds only what the backend set (base.sandbox_env: a fixed
+PYTHONHASHSEED among it).
 
 One server lives as long as its sandbox, is its process 1 where the backend gives it a
 pid namespace, and grades one job at a time:
@@ -33,11 +35,14 @@ inherit (DENIED_SYSCALLS).
 
 From the host, on stdin: first "K <hex key>", then jobs:
     J <job_id> <timeout_ms> <memory_mb> <scope> <n_fields>\n  then n_fields of  <length>\n<bytes>
-    field 0 is the code, fields 1.. are the test calls; scope is "module" (the code runs
-    as a module and calls are evaluated in it) or "function" (the official grader's
-    scoping: the code runs with locals apart from its globals, as the body of a function
-    does, and calls are evaluated with both, so top-level names are invisible inside
-    the answer's own functions).
+    field 0 is the code, fields 1.. are the test calls; scope is "module" (each test runs
+    the code as a fresh module and evaluates its call there) or "function" (the official
+    grader's scoping: each test runs the code with fresh locals apart from its globals, as
+    the body of a function does, and evaluates its call with both, so top-level names
+    are invisible inside the answer's own functions; the globals are one dict for all the
+    tests of a child, so what the code's functions set with `global` is there in the next
+    test, as in the official grader's module; a child forked again after a timeout or a
+    crash starts with empty globals).
 To the host, on stdout, in batches at most FLUSH_AFTER_S old, every line tagged with the
 job id, tests in order 1..n, each exactly once:
     <job_id> R <k> <microseconds> <=|~> <canonical text>   test k returned a value
@@ -56,6 +61,7 @@ import resource
 import builtins
 import errno
 import gc
+from importlib.machinery import PathFinder as _PathFinder  # half a millisecond
 
 try:
     encode  # defined by canonical.py when both are sent into the sandbox as one program
@@ -73,8 +79,19 @@ WIPE_BUDGET_S = 2.0  # a work dir that takes longer to empty asks for a new sand
 IGNORED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 TAMPERED = "tampered with the grading protocol"
 
-# Debian's libseccomp bindings for its /usr/bin/python3 (package python3-seccomp).
-SECCOMP_PATH = "/usr/lib/python3/dist-packages"
+# Debian's Python libraries: the libseccomp bindings (python3-seccomp) and the offered ones.
+LIBRARY_PATH = "/usr/lib/python3/dist-packages"
+SECCOMP_PATH = LIBRARY_PATH
+# The third-party libraries graded code may import, as the official grader's environment
+# has them (its requirements pull in numpy and pandas): Debian's python3-numpy and
+# python3-pandas, and the modules pandas needs. Only these top-level names are found in
+# LIBRARY_PATH, read-only; the rest of that folder stays unimportable, so that bwrap
+# (which shows the host's /usr) and Docker (whose image holds only these) grade alike.
+OFFERED_MODULES = ("numpy", "pandas", "dateutil", "pytz", "six")
+# Imported by the server before it forks the children of a job whose code names them:
+# the official grader's process pays for an import once, not within a test's second
+# (pandas takes 0.3 s to import here, more under load).
+PRELOADED = ("numpy", "pandas")
 # ENOSYS, not EPERM: glibc falls back from clone3 to clone on it, and it tells "our filter
 # said no" apart from the EPERM a missing capability gives, so tests can see the filter.
 DENIED_ERRNO = errno.ENOSYS
@@ -103,6 +120,8 @@ _read = os.read
 _builtins_dict = builtins.__dict__
 _saved_builtins = dict(_builtins_dict)
 _AnyError = BaseException  # `except BaseException` would look the name up in builtins
+_get_int_digits = getattr(sys, "get_int_max_str_digits", None)  # Python 3.11 (and 3.10.7+)
+_set_int_digits = getattr(sys, "set_int_max_str_digits", None)
 
 
 # ---------------------------------------------------------------- server (long-lived)
@@ -120,6 +139,7 @@ def serve(workdir, cleanup, seccomp="required"):
     _warm_up()
     # Without the filter, an answer could leave IPC objects behind: then look after each job.
     look_for_ipc = not _install_filter(seccomp == "required")
+    sys.meta_path.append(_OfferedLibraries)
     _send_line("READY")
     while True:
         job = _read_job(stdin)
@@ -176,6 +196,27 @@ def _install_filter(required):
     return True
 
 
+class _OfferedLibraries:
+    """The import hook for OFFERED_MODULES (their submodules then come from their own
+    __path__). LIBRARY_PATH itself is not on sys.path."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if path is not None or name not in OFFERED_MODULES:
+            return None
+        return _PathFinder.find_spec(name, [LIBRARY_PATH])
+
+
+def _preload(code):
+    """Import the PRELOADED libraries the code names (its children inherit them)."""
+    for name in PRELOADED:
+        if name in code and name not in sys.modules:
+            try:
+                __import__(name)
+            except Exception:
+                pass  # not installed: the child's own import says so, as a test's error
+
+
 WARM_UP = """
 class Shape:
     def area(self, scale=1.0):
@@ -224,6 +265,7 @@ def _run_job(job, workdir, cleanup, key, look_for_ipc):
         "budget": OUTPUT_CAP, "stop": False, "tampered": False,
         "outbox": [], "flushed": time.monotonic(), "mac": hmac.new(key, digestmod="sha256"),
     }
+    _preload(job["code"])
     test_count = len(job["calls"])
     next_test = 1
     clean = True
@@ -555,8 +597,8 @@ def _child(job, start, workdir, orders, out, nonce):
     )
     for which, value in limits:
         resource.setrlimit(which, (value, value))
-    if hasattr(sys, "set_int_max_str_digits"):
-        sys.set_int_max_str_digits(0)  # big ints are valid answers; time is bounded anyway
+    # Graded code keeps Python's default int-to-str digit limit (4300), as the official
+    # grader's Python 3.10/3.11 has it: str() of a 5,000-digit int raises there too.
     _run_tests(job["code"], job["calls"], orders, out, nonce, job["function_scope"])
     os._exit(0)
 
@@ -568,6 +610,7 @@ def _run_tests(source, calls, orders, out, nonce, function_scope):
         _emit(out, nonce + " C " + _describe(error))
         return
     _emit(out, nonce + " K")
+    shared = _fresh_namespace()  # function scope: the globals all of this child's tests share
     while True:
         order = _next_order(orders)
         if order is None:
@@ -575,12 +618,15 @@ def _run_tests(source, calls, orders, out, nonce, function_scope):
         number, nonce = order
         try:
             call = compile(calls[number - 1], "<test%d>" % number, "eval")
-            namespace = {"__name__": "__graded__", "__builtins__": builtins}
+            namespace = shared if function_scope else _fresh_namespace()
             local = {} if function_scope else namespace
             exec(code, namespace, local)
             value = eval(call, namespace, local)
             _restore_builtins()
-            text, comparable = encode(value)
+            text, comparable = _encode_any_int(value)
+        # BaseException too: SystemExit or KeyboardInterrupt fails its own test, and the
+        # next tests still run (the official grader's `except Exception` would let them
+        # end its whole evaluation).
         except _AnyError as error:
             _restore_builtins()
             _emit(out, "%s E %s" % (nonce, _describe(error) or "Error"))
@@ -588,6 +634,24 @@ def _run_tests(source, calls, orders, out, nonce, function_scope):
         if len(text) > HASH_ABOVE:
             text = _digest(text)
         _emit(out, "%s R %s %s" % (nonce, "=" if comparable else "~", text))
+
+
+def _fresh_namespace():
+    return {"__name__": "__graded__", "__builtins__": builtins}
+
+
+def _encode_any_int(value):
+    """encode() without the int-to-str digit limit: a returned big int is a valid output
+    (the official grader compares ints, not their text). Graded code runs under the
+    limit; encode() runs no graded code, so lifting it here gives graded code nothing."""
+    if _set_int_digits is None:
+        return encode(value)
+    limit = _get_int_digits()
+    _set_int_digits(0)
+    try:
+        return encode(value)
+    finally:
+        _set_int_digits(limit)
 
 
 def _next_order(orders):

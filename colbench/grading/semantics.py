@@ -13,19 +13,53 @@
   its own locals apart from its globals, and each test call is evaluated there. So a
   name the answer defines at its top level (a helper, an import, the function itself
   when it recurses) is not visible from inside its functions, and those tests fail.
-  The reference runs under the same scoping.
+  The code is executed again for every test, with fresh locals but the same globals
+  (the official grader's are its module's): what the answer's functions set with
+  ``global`` in one test is still there in the next. The reference runs under the
+  same scoping, with globals of its own.
 
 ``strict`` is fairer: Markdown fences are stripped wherever they stand in a line of
-their own, every block joined; no blacklist; the code runs as a module, so helpers,
-recursion and top-level imports work.
+their own, every block joined; no blacklist; the code runs as a module, a fresh one for
+every test, so helpers, recursion and top-level imports work and nothing carries from
+one test to the next.
 
-Both modes share the rest: 1 s per test, and Python's ``==`` on builtin values (see
-canonical.py), the reference's output None failing the test. Unlike the official
-grader, every answer runs in a sandbox, and objects made by graded code are never
-asked whether they are equal.
+Both modes share the rest, as the official grader has it:
 
-Not reproduced: the official grader's module globals (``signal``, ``multiprocessing``
-and its own helpers) are visible to answers there, and not here.
+- the answer has 1 s per test; the reference, which has no limit there, 30 s
+  (grader.REFERENCE_TIMEOUT_S);
+- Python's ``==`` on builtin values (see canonical.py), the reference's output None
+  failing the test;
+- reference and answer run under one hash seed (the official grader runs both in one
+  process), so equal code iterates a set of strings in one order; ours is fixed
+  (sandboxes/base.HASH_SEED), the official one is drawn per grader process;
+- numpy and pandas can be imported (runner.OFFERED_MODULES: Debian's numpy 1.24 and
+  pandas 1.5, with dateutil, pytz and six), read-only, and nothing else outside the
+  standard library;
+- Python's default int-to-str digit limit (4,300 digits) for the graded code, while a
+  returned big int of any size still compares.
+
+Unlike the official grader, every answer runs in a sandbox, and objects made by graded
+code are never asked whether they are equal.
+
+Deliberate differences:
+
+- an answer-made object whose ``__eq__`` says True fails (the official grader asks it);
+- SystemExit, KeyboardInterrupt or another BaseException fails the test that raised it,
+  and the other tests are still graded (officially it escapes ``except Exception`` and
+  ends the whole evaluation: no reward at all);
+- globals never cross from one answer to another, nor between reference and answer
+  (officially they share one module namespace with every answer graded before).
+
+Not reproduced:
+
+- the official grader's module globals (``signal``, ``multiprocessing`` and its own
+  helpers) are visible to answers there, and not here;
+- a child forked again after a timeout or a crash (for the tests left) starts with
+  empty globals, where officially the count would go on;
+- numpy scalars other than float64 (``np.int64``, ``np.bool_``) equal ints and bools
+  officially; here they are opaque and never equal;
+- the rest of the official environment (gradio, openai, selenium, fire and what they
+  pull in: pillow, pyyaml, matplotlib, ...) cannot be imported.
 """
 from __future__ import annotations
 
@@ -35,8 +69,8 @@ GRADINGS = ("official", "strict")
 DEFAULT_GRADING = "official"
 GRADING_HELP = (
     "official (default): the official ColBench grader's outcomes (its fence rule, its text blacklist, names "
-    "defined at an answer's top level invisible inside its functions); strict: fences stripped anywhere, no "
-    "blacklist, code run as a module."
+    "defined at an answer's top level invisible inside its functions, globals kept from one test to the next); "
+    "strict: fences stripped anywhere, no blacklist, code run as a fresh module for each test."
 )
 BLACKLIST = ("import os", "from os", "import sys", "from sys", "sudo", "transformers", "exit(", "quit(", "argparse")
 # How the sandbox executes code and calls (runner.py): separate locals, or one module namespace.

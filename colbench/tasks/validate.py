@@ -15,8 +15,9 @@ Rules, in the order they are reported:
 - **deterministic**: statically, the reference uses no randomness, clock, I/O, network
   or process state (imports of random, time, os, sys, socket, subprocess, ...; calls
   of open, input, eval, exec, id, hash, datetime.now, ...; print is only a warning).
-  Dynamically, the reference runs twice, in two separate sandboxes (so with different
-  string-hash seeds), and every test's canonical output must be the same both times.
+  Dynamically, the reference runs twice, in sandboxes with different string-hash seeds
+  (graded answers and references always share one), and every test's canonical output
+  must be the same both times: a correct answer must not pass or fail by the seed.
   This is done by grading the reference against itself: the grader runs the reference
   in its reference pool and the "answer" in its answer pool. The answer copy is sent
   hex-encoded and exec'd, so the grader's fence stripping cannot alter it.
@@ -536,20 +537,26 @@ def validate_tasks(
     backend_name = None
     if runnable:
         from colbench.grading.grader import Grader
+        from colbench.grading.sandboxes.base import HASH_SEED
 
         own = grader is None
         if own:
             grader = Grader(sandbox=sandbox, workers=workers, test_timeout_s=test_timeout_s)
-        official = None
+        official = reseeded = None
         try:
             backend_name = grader.backend
+            timeout = getattr(grader, "test_timeout_s", test_timeout_s)
             official = grader
             if getattr(grader, "grading", "official") != "official":  # a grader under strict grading was given
-                official = Grader(sandbox=grader.backend, workers=workers, test_timeout_s=getattr(grader, "test_timeout_s", test_timeout_s))
-            _run_checks(grader, official, specs, checks, parsed, runnable, tally)
+                official = Grader(sandbox=grader.backend, workers=workers, test_timeout_s=timeout)
+            reseeded = Grader(sandbox=grader.backend, workers=workers, test_timeout_s=timeout, grading=getattr(grader, "grading", "official"),
+                              answer_hash_seed=HASH_SEED + 1)
+            _run_checks(grader, official, reseeded, specs, checks, parsed, runnable, tally)
         finally:
             if official is not None and official is not grader:
                 official.close()
+            if reseeded is not None:
+                reseeded.close()
             if own:
                 grader.close()
     for i, p in enumerate(parsed):
@@ -561,12 +568,12 @@ def validate_tasks(
     return ValidationReport(checks, backend_name)
 
 
-def _run_checks(grader, official, specs, checks, parsed, runnable, tally) -> None:
-    """Grade each reference against itself (two runs), then as an answer under the
-    official grading (`official`, a Grader under it: one more job per task, the
-    reference run being cached when it is `grader`), then each naive solution."""
+def _run_checks(grader, official, reseeded, specs, checks, parsed, runnable, tally) -> None:
+    """Grade each reference against itself (two runs under two hash seeds: ``reseeded``), then as
+    an answer under the official grading (`official`, a Grader under it: one more job per task,
+    the reference run being cached when it is `grader`), then each naive solution."""
     timeout = getattr(grader, "test_timeout_s", 1.0)
-    self_runs = {i: grader.submit(specs[i], _verbatim(specs[i].ground_truth)) for i in runnable}
+    self_runs = {i: reseeded.submit(specs[i], _verbatim(specs[i].ground_truth)) for i in runnable}
     official_runs = {i: official.submit(specs[i], specs[i].ground_truth) for i in runnable}
     naive_runs = {i: grader.submit(specs[i], specs[i].naive_solution) for i in runnable if parsed[i].naive_ok}
     for i in runnable:

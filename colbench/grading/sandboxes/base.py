@@ -19,6 +19,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
 SANDBOX_PYTHON = "/usr/bin/python3"  # Debian's: the pyenv/venv ones live under /root
+# -I would be -E -s -P: the same, except that -E ignores PYTHONHASHSEED. Each backend
+# instead hands the interpreter an environment holding only sandbox_env().
+PYTHON_FLAGS = ("-s", "-S", "-P")
+# The official grader runs the reference and the answer in one process, so under one
+# hash seed: their sets and str-keyed orders agree. Every sandbox of one Grader starts
+# under one fixed seed, so the same code gives the same order in the reference's
+# sandbox and the answer's, on every run.
+HASH_SEED = 0
 # What /proc/<server>/exe may read: the interpreter itself, whatever its link is called.
 PYTHON_PATHS = {os.path.realpath(SANDBOX_PYTHON), "/usr/bin/python3.11", "/usr/local/bin/python3.11"}
 
@@ -29,13 +37,26 @@ class SandboxUnavailable(ColbenchError, RuntimeError):
 
 @cache
 def server_source() -> str:
-    """canonical.py then runner.py, run as one program by `python3 -I -S -c`."""
+    """canonical.py then runner.py, run as one program by `python3 -s -S -P -c`."""
     return (HERE / "canonical.py").read_text() + "\n\n" + (HERE / "runner.py").read_text()
 
 
 def server_command(python: str, workdir: str, cleanup: str, seccomp: str = "required") -> list[str]:
     """The fork-server's command line (runner.serve's arguments)."""
-    return [python, "-I", "-S", "-c", server_source(), workdir, cleanup, seccomp]
+    return [python, *PYTHON_FLAGS, "-c", server_source(), workdir, cleanup, seccomp]
+
+
+def sandbox_env(hash_seed: int = HASH_SEED) -> dict[str, str]:
+    """The whole environment of a sandbox's interpreter: nothing of the host's."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONHASHSEED": str(hash_seed),
+        # numpy's BLAS and OpenMP would start a thread per core, each counted against
+        # the child's RLIMIT_NPROC and address space; the official grader's are its own.
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
 
 
 def slot_uid(slot: int) -> int:
@@ -169,7 +190,7 @@ def start_process(
             stdout=subprocess.PIPE,
             stderr=stderr_file,
             cwd="/",
-            env=env if env is not None else {"PATH": "/usr/bin:/bin"},
+            env=env if env is not None else sandbox_env(),
             start_new_session=True,
             close_fds=True,
             pass_fds=(info_fd[1],) if info_fd else (),

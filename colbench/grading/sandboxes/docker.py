@@ -21,8 +21,8 @@ import os
 import select
 import struct
 
-from .base import SANDBOX_PYTHON, SandboxUnavailable, server_command, slot_uid
-from .image import DEFAULT_IMAGE, configured_image
+from .base import HASH_SEED, SANDBOX_PYTHON, SandboxUnavailable, sandbox_env, server_command, slot_uid
+from .image import CONTENTS, CONTENTS_LABEL, DEFAULT_IMAGE, configured_image
 
 PING_TIMEOUT_S = 2.0
 CONTAINER_LABEL = "colbench.grading"  # on every container we start (its slot), to find leftovers
@@ -55,9 +55,19 @@ def connect(timeout: float = 30.0):
     return engine
 
 
+def _build_command(image: str) -> str:
+    return "colbench sandbox image" if image == DEFAULT_IMAGE else f"colbench sandbox image --tag {image}"
+
+
 def missing_image_advice(image: str) -> str:
-    build = "colbench sandbox image" if image == DEFAULT_IMAGE else f"colbench sandbox image --tag {image}"
-    return f"the grading image {image} is missing: run `{build}`"
+    return f"the grading image {image} is missing: run `{_build_command(image)}`"
+
+
+def outdated_image_advice(image: str, contents: str | None) -> str:
+    return (
+        f"the grading image {image} holds {contents or 'no offered libraries'}, not {CONTENTS}: "
+        f"run `{_build_command(image)}` to rebuild it"
+    )
 
 
 class DockerChannel:
@@ -142,19 +152,21 @@ class DockerBackend:
 
         image = configured_image()
         try:
-            engine.images.get(image)
+            labels = engine.images.get(image).labels or {}
         except docker.errors.ImageNotFound:
             return missing_image_advice(image)
         except Exception as error:  # API errors, or the transport's own (timeouts)
             return f"the Docker engine cannot look up {image} ({type(error).__name__})"
         finally:
             engine.close()
+        if labels.get(CONTENTS_LABEL) != CONTENTS:
+            return outdated_image_advice(image, labels.get(CONTENTS_LABEL))  # it would grade otherwise than bwrap
         return None
 
     def __init__(self):
         self._docker = None
 
-    def start(self, slot: int, memory_mb: int) -> DockerChannel:
+    def start(self, slot: int, memory_mb: int, hash_seed: int = HASH_SEED) -> DockerChannel:
         import docker
 
         if self._docker is None:
@@ -166,6 +178,7 @@ class DockerBackend:
             container = self._docker.containers.create(
                 image,
                 command=server_command(SANDBOX_PYTHON, "/tmp", "ns"),
+                environment=sandbox_env(hash_seed),  # Docker adds only HOSTNAME and HOME
                 stdin_open=True,
                 network_mode="none",
                 read_only=True,

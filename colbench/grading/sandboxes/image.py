@@ -2,8 +2,10 @@
 
 No registry is needed (nor reachable on the machines colbench grades on): the image is
 the interpreter that the bwrap sandbox also runs, /usr/bin/python3, with its standard
-library, the shared libraries it loads, the libseccomp bindings the server imports and
-just enough /etc for the `nobody` user. Beside it, a POSIX shell and the core utilities
+library, the shared libraries it loads, the libseccomp bindings the server imports, the
+third-party libraries graded code may import (runner.OFFERED_MODULES: Debian's numpy and
+pandas, with what pandas needs, and the time zone data they read) and just enough /etc
+for the `nobody` user. Beside it, a POSIX shell and the core utilities
 (Debian's dash and coreutils, Essential packages every Debian system has), so graded
 code that shells out behaves as under bwrap, which shows the host's /usr; no setuid bit
 survives into the image. It goes to the engine as one tar (`docker import`), so there is
@@ -25,6 +27,7 @@ from typing import Callable
 
 from colbench.errors import ColbenchError
 
+from ..runner import LIBRARY_PATH, OFFERED_MODULES
 from .base import SANDBOX_PYTHON
 
 DEFAULT_IMAGE = "colbench-grading:latest"
@@ -32,6 +35,13 @@ IMAGE_VARIABLE = "COLBENCH_GRADING_IMAGE"
 SECCOMP_GLOB = "/usr/lib/python3/dist-packages/seccomp*.so"
 NOBODY = 65534
 LABEL_PREFIX = "colbench.grading."  # of every label the image carries
+# What the image holds beyond the interpreter, recorded in a label: the Docker backend
+# refuses an image whose label differs (one built before the offered libraries, say),
+# with the command that rebuilds it. Change it whenever the image's contents change.
+CONTENTS = "libraries:" + ",".join(OFFERED_MODULES)  # a label value: no spaces
+CONTENTS_LABEL = LABEL_PREFIX + "contents"
+LIBRARY_PACKAGES = "python3-numpy python3-pandas"  # the Debian packages of OFFERED_MODULES
+ZONEINFO = "/usr/share/zoneinfo"  # Debian's pytz and dateutil read the time zones from tzdata
 
 TOOL_PACKAGES = ("dash", "coreutils")
 PROGRAM_FOLDERS = ("/bin/", "/usr/bin/")
@@ -94,11 +104,12 @@ def build_image(client, tag: str | None = None, on_status: Callable[[str], None]
     say("looking at the host's Python")
     python = _host_python()
     seccomp = _seccomp_module()
+    libraries = _offered_libraries()
     previous = describe_image(client, tag)
     with tempfile.TemporaryDirectory(prefix="colbench-image-") as scratch:
         archive = os.path.join(scratch, "rootfs.tar")
         say("packing the root file system")
-        files = _write_rootfs(archive, python, seccomp)
+        files = _write_rootfs(archive, python, seccomp, libraries)
         megabytes = os.path.getsize(archive) / 1e6
         say(f"importing {files} files ({megabytes:.0f} MB) into the engine as {tag}")
         changes = [f"USER {NOBODY}:{NOBODY}", "WORKDIR /tmp"]
@@ -148,6 +159,7 @@ def _labels(python: dict) -> dict[str, str]:
         f"{LABEL_PREFIX}python": python["version"],
         f"{LABEL_PREFIX}colbench": colbench_version,
         f"{LABEL_PREFIX}built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        CONTENTS_LABEL: CONTENTS,
     }
 
 
@@ -172,6 +184,18 @@ def _seccomp_module() -> str:
     if not found:
         raise ImageError(f"python3-seccomp is not installed (no {SECCOMP_GLOB}): apt-get install python3-seccomp")
     return found[-1]
+
+
+def _offered_libraries() -> list[str]:
+    """The host's folder (or file) of each offered module, under LIBRARY_PATH."""
+    found = []
+    for name in OFFERED_MODULES:
+        candidates = [os.path.join(LIBRARY_PATH, name), os.path.join(LIBRARY_PATH, name + ".py")]
+        path = next((c for c in candidates if os.path.exists(c)), None)
+        if path is None:
+            raise ImageError(f"{name} is not in {LIBRARY_PATH}: apt-get install --no-install-recommends {LIBRARY_PACKAGES}")
+        found.append(path)
+    return found
 
 
 def _tools() -> list[str]:
@@ -208,10 +232,14 @@ def _shared_libraries(objects: list[str]) -> set[str]:
     return libraries
 
 
-def _write_rootfs(archive: str, python: dict, seccomp: str) -> int:
+def _write_rootfs(archive: str, python: dict, seccomp: str, libraries: list[str]) -> int:
     """Write the image's root file system as a tar; returns how many entries it holds."""
     stdlib, dynload = python["stdlib"], python["dynload"]
     extensions = sorted(glob.glob(os.path.join(dynload, "*.so"))) + [seccomp]
+    for library in libraries:
+        if os.path.isdir(library):
+            found = glob.glob(os.path.join(library, "**", "*.so"), recursive=True)
+            extensions += sorted(path for path in found if os.sep + "tests" + os.sep not in path)
     tools = _tools()
     with _RootTar(archive) as root:
         for folder in ("/usr/bin", "/usr/lib", "/etc", "/proc", "/dev", "/sys"):
@@ -223,6 +251,13 @@ def _write_rootfs(archive: str, python: dict, seccomp: str) -> int:
         if not dynload.startswith(stdlib + os.sep):
             root.host_tree(dynload)
         root.host_path(seccomp)
+        for library in libraries:
+            if os.path.isdir(library):
+                root.host_tree(library, skip=_test_suite)  # their own test suites: half their size
+            else:
+                root.host_path(library)
+        if os.path.isdir(ZONEINFO):
+            root.host_tree(ZONEINFO)
         for tool in tools:
             root.host_path(tool)
         programs = [tool for tool in tools if not os.path.islink(tool)]
@@ -231,6 +266,10 @@ def _write_rootfs(archive: str, python: dict, seccomp: str) -> int:
         root.text("/etc/passwd", f"root:x:0:0:root:/root:/nonexistent\nnobody:x:{NOBODY}:{NOBODY}:nobody:/nonexistent:/nonexistent\n")
         root.text("/etc/group", f"root:x:0:\nnogroup:x:{NOBODY}:\n")
         return root.count
+
+
+def _test_suite(relative: str) -> bool:
+    return os.path.basename(relative) == "tests"
 
 
 def _left_out(relative: str) -> bool:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 
-from .base import SANDBOX_PYTHON, Channel, server_command, start_process, slot_uid
+from .base import HASH_SEED, PYTHON_FLAGS, SANDBOX_PYTHON, Channel, sandbox_env, server_command, start_process, slot_uid
 
 WARNING = (
     "\n" + "!" * 78 + "\n"
@@ -30,14 +30,14 @@ class PlainBackend:
     def check() -> str | None:
         return None
 
-    def start(self, slot: int, memory_mb: int) -> Channel:
+    def start(self, slot: int, memory_mb: int, hash_seed: int = HASH_SEED) -> Channel:
         python = SANDBOX_PYTHON if os.path.exists(SANDBOX_PYTHON) else sys.executable
         workdir = tempfile.mkdtemp(prefix="colbench-grading-")
         as_root = os.geteuid() == 0 and shutil.which("unshare") and shutil.which("setpriv")
         if not as_root:
             # Same uid as us: kill(-1) would kill our own processes, so only the group.
             argv = server_command(python, workdir, "group", seccomp="optional")
-            return start_process(argv, uid=None, on_close=lambda: shutil.rmtree(workdir, True))
+            return start_process(argv, uid=None, env=sandbox_env(hash_seed), on_close=lambda: shutil.rmtree(workdir, True))
 
         uid = slot_uid(slot)
         os.chown(workdir, uid, uid)
@@ -49,13 +49,13 @@ class PlainBackend:
             shutil.rmtree(workdir, ignore_errors=True)
 
         argv = server_command(python, workdir, "uid", seccomp="optional")
-        return start_process(["unshare", "--net", "--", *drop, *argv], uid=None, on_close=forget)
+        return start_process(["unshare", "--net", "--", *drop, *argv], uid=None, env=sandbox_env(hash_seed), on_close=forget)
 
 
 def _kill_uid(uid: int) -> None:
     """Kill every process left under the slot's uid (the server may be dead already)."""
     subprocess.run(
         ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
-         SANDBOX_PYTHON, "-I", "-S", "-c", "import os; os.kill(-1, 9)"],
-        capture_output=True, timeout=10,
+         SANDBOX_PYTHON, *PYTHON_FLAGS, "-c", "import os; os.kill(-1, 9)"],
+        capture_output=True, timeout=10, env=sandbox_env(),
     )
