@@ -16,7 +16,7 @@ import click
 import typer
 
 from colbench.cli.common import INTERRUPTED
-from colbench.cli import common, compare, critic, db, evaluate, experiment, inspect, launch, policy, rollout, runs, sandbox, tasks, trajectories, view
+from colbench.cli import common, compare, critic, db, evaluate, experiment, inspect, launch, policy, rollout, runs, sandbox, study, tasks, trajectories, view
 
 
 app = typer.Typer(
@@ -47,6 +47,7 @@ app.add_typer(critic.app, name="critic")
 app.add_typer(policy.app, name="policy")
 app.add_typer(policy.checkpoint_app, name="checkpoint")
 app.add_typer(experiment.app, name="experiment")
+app.add_typer(study.app, name="study")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(sandbox.app, name="sandbox")
 trajectories.register(app)

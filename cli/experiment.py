@@ -58,7 +58,7 @@ def backend(
     folder.mkdir(parents=True, exist_ok=True)
     db = state.db() if state.db_url else Database(f"sqlite:///{folder / 'colbench.db'}", artifacts=state.artifacts)
     started = time.perf_counter()
-    result = BackendExperiment(db, config, _RichReporter(quiet=as_json)).run()
+    result = BackendExperiment(db, config, _RichReporter(quiet=as_json), folder=folder).run()
     payload = result.as_dict() | {"store": db.url, "elapsed_s": round(time.perf_counter() - started, 1)}
     (folder / "results.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
     (folder / "results.md").write_text(views.study_markdown(payload) + "\n")

@@ -25,8 +25,8 @@ def fit(
     Every setting is a PolicyConfig field (colbench/training/config.py), documented by its help."""
     from colbench.training.policy import fit_policy
 
-    if algo == "sweet" and not critic:
-        raise typer.BadParameter("sweet needs --critic ckpt:<id>", param_hint="--critic")
+    if algo == "sweet" and not critic and config.score != "oracle":
+        raise typer.BadParameter("sweet needs --critic ckpt:<id> (or --score oracle on backend-lite)", param_hint="--critic")
     with reporting(f"policy {algo}", enabled=not as_json and main_process()) as on_progress:
         result = fit_policy(
             state.db(), config, algo=algo, base_model=model, critic_checkpoint=critic, parent_checkpoint=parent,
@@ -48,6 +48,8 @@ def fit(
         if algo == "sweet":
             what += f"; {m.get('selected_turns')} turns ({m.get('turns_sampled')} sampled, {m.get('turns_reused')} reused)"
     console.print(f"policy:{algo} ckpt:{result.checkpoint_id} (run {result.run_id}): {what}, {m.get('steps')} steps")
+    if m.get("stopped_early"):
+        console.print(f"stopped early: {m['stopped_early']}", highlight=False)
 
 
 @checkpoint_app.command("ls")

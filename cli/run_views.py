@@ -85,6 +85,10 @@ def run_view(run: dict) -> Group:
             if values:
                 curves.add_row(name, f"{values[0]:.4g}", f"{values[-1]:.4g}", f"{min(values):.4g}", f"{max(values):.4g}", sparkline(values))
         parts.append(curves)
+    diagnostics = diagnostic_lines(run.get("metrics") or {}) if run["kind"] == "train" else []
+    if diagnostics:
+        parts.append(Text("diagnostics:", style="bold"))
+        parts += [Text(f"  {line}") for line in diagnostics]
     config = run.get("config") or {}
     if config:
         settings = Table(title="settings", title_justify="left", box=None, show_header=False)
@@ -94,6 +98,31 @@ def run_view(run: dict) -> Group:
             settings.add_row(key, escape(str(value)))
         parts.append(settings)
     return Group(*parts)
+
+
+def diagnostic_lines(metrics: dict) -> list[str]:
+    """What a training run's figures say about whether it learned what it should: a critic's
+    held-out pair accuracy and its turn credit against the lite human's ground truth; a DPO
+    policy's chosen and rejected rewards and the chosen side's NLL, first steps against last."""
+    lines = []
+    if metrics.get("heldout_accuracy") is not None:
+        lines.append(f"held-out pair accuracy {metrics['heldout_accuracy']:.1%} of {metrics.get('heldout_pairs')} pairs")
+    judged = metrics.get("eval") or {}
+    if judged.get("turn_auc") is not None:
+        lines.append(f"turn credit on {judged.get('trajectories')} dialogues: within-dialogue AUC {judged['turn_auc']:.2f}, "
+                     f"Spearman {judged.get('turn_spearman', float('nan')):+.2f} (did the turn obtain a fact?)")
+    if "pairs_answer_over_reask" in metrics:
+        lines.append(f"its pairs chose answering over re-asking a stated fact {metrics['pairs_answer_over_reask']} times, the other way "
+                     f"{metrics['pairs_reask_over_answer']}; a question obtaining a new fact over one obtaining nothing "
+                     f"{metrics['pairs_new_over_nothing']} times, the other way {metrics['pairs_nothing_over_new']}")
+    if metrics.get("last_chosen_reward") is not None:
+        lines.append(f"last {metrics['last_steps']} steps: chosen reward {metrics['last_chosen_reward']:+.3f}, rejected "
+                     f"{metrics['last_rejected_reward']:+.3f}; chosen NLL {metrics['first_nll']:.3f} at the start, {metrics['last_nll']:.3f} at the end")
+        if metrics["last_chosen_reward"] < 0:
+            lines.append("the chosen turns became less likely than under the starting policy (likelihood displacement)")
+    if metrics.get("stopped_early"):
+        lines.append(f"stopped early: {metrics['stopped_early']}")
+    return lines
 
 
 def removal_text(removal) -> str:

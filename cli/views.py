@@ -328,6 +328,8 @@ def _tests(arm: dict) -> dict:
 
 def _paper(arm: dict) -> str:
     tests, success = arm["paper_8b"]
+    if success is None:
+        return "–"
     return ("–" if tests is None else f"{tests:.1f}") + f" / {success:.1f}"
 
 

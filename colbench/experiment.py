@@ -2,10 +2,12 @@
 
 1. Zero-shot rollouts of the base model on the train tasks, k samples per task.
 2. The critic, with the training-time information c, and the ablation critic without it.
-3. The policies: rejection fine-tuning, multi-turn DPO, SWEET-RL, and SWEET-RL driven
-   by the ablation critic.
-4. Rollouts of every policy, zero-shot included, on the test tasks (and best-of-N: the
-   zero-shot policy with the critic picking each turn among N samples); the table.
+3. The policies of the arms asked for (``--arms``): rejection fine-tuning, multi-turn DPO,
+   SWEET-RL, SWEET-RL driven by the ablation critic; and the controls: SWEET-RL ranking by
+   the critic's own advantage, and (backend-lite) SWEET-RL ranking by ground truth.
+4. Rollouts of every policy, zero-shot included, on the validation or the test tasks (and
+   best-of-N: the zero-shot policy with the critic picking each turn among N samples); the
+   table, and the study's files (colbench/study.py) when ``--label`` names the run.
 
 ``--tasks backend-lite`` runs it on the lite tier a small model can learn: train on
 lite-train, evaluate on lite-test (unseen instances of seen templates) and lite-novel
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import ContextManager
 
 from colbench import protocol
@@ -46,17 +49,24 @@ PAPER_BACKEND = {
     "rft": (40.9, 28.2),
     "mtdpo": (48.0, 34.4),
     "sweet": (56.8, 40.4),
-    "sweet-no-info": (44.0, 31.2),
+    "sweet-no-c": (44.0, 31.2),
     "best-of-n": (None, 44.3),  # N=32; the paper gives success only
+    "sweet-critic": (None, None),  # controls: not in the paper
+    "sweet-oracle": (None, None),
 }
 ARM_TITLES = {
     "zero-shot": "zero-shot",
     "rft": "rejection fine-tuning",
     "mtdpo": "multi-turn DPO",
     "sweet": "SWEET-RL",
-    "sweet-no-info": "SWEET-RL, critic without training info",
+    "sweet-no-c": "SWEET-RL, critic without training info",
     "best-of-n": "best-of-N with the critic",
+    "sweet-critic": "SWEET-RL ranked by the critic's own advantage",
+    "sweet-oracle": "SWEET-RL ranked by ground truth (control)",
 }
+# The policy arms --arms can ask for (zero-shot is always there; best-of-N comes with --best-of).
+POLICY_ARMS = ("rft", "mtdpo", "sweet", "sweet-no-c", "sweet-critic", "sweet-oracle")
+DEFAULT_ARMS = ("rft", "mtdpo", "sweet", "sweet-no-c")
 # The agent whose dialogues judge the critics on backend-lite: it asks, skips, digresses and
 # answers early, so its turns differ in whether they obtain a fact.
 SCRIPTED_JUDGE = "scripted:mixed"
@@ -108,7 +118,17 @@ class ExperimentConfig:
     simulator: str = option("builtin", "The simulated human: builtin, endpoint:<url>#<model> or local:<model>.")
     sandbox: str = option("auto", "Grading sandbox: auto, docker, bwrap or none (unsafe).", choices=("auto", "docker", "bwrap", "none"))
     grading: str = option(DEFAULT_GRADING, "Backend grading semantics of every rollout: official (the official ColBench grader's outcomes) or strict. A grade is made when its rollout runs; `colbench grade --grading` re-grades stored ones.", choices=GRADINGS)
-    ablation: bool = option(True, "Also train the critic without training-time info and a SWEET policy on it.")
+    arms: list[str] = option(
+        list(DEFAULT_ARMS),
+        "The policy arms to train and evaluate besides zero-shot (repeat the flag): rft, mtdpo, sweet, sweet-no-c (SWEET-RL "
+        "with the critic trained without training-time info: the paper's ablation), sweet-critic (ranked by the critic's "
+        "own advantage, --score critic) and sweet-oracle (backend-lite: ranked by ground truth, no critic; tells a failing "
+        "actor update from a failing critic). Default: the paper's four.", flags=("--arm",), choices=POLICY_ARMS)
+    label: str | None = option(
+        None,
+        "Name this run of the study in its files (trajectories.jsonl, validation.jsonl in --dir; colbench/study.py): "
+        "each arm's evaluated trajectories are recorded under it, replacing the same arm and label's earlier ones. "
+        "`colbench study report` rebuilds the tables from those files alone. Unset: no files but results.md/json.")
     on_policy: bool = option(True, "Train every arm on the zero-shot policy's own train trajectories, as the paper does. --no-on-policy: on every graded train trajectory in the store (e.g. imported or scripted ones).")
     best_of: int = option(0, "Also evaluate best-of-N: the zero-shot policy with the critic (with training-time info) picking the best of N samples at every agent turn (0: no such arm; the paper's N is 32).", min=0)
     seed: int = option(0, "Seed of the train rollouts (the test rollouts use seed + 1) and of every trainer.")
@@ -119,6 +139,9 @@ class ExperimentConfig:
 
     def __post_init__(self):
         check(self)
+        self.arms = list(dict.fromkeys(self.arms))
+        if "sweet-oracle" in self.arms and self.tasks != "backend-lite":
+            raise ValueError("the sweet-oracle arm needs --tasks backend-lite (its ground truth is the lite human's facts)")
         phases = TASK_SETS[self.tasks][1]
         if self.evaluate_on is None:
             self.evaluate_on = "val" if "val" in phases else "test"
@@ -166,11 +189,13 @@ class ExperimentConfig:
         return replace(self.critic, family="backend", split=self.train_split, training_info=training_info, seed=self.seed,
                        device=self.device, policies=self.data_policies(zero_shot), tags=list(self.tags))
 
-    def policy_settings(self, zero_shot: str) -> PolicyConfig:
+    def policy_settings(self, zero_shot: str, arm: str = "rft") -> PolicyConfig:
+        """The trainer's config for an arm: the study's policy settings, and the controls' ranking."""
+        score = {"sweet-critic": "critic", "sweet-oracle": "oracle"}.get(arm, self.policy.score)
         return replace(
             self.policy, family="backend", split=self.train_split, temperature=self.temperature, max_new_tokens=self.max_new_tokens,
             sample_batch_size=self.batch_size, seed=self.seed, device=self.device, policies=self.data_policies(zero_shot),
-            tags=list(self.tags),
+            tags=list(self.tags), score=score,
         )
 
 
@@ -178,7 +203,7 @@ class ExperimentConfig:
 class Arm:
     """A row of the table: one policy, how it was made, and how it did on the test tasks."""
 
-    key: str  # zero-shot | rft | mtdpo | sweet | sweet-no-info | best-of-n
+    key: str  # zero-shot, one of POLICY_ARMS, or best-of-n
     model: str | None = None  # what `--model` takes to roll it out; None when it could not be trained
     training: dict = field(default_factory=dict)  # the training run's summary, or {"skipped": why}
     results: dict[str, PolicyEval] = field(default_factory=dict)  # per test split
@@ -224,11 +249,12 @@ class Reporter:
 
 
 class BackendExperiment:
-    def __init__(self, db: Database, config: ExperimentConfig, reporter: Reporter | None = None):
+    def __init__(self, db: Database, config: ExperimentConfig, reporter: Reporter | None = None, folder: Path | None = None):
+        """``folder``: where a run with a ``label`` records the study's files (colbench/study.py)."""
         from colbench.runs import checkpoint_ref
 
         config = replace(config, model=checkpoint_ref(db, config.model))  # ckpt:<run name>: the id, stored and matched
-        self.db, self.config, self.report = db, config, reporter or Reporter()
+        self.db, self.config, self.report, self.folder = db, config, reporter or Reporter(), folder
         self.simulator_ref: str | None = None  # set by the first rollout
 
     def run(self) -> ExperimentResult:
@@ -238,18 +264,19 @@ class BackendExperiment:
         train = self.train_summary(self.zero_shot)
 
         self.report.stage(f"2/4 critics: Bradley-Terry on pairs of {self.zero_shot}'s train trajectories")
-        critics = {"with c": self.critic(training_info=True)}
-        if cfg.ablation:
+        critics = {}
+        if {"sweet", "sweet-critic"} & set(cfg.arms) or cfg.best_of:
+            critics["with c"] = self.critic(training_info=True)
+        if "sweet-no-c" in cfg.arms:
             critics["without c"] = self.critic(training_info=False)
 
         if cfg.tasks == "backend-lite":
             self.judge_critics(critics)
 
-        self.report.stage("3/4 policies: rejection fine-tuning, multi-turn DPO, SWEET-RL")
-        arms = [Arm("zero-shot", model=cfg.model, training={"base": self.zero_shot}), self.policy("rft"), self.policy("mtdpo")]
-        arms.append(self.policy("sweet", critics["with c"]))
-        if cfg.ablation:
-            arms.append(self.policy("sweet-no-info", critics["without c"]))
+        self.report.stage(f"3/4 policies: {', '.join(ARM_TITLES[key] for key in cfg.arms) or 'none'}")
+        critic_of = {"sweet": "with c", "sweet-critic": "with c", "sweet-no-c": "without c"}
+        arms = [Arm("zero-shot", model=cfg.model, training={"base": self.zero_shot})]
+        arms += [self.policy(key, critics.get(critic_of[key]) if key in critic_of else None) for key in POLICY_ARMS if key in cfg.arms]
         if cfg.best_of:
             arms.append(self.best_of_n(critics["with c"]))
 
@@ -259,6 +286,8 @@ class BackendExperiment:
                 if arm.model:
                     arm.results.update(self.evaluate(arm, split))
         self.compare_with_zero_shot(arms)
+        if cfg.label and self.folder is not None:
+            self.record_study(arms, critics)
         return ExperimentResult(cfg, train, critics, arms)
 
     # ------------------------------------------------------------ stages
@@ -342,6 +371,8 @@ class BackendExperiment:
                 found = evaluate_critic(self.db, critic["checkpoint"], tasks=f"backend:{test}", policies=[policy],
                                         device=cfg.device, on_progress=on_progress)
             critic["eval"] = found.as_dict()
+            with self.db.write() as session:  # `colbench runs show` shows it with the critic's run
+                queries.add_run_metrics(session, critic["run_id"], {"eval": critic["eval"]})
 
     def policy(self, key: str, critic: dict | None = None) -> Arm:
         from colbench.training.policy import fit_policy  # torch: not for `colbench --help`
@@ -350,7 +381,7 @@ class BackendExperiment:
         algo = "sweet" if key.startswith("sweet") else key
         if critic is not None and "checkpoint" not in critic:
             return Arm(key, training={"skipped": "its critic could not be trained"})
-        config = self.config.policy_settings(self.zero_shot)
+        config = self.config.policy_settings(self.zero_shot, key)
         critic_id = int(critic["checkpoint"].removeprefix("ckpt:")) if critic else None
         done = self._finished_run(f"policy:{algo}", run_settings(config, algo, critic_id))
         if done:
@@ -363,6 +394,34 @@ class BackendExperiment:
             return Arm(key, training={"skipped": str(why)})
         return Arm(key, model=f"ckpt:{result.checkpoint_id}",
                    training={"checkpoint": f"ckpt:{result.checkpoint_id}", "run_id": result.run_id, "metrics": result.metrics})
+
+    def record_study(self, arms: list[Arm], critics: dict[str, dict]) -> None:
+        """Each evaluated arm's trajectories, under the run's label, in the study's files; on
+        validation, also what the arm was trained with and what its training cost."""
+        from colbench import study
+
+        cfg = self.config
+        critic_of = {"sweet": "with c", "sweet-critic": "with c", "best-of-n": "with c", "sweet-no-c": "without c"}
+        for arm in arms:
+            for split, result in arm.results.items():
+                rows = study.trajectory_rows(self.db, result.policy, result.setting, split, simulator=self.simulator_ref)
+                line = None
+                if cfg.evaluate_on == "val":
+                    line = {"policy": self.run_summary(arm.training.get("run_id")), "critic": self.run_summary(critics.get(critic_of.get(arm.key), {}).get("run_id")),
+                            "best_of": cfg.best_of if arm.key == "best-of-n" else None, "model": arm.model}
+                study.record(self.folder, arm.key, cfg.label, rows, line)
+
+    def run_summary(self, run_id: int | None) -> dict | None:
+        """A training run as the study's validation file keeps it: settings, figures, minutes."""
+        if run_id is None:
+            return None
+        from colbench.store.models import TrainingRun
+
+        with self.db.read() as session:
+            run = session.get(TrainingRun, run_id)
+        minutes = (run.finished_at - run.started_at).total_seconds() / 60 if run.finished_at else None
+        figures = {k: v for k, v in (run.metrics or {}).items() if not isinstance(v, (list, dict))}
+        return {"run_id": run.id, "kind": run.kind, "settings": run.config, "metrics": figures, "minutes": minutes}
 
     # ------------------------------------------------------------ resuming
 

@@ -53,5 +53,6 @@ def check(config) -> None:
             raise ValueError(f"{f.name} must be at least {low:g}; got {value!r}")
         if high is not None and value > high:
             raise ValueError(f"{f.name} must be at most {high:g}; got {value!r}")
-        if choices and value not in choices:
-            raise ValueError(f"{f.name} must be one of {', '.join(choices)}; got {value!r}")
+        for item in value if isinstance(value, list) else [value]:  # a list field: each of its items
+            if choices and item not in choices:
+                raise ValueError(f"{f.name} must be one of {', '.join(choices)}; got {item!r}")

@@ -1,35 +1,74 @@
 #!/usr/bin/env bash
-# The backend-lite study of the README, from nothing to its table: demonstrations, the warm
-# start, then every arm. Resumable: rerun it after an interruption and every finished stage is
-# skipped (rollouts continue their runs; the warm start is found by its name; the experiment skips
-# what its store holds). Each start and stop is appended to times.log, so the study's wall time is
-# the sum of its segments.
+# The backend-lite study of the README, from nothing to its committed files. Resumable: rerun
+# it after an interruption and every finished stage is skipped (rollouts continue their runs; the
+# warm start is found by its name; the experiment skips what its store holds). Each stage's start
+# and stop go to studies/backend-lite/times.log.
 #
-#   bash scripts/lite_study.sh [FOLDER]      # default: lite-study
+#   bash scripts/lite_study.sh base        # demonstrations, warm start, zero-shot rollouts
+#   bash scripts/lite_study.sh validate    # every configuration of the search, on lite-val
+#   bash scripts/lite_study.sh final       # the chosen configurations, once, on the test sets
+#
+# STORE (default lite-study) holds the store and checkpoints, which are large and never
+# committed; the study's own files (trajectories.jsonl, validation.jsonl, times.log) go to
+# studies/backend-lite, from which `colbench study report studies/backend-lite` recomputes
+# every table.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-dir=$(realpath -m "${1:-lite-study}")
-mkdir -p "$dir"
+stage=${1:?usage: lite_study.sh base|validate|final}
+store=$(realpath -m "${STORE:-lite-study}")
+files="$here/studies/backend-lite"
+mkdir -p "$store" "$files"
 colbench=${COLBENCH:-$here/.venv/bin/colbench}
-export COLBENCH_DB="sqlite:///$dir/lite.db"
+export COLBENCH_DB="sqlite:///$store/lite.db"
 
-echo "start $(date -u +%FT%TZ)" >> "$dir/times.log"
-trap 'echo "stop $(date -u +%FT%TZ)" >> "$dir/times.log"' EXIT
+log() { echo "$1 $2 $(date -u +%FT%TZ)" >> "$files/times.log"; }
+timed() { local name=$1; shift; log start "$name"; "$@"; log stop "$name"; }
 
-# 160 expert demonstrations (4 per template) from lite-train tasks 201 on: tasks 1-200 are never
-# demonstrated, so the first 100 (the study's train tasks) measure the warm start on unseen tasks.
-"$colbench" rollout --engine scripted:expert --tasks backend-lite:train --offset 200 --limit 160 --name demos
+# Every arm trains on the warm start's own dialogues on the first 100 lite-train tasks, 4
+# samples each (tasks 201-360 are the demonstrations'; lite-val and the test sets are apart).
+# Critics and policies are full fine-tunes of the warm start (a LoRA critic at 2e-5 stayed at
+# ln 2 on the train pairs); 256 tokens per turn and 8 SWEET candidates, for 2 cores.
+study() {
+  local label=$1; shift
+  timed "$label $*" "$colbench" experiment backend --tasks backend-lite --model ckpt:warm --dir "$files" --label "$label" \
+    --train-tasks 100 -k 4 --test-tasks 200 --test-samples 2 --max-new-tokens 256 --sandbox bwrap --device cpu \
+    --critic-full --critic-lr 1e-5 --critic-epochs 2 --critic-batch-size 4 --critic-grad-accum 2 --no-critic-gradient-checkpointing \
+    --policy-candidates 8 --policy-full "$@"
+}
 
-# The warm start, as calibrated on the validation tasks (README: "Calibrating the warm start").
-"$colbench" runs show warm >/dev/null 2>&1 ||
-  "$colbench" policy fit --algo sft --split lite-train --full --lr 1e-4 --epochs 3 --name warm
-
-# Every arm. The critics and every policy are full fine-tunes of the warm start (as it was made)
-# at one learning rate, 1e-5, chosen before any test result was seen (a LoRA critic at the default
-# 2e-5 left its Bradley-Terry loss at ln 2 on the train pairs); 100 train tasks x 4 samples;
-# 100 tasks x 2 samples on each test set (200 trajectories per arm and set).
-"$colbench" experiment backend --tasks backend-lite --model ckpt:warm --dir "$dir/study" \
-  --train-tasks 100 -k 4 --test-tasks 100 --test-samples 2 --max-new-tokens 256 --best-of 4 \
-  --sandbox bwrap --device cpu \
-  --critic-full --critic-lr 1e-5 --critic-epochs 2 --critic-batch-size 4 --critic-grad-accum 2 --no-critic-gradient-checkpointing \
-  --policy-candidates 8 --policy-full --policy-lr 1e-5
+case "$stage" in
+base)
+  # 160 expert demonstrations (4 per template) from lite-train tasks 201 on.
+  timed demos "$colbench" rollout --engine scripted:expert --tasks backend-lite:train --offset 200 --limit 160 --name demos
+  # The warm start, as calibrated on validation (README: "Calibrating the warm start").
+  "$colbench" runs show warm >/dev/null 2>&1 ||
+    timed warm "$colbench" policy fit --algo sft --split lite-train --full --lr 1e-4 --epochs 3 --name warm
+  ;;
+validate)
+  # Every arm gets three configurations, chosen before any result: the paper's recipe at the
+  # study's step (lr 1e-5, NLL 0.01), a larger NLL weight on the chosen side (RPO), and a smaller
+  # step with it. Rejection fine-tuning has no NLL term: its three are learning rates. The
+  # oracle-ranked control runs beside SWEET-RL in each.
+  study paper --policy-lr 1e-5 --arm sweet-oracle
+  study paper --policy-lr 1e-5 --arm sweet
+  study nll1 --policy-lr 1e-5 --policy-nll-weight 1.0 --arm sweet-oracle --arm sweet
+  study paper --policy-lr 1e-5 --arm rft --arm mtdpo --arm sweet-no-c
+  study nll1 --policy-lr 1e-5 --policy-nll-weight 1.0 --arm mtdpo --arm sweet-no-c
+  study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet-oracle --arm sweet --arm mtdpo --arm sweet-no-c
+  study rft-3e-6 --policy-lr 3e-6 --arm rft
+  study rft-3e-5 --policy-lr 3e-5 --arm rft
+  ;;
+final)
+  # The configuration each arm won on validation (README: "The backend-lite study"), each arm
+  # once on all 160 lite-test tasks and 200 lite-novel tasks, 2 samples each.
+  chosen="$files/chosen.sh"
+  [ -f "$chosen" ] || { echo "no $chosen: choose each arm's configuration on validation first" >&2; exit 2; }
+  # shellcheck source=/dev/null
+  source "$chosen"  # defines final_arms: one line per arm, its experiment flags
+  while read -r line; do
+    [ -n "$line" ] && eval "study final --evaluate-on test $line"
+  done <<< "$final_arms"
+  ;;
+*)
+  echo "usage: lite_study.sh base|validate|final" >&2; exit 2 ;;
+esac

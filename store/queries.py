@@ -676,6 +676,13 @@ def finish_run(
     return checkpoint.id
 
 
+def add_run_metrics(session: Session, run_id: int, extra: dict) -> None:
+    """Figures measured after a run finished (a critic's evaluation), added to its metrics."""
+    run = session.get(TrainingRun, run_id)
+    run.metrics = dict(run.metrics or {}) | extra  # a new dict: the JSON column sees the change
+    session.add(run)
+
+
 def fail_run(session: Session, run_id: int, reason: str) -> None:
     run = session.get(TrainingRun, run_id)
     if run is not None:

@@ -55,12 +55,22 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
     records = [t for i in range(2) for t in (trajectory(backend_task(i), 2, 1.0), trajectory(backend_task(i), 1, 0.3), trajectory(backend_task(i), 3, 0.0))]
     import_trajectories(db, write_jsonl(tmp_path / "offline.jsonl", records))
 
-    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-on-policy", *TINY_STUDY)
+    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-on-policy", "--label", "final", *TINY_STUDY)
     assert code == 0, err
     result = json.loads(out)
     arms = {a["arm"]: a for a in result["arms"]}
-    assert list(arms) == ["zero-shot", "rft", "mtdpo", "sweet", "sweet-no-info"]
-    for key in ("rft", "mtdpo", "sweet", "sweet-no-info"):
+    # The study's files hold every evaluated trajectory, and their report gives the experiment's own figures.
+    from colbench.study import report
+
+    recorded = {a["arm"]: a for a in report(folder)["arms"]}
+    assert sorted(recorded) == sorted(arms) and all(a["label"] == "final" and a["split"] == "test" and a["n"] == 2 for a in recorded.values())
+    for key, arm in arms.items():
+        assert recorded[key]["success"]["mean"] == arm["tests"]["test"]["success"]["mean"]
+        assert recorded[key]["tests_passed"]["mean"] == pytest.approx(arm["tests"]["test"]["reward"]["mean"])
+        if key != "zero-shot":
+            assert recorded[key]["versus_zero_shot"]["difference"] == arm["vs_zero_shot"]["test"]["difference"]
+    assert list(arms) == ["zero-shot", "rft", "mtdpo", "sweet", "sweet-no-c"]
+    for key in ("rft", "mtdpo", "sweet", "sweet-no-c"):
         assert arms[key]["model"].startswith("ckpt:"), arms[key]["training"]
     # every arm was rolled out on the two test tasks and evaluated under its own name
     zero_shot = arms["zero-shot"]["training"]["base"]
@@ -105,7 +115,7 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
 
 def test_a_study_without_any_success_reports_what_could_not_be_trained(tiny_model_dir, tmp_path, cli):
     folder = tmp_path / "study"
-    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-ablation", *TINY_STUDY)
+    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--arm", "rft", "--arm", "mtdpo", "--arm", "sweet", *TINY_STUDY)
     assert code == 0, err
     result = json.loads(out)
     arms = {a["arm"]: a for a in result["arms"]}
@@ -156,3 +166,7 @@ def test_a_lite_study_evaluates_on_validation_unless_told_to_read_the_test_sets(
     assert ExperimentConfig(tasks="backend").test_splits == ("test",)
     code, out, err = cli("experiment", "backend", "--dir", str(tmp_path), "--evaluate-on", "val")
     assert code != 0 and "no validation split" in err and len(err.strip().splitlines()) == 1
+    code, out, err = cli("experiment", "backend", "--dir", str(tmp_path), "--arm", "rft", "--arm", "sweet-magic")
+    assert code != 0 and "'sweet-magic'" in err and len(err.strip().splitlines()) == 1
+    code, out, err = cli("experiment", "backend", "--dir", str(tmp_path), "--arm", "sweet-oracle")
+    assert code != 0 and "needs --tasks backend-lite" in err

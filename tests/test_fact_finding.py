@@ -101,3 +101,35 @@ def test_critic_pairs_judges_each_side_against_the_dialogue_so_far(cli, sqlite_u
     assert code == 0 and "a new fact over re-asking a known one: 1 of 2 pairs" in text and "answering over re-asking a known fact: 0 of 1" in text
     code, _, err = cli("critic", "pairs", "rollout:1")
     assert code == 1 and "is a rollout run" in err
+
+
+def test_the_oracle_ranks_candidates_by_ground_truth(cli, sqlite_url, tokenizer):
+    """SWEET's oracle control (--score oracle) on a real expert dialogue, at its second agent turn
+    (one fact known): a question for a fact not yet stated is worth 1, re-asking the known fact
+    or asking what nothing answers 0, an answer its share of tests passed (graded in the sandbox)."""
+    from colbench.engines.base import Generation, Sample
+    from colbench.training.config import PolicyConfig
+    from colbench.training.sweet import OracleRanking, select_turns
+
+    roll(cli, "scripted:expert")
+    db = Database(sqlite_url)
+    jobs, _, _ = select_turns(db, PolicyConfig(split="lite-train", fraction=1.0), None, tokenizer)
+    by_trajectory: dict[int, list] = {}
+    for job in jobs:
+        by_trajectory.setdefault(job.trajectory_id, []).append(job)
+    trajectory_id, turns = next((t, sorted(js, key=lambda j: j.turn_id)) for t, js in by_trajectory.items() if len(js) >= 3)
+    with db.read() as session:
+        task = spec_of(queries.tasks_by_id(session, [turns[0].task_id])[turns[0].task_id])
+    facts = facts_of(task)
+    texts = [facts[0].question, facts[1].question, IRRELEVANT_QUESTIONS[0], answer_text(task.ground_truth), answer_text(task.naive_solution)]
+    generation = Generation("", 0, [Sample(text, [1, 2], [-1.0, -3.0]) for text in texts], 0.0)
+    ranking = OracleRanking(db, turns)
+    try:
+        rows = ranking.score([turns[1]], [generation])[0]
+    finally:
+        ranking.close()
+    values = [row["score"] for row in rows]
+    assert values[:4] == [0.0, 1.0, 0.0, 1.0] and values[4] <= 0.6, values
+    assert all(row["sampler_logp"] == -2.0 and "critic_logp" not in row for row in rows)
+    code, _, err = cli("policy", "fit", "--algo", "sweet", "--score", "oracle", "--critic", "ckpt:1", "--split", "lite-train")
+    assert code != 0 and "no --critic" in err

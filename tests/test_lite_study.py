@@ -83,9 +83,9 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
     # The study from the warm start: every arm trains (on the scripted data too, --no-on-policy)
     # and is evaluated on lite-test and lite-novel, best-of-N included.
     folder = tmp_path / "study"
-    result = cli("--db", db_url, "experiment", "backend", "--model", warm["checkpoint"], "--dir", str(folder), "--json", *STUDY)
+    result = cli("--db", db_url, "experiment", "backend", "--model", warm["checkpoint"], "--dir", str(folder), "--json", "--evaluate-on", "test", *STUDY)
     arms = {a["arm"]: a for a in result["arms"]}
-    assert list(arms) == ["zero-shot", "rft", "mtdpo", "sweet", "sweet-no-info", "best-of-n"]
+    assert list(arms) == ["zero-shot", "rft", "mtdpo", "sweet", "sweet-no-c", "best-of-n"]
     for key, arm in arms.items():
         assert set(arm["tests"]) == {"lite-test", "lite-novel"}, key
         assert all(arm["tests"][split]["n_trajectories"] == 1 for split in arm["tests"]), (key, arm["training"])
@@ -97,6 +97,9 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
     for name in ("with c", "without c"):
         judged = result["critics"][name]["eval"]
         assert judged["tasks"] == "backend:lite-test" and judged["trajectories"] == 2 and judged["labelled_turns"] >= 2, judged
+        # ... and the judgement is kept with the critic's run, where `runs show` finds it
+        shown = cli("--db", db_url, "runs", "show", f"train:{result['critics'][name]['run_id']}", "--json")
+        assert shown["metrics"]["eval"] == judged
     # Every run the study made carries its tag: the zero-shot, scripted-judge and test rollouts, both critics, every policy.
     tagged = cli("--db", db_url, "runs", "ls", "--tag", "study:study", "--json")
     kinds = [r["what"] if r["kind"] == "train" else r["tasks"] for r in tagged]

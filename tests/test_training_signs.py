@@ -233,3 +233,25 @@ def test_sweet_training_raises_the_higher_scored_candidates(store, tiny_model_di
         for p in pairs
     ]
     assert sum(moved) / len(moved) > 0 and sum(m > 0 for m in moved) >= 0.75 * len(moved), moved
+
+
+def test_a_run_whose_chosen_side_collapses_stops_early_and_says_why(store, tiny_model_dir, capsys, monkeypatch):
+    """Likelihood displacement as a warm start meets it: a policy fine-tuned on the successful
+    trajectories already finds them likely, and DPO at a large step pushes the rejected side down
+    so hard that the chosen side falls with it. --stop-on-displacement stops the run after its
+    first window of steps, stores the reason, and still saves the policy as it stood."""
+    warm = fit_policy(store, PolicyConfig(full=True, lr=3e-3, device="cpu", epochs=30, batch_size=8, seed=3), "rft", base_model=str(tiny_model_dir))
+    config = PolicyConfig(full=True, lr=0.05, device="cpu", epochs=3, batch_size=2, seed=3, stop_on_displacement=1.0)
+    result = fit_policy(store, config, "mtdpo", base_model=f"ckpt:{warm.checkpoint_id}")
+    assert result.metrics["stopped_early"].startswith("likelihood displacement"), result.metrics
+    assert result.metrics["steps"] == 5 and result.metrics["last_chosen_reward"] < -1.0 and result.checkpoint_id is not None
+    with store.read() as session:
+        run = session.get(TrainingRun, result.run_id)
+    assert run.status == "done" and run.metrics["stopped_early"] == result.metrics["stopped_early"]
+    assert run.config["stop_on_displacement"] == 1.0
+    from conftest import command_line
+
+    code, out, err = command_line(store.url, capsys, monkeypatch)("runs", "show", f"train:{result.run_id}")
+    out = " ".join(out.split())
+    assert code == 0 and "diagnostics:" in out and "less likely than under the starting policy" in out
+    assert f"chosen reward {result.metrics['last_chosen_reward']:+.3f}" in out and "stopped early: likelihood displacement" in out

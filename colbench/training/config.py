@@ -206,7 +206,8 @@ class CriticConfig(TrainingConfig):
 ALGOS = ("sweet", "rft", "mtdpo", "sft")
 DEFAULT_EPOCHS = {"sweet": 1, "mtdpo": 1, "rft": 4, "sft": 3}
 DEFAULT_BATCH = {"sweet": DEFAULT_BATCH_SIZE, "mtdpo": DEFAULT_BATCH_SIZE, "rft": 32, "sft": DEFAULT_BATCH_SIZE}
-SCORES = ("sampler", "critic")
+SCORES = ("sampler", "critic", "oracle")
+DPO_LOSSES = ("sigmoid", "ipo")  # colbench.training.losses.dpo_loss
 SELECTIONS = ("trajectories", "turns")
 SAMPLERS = ("auto", "hf", "ct2")
 
@@ -219,7 +220,27 @@ class PolicyConfig(TrainingConfig):
     family: str = option("backend", "Task family whose stored trajectories are the training data (backend or frontend).", choices=FAMILIES)
     split: str = option("train", "Task split to read: train, or lite-train for the backend-lite tier. Never a held-out split.")
     beta: float = option(0.1, "DPO β (sweet, mtdpo; paper: 0.1).", min=0.0)
-    nll_weight: float = option(0.01, "Weight of the NLL term on the chosen side, added to the DPO loss (sweet, mtdpo; paper: 0.01). The NLL is the mean over the chosen sequences' agent tokens.", min=0.0, flags=("--nll-weight", "--nll"))
+    nll_weight: float = option(
+        0.01,
+        "Weight of the NLL term on the chosen side, added to the DPO loss (sweet, mtdpo; paper: 0.01). The NLL is the "
+        "mean over the chosen sequences' agent tokens. A larger weight (RPO, Pang et al. 2024, used 1.0 with "
+        "length-normalised NLL) holds the chosen turns' likelihood up where DPO alone lowers both sides "
+        "(likelihood displacement, worst on pairs that differ in a few tokens).", min=0.0, flags=("--nll-weight", "--nll"))
+    loss: str = option(
+        "sigmoid",
+        "Preference loss (sweet, mtdpo): 'sigmoid' (DPO, the paper's) or 'ipo' (Azar et al. 2023: a squared loss that "
+        "stops at a margin of 1/(2β) instead of pushing the pair apart without bound; it keeps regularising when "
+        "preferences are deterministic).", choices=DPO_LOSSES)
+    label_smoothing: float = option(
+        0.0,
+        "Conservative DPO (sigmoid loss): the assumed chance that a pair's label is wrong, 0 to 0.5 (0: plain DPO). "
+        "For noisy rankings such as a weak critic's.", min=0.0, max=0.5)
+    stop_on_displacement: float | None = option(
+        None,
+        "Stop training early when the chosen side's DPO reward (β times its log-ratio to the reference, summed over "
+        "its tokens), averaged over the last 5 optimiser steps, falls below minus this bound: the chosen turns have "
+        "become less likely than under the starting policy (likelihood displacement). The reason is stored with the run "
+        "and the checkpoint is the policy when it stopped. Unset: never.", min=0.0)
     # sweet
     fraction: float = option(0.1, "sweet: share of the stored data to sample candidates for (paper: 10%; more steps overfit). What it is a share of: see selection.", min=0.0, max=1.0)
     selection: str = option(
@@ -238,7 +259,10 @@ class PolicyConfig(TrainingConfig):
         "sampler",
         "sweet: what ranks the candidates. 'sampler' (default, the paper): the critic's mean log-prob given the "
         "training-time information c minus the sampler's own mean log-prob of the candidate (the sampler plays the "
-        "reference of A). 'critic': the critic's own advantage, its mean log-prob minus its frozen reference's, both given c.", choices=SCORES)
+        "reference of A). 'critic': the critic's own advantage, its mean log-prob minus its frozen reference's, both given c. "
+        "'oracle' (backend-lite only, a control; no critic): ground truth from the built-in human and the sandbox: a "
+        "question that obtains a fact not stated before scores 1, one that re-asks or obtains nothing 0, an answer its "
+        "share of tests passed. It tells a failing actor update from a failing critic.", choices=SCORES)
     sampler: str = option(
         "auto",
         "sweet: what samples the candidates from the policy as training starts: 'hf' (the loaded model itself) or "

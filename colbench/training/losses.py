@@ -25,16 +25,31 @@ def bradley_terry_loss(chosen_scores: torch.Tensor, rejected_scores: torch.Tenso
     return -F.logsigmoid(chosen_scores - rejected_scores).mean()
 
 
+DPO_LOSSES = ("sigmoid", "ipo")
+
+
 def dpo_loss(
     policy_chosen_logps: torch.Tensor,
     policy_rejected_logps: torch.Tensor,
     ref_chosen_logps: torch.Tensor,
     ref_rejected_logps: torch.Tensor,
     beta: float = 0.1,
+    loss_type: str = "sigmoid",
+    label_smoothing: float = 0.0,
 ) -> torch.Tensor:
-    """Mean DPO loss ``-log σ(β·[(πc − rc) − (πr − rr)])`` over pairs of sequence log-probs."""
+    """Mean preference loss over pairs of sequence log-probs, with ``m = (πc − rc) − (πr − rr)``:
+
+    - ``sigmoid`` (DPO, the paper's): ``-(1 − ε)·log σ(β·m) − ε·log σ(−β·m)``; ε is the label
+      smoothing of conservative DPO (0: plain DPO), the chance that a pair's label is wrong;
+    - ``ipo`` (Azar et al. 2023): ``(m − 1/(2β))²``, which stops pushing once the margin
+      reaches 1/(2β) instead of driving it, and the chosen side with it, without bound.
+    """
     margin = (policy_chosen_logps - ref_chosen_logps) - (policy_rejected_logps - ref_rejected_logps)
-    return -F.logsigmoid(beta * margin).mean()
+    if loss_type == "ipo":
+        return ((margin - 1 / (2 * beta)) ** 2).mean()
+    if loss_type != "sigmoid":
+        raise ValueError(f"loss must be one of {', '.join(DPO_LOSSES)}; got {loss_type!r}")
+    return (-(1 - label_smoothing) * F.logsigmoid(beta * margin) - label_smoothing * F.logsigmoid(-beta * margin)).mean()
 
 
 def dpo_rewards(policy_logps: torch.Tensor, ref_logps: torch.Tensor, beta: float = 0.1) -> torch.Tensor:
@@ -145,8 +160,10 @@ def policy_dpo_loss(
     ref_rejected: torch.Tensor,
     beta: float = 0.1,
     nll_weight: float = 0.01,
+    loss_type: str = "sigmoid",
+    label_smoothing: float = 0.0,
 ) -> tuple[torch.Tensor, dict]:
-    """DPO + ``nll_weight`` · NLL on the rows of B pairs, as the policy trains them.
+    """DPO (or IPO, see :func:`dpo_loss`) + ``nll_weight`` · NLL on the rows of B pairs, as the policy trains them.
 
     ``owner[row]`` is the pair's index for a chosen row and B + the index for a rejected
     one. A side's log-prob is the sum over every agent token of its rows (one turn for
@@ -157,7 +174,7 @@ def policy_dpo_loss(
     mask = turn_ids >= 0
     sides = by_owner(sequence_logps(token_logps, mask), owner, 2 * pairs)
     chosen, rejected = sides[:pairs], sides[pairs:]
-    dpo = dpo_loss(chosen, rejected, ref_chosen, ref_rejected, beta)
+    dpo = dpo_loss(chosen, rejected, ref_chosen, ref_rejected, beta, loss_type, label_smoothing)
     chosen_rows = (owner < pairs).to(mask.device)[:, None]
     nll = nll_loss(token_logps, mask & chosen_rows)
     loss = dpo + nll_weight * nll

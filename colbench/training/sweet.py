@@ -119,7 +119,7 @@ def sampler_kind(db, config: P.PolicyConfig, start: str, device) -> str:
     return default_engine(start, kind, checkpoint_lookup=checkpoint_lookup(db))
 
 
-def sampling_key(config: P.PolicyConfig, base_model: str, parent_id: int | None, critic_id: int, sampler: str = "hf") -> str:
+def sampling_key(config: P.PolicyConfig, base_model: str, parent_id: int | None, critic_id: int | None, sampler: str = "hf") -> str:
     """Names what decides a turn's candidates and scores: same key, same candidates."""
     spec = {
         "base": base_model, "parent": parent_id, "critic": critic_id, "n": config.candidates,
@@ -142,12 +142,13 @@ def pick_pairs(scores: Sequence[float], tokens: Sequence[Sequence[int]], k: int,
     """Up to k distinct (chosen, rejected) index pairs: top half by score vs bottom half.
 
     Ties in score keep the sampling order; the middle candidate of an odd count is in
-    neither half; pairs of identical token sequences are skipped.
+    neither half; pairs of equal scores or identical token sequences are skipped.
     """
     order = sorted(range(len(scores)), key=lambda i: -scores[i])
     half = len(order) // 2
     top, bottom = order[:half], order[len(order) - half :]
-    options = [(c, r) for c in top for r in bottom if list(tokens[c]) != list(tokens[r])]
+    # A tie says nothing about which is better (the oracle's values tie often): no pair.
+    options = [(c, r) for c in top for r in bottom if scores[c] > scores[r] and list(tokens[c]) != list(tokens[r])]
     return rng.sample(options, min(k, len(options)))
 
 
@@ -174,8 +175,97 @@ def candidate_engine(db, recipe, sampler: str, start: str):
     return HFEngine(model=recipe.model, tokenizer=recipe.tokenizer, max_batch_size=recipe.config.sample_batch_size, model_ref="training")
 
 
-def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic, key: str, engine, have: dict, on_progress=None) -> dict:
-    """Sample (with ``engine``) and score candidates for the jobs without stored ones (``have``); store them.
+class CriticRanking:
+    """The paper's ranking (``score`` 'sampler') or the critic's own advantage ('critic'): the
+    critic reads c + the turn's prompt and scores each candidate on its sampled ids."""
+
+    def __init__(self, db, recipe, critic_id: int):
+        from colbench.training.scoring import CriticModel
+
+        cfg = recipe.config
+        self.recipe = recipe
+        self.critic = CriticModel.from_checkpoint(db, critic_id, device=str(recipe.device), dtype=cfg.dtype, batch_size=cfg.sample_batch_size)
+
+    def score(self, jobs: Sequence[TurnJob], generations) -> list[list[dict]]:
+        """Per job, per candidate: the score's fields of its sweet_candidate row."""
+        from colbench.training.scoring import shared_prefix_logps
+
+        recipe, cfg = self.recipe, self.recipe.config
+        found = []
+        for job, generation in zip(jobs, generations):
+            token_lists = [s.token_ids for s in generation.samples]
+            context = self.critic.context(job.prompt, job.reference)
+            scored = self.critic.score_candidates(context.ids, token_lists, batch_size=cfg.sample_batch_size)
+            sampler_logps = [s.token_logprobs for s in generation.samples]
+            if context.truncated:  # the critic read a cut prompt: the sampler term reads the same one
+                sampler_logps = [t.tolist() for t in shared_prefix_logps(
+                    recipe.model, nullcontext(), context.prompt_ids, token_lists, cfg.sample_batch_size, recipe.tokenizer.pad_token_id
+                )]
+            rows = []
+            for score, logps in zip(scored, sampler_logps):
+                sampler, value = ranking_score(score, logps, cfg.score)
+                rows.append({
+                    "sampler_logp": sampler, "critic_checkpoint_id": self.critic.checkpoint_id, "critic_logp": score.critic_logp,
+                    "reference_logp": score.reference_logp, "advantage": score.advantage, "score": value,
+                })
+            found.append(rows)
+        return found
+
+    def close(self) -> None:
+        pass
+
+
+ORACLE_VALUE = {"new fact": 1.0, "repeat": 0.0, "nothing": 0.0}  # an answer's value is its share of tests passed
+
+
+class OracleRanking:
+    """``score`` 'oracle', a control for backend-lite: candidates ranked by ground truth, no critic.
+    A question is worth 1 when the built-in human's reply to it would state a fact not stated
+    before in the dialogue, else 0 (it re-asks, or nothing answers it); an answer is worth its
+    share of tests passed, graded in the sandbox. Equal values make no pair (pick_pairs)."""
+
+    def __init__(self, db, jobs: Sequence[TurnJob], sandbox: str = "auto"):
+        from colbench.fact_finding import lite_dialogues
+        from colbench.grading.grader import Grader
+
+        self.dialogues = lite_dialogues(db, sorted({j.trajectory_id for j in jobs}))
+        missing = sorted({j.trajectory_id for j in jobs} - set(self.dialogues))
+        if missing:
+            raise ValueError(f"--score oracle needs backend-lite tasks: trajectory {missing[0]} is not one")
+        self.grader = Grader(sandbox=sandbox)
+
+    def score(self, jobs: Sequence[TurnJob], generations) -> list[list[dict]]:
+        from colbench import protocol
+        from colbench.fact_finding import ANSWER, turn_kind
+
+        values: list[list] = []
+        answers: list[tuple] = []  # (job index, candidate index, task, code)
+        for j, (job, generation) in enumerate(zip(jobs, generations)):
+            dialogue = self.dialogues[job.trajectory_id]
+            position = next(i for i, turn in enumerate(dialogue.agent_turns) if turn.id == job.turn_id)
+            known, last = dialogue.known_before(position), position + 1 >= protocol.MAX_AGENT_TURNS
+            row = []
+            for c, sample in enumerate(generation.samples):
+                kind, _ = turn_kind(dialogue.task, known, sample.text, last_turn=last)
+                row.append(None if kind == ANSWER else ORACLE_VALUE[kind])
+                if kind == ANSWER:
+                    answers.append((j, c, dialogue.task, protocol.extract_answer(sample.text, last_turn=last)))
+            values.append(row)
+        for (j, c, _, _), report in zip(answers, self.grader.grade([(task, code) for _, _, task, code in answers])):
+            values[j][c] = report.fraction_passed
+        return [
+            [{"sampler_logp": sum(s.token_logprobs) / max(len(s.token_logprobs), 1), "score": value}
+             for s, value in zip(generation.samples, row)]
+            for generation, row in zip(generations, values)
+        ]
+
+    def close(self) -> None:
+        self.grader.close()
+
+
+def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, ranking, key: str, engine, have: dict, on_progress=None) -> dict:
+    """Sample (with ``engine``) and score (with ``ranking``) candidates for the jobs without stored
+    ones (``have``); store them.
 
     Every process must be given the same ``have``: each takes every n-th job of the same to-do
     list, so a process that read the store after another had written would skip some jobs
@@ -183,7 +273,6 @@ def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic, k
     import torch
 
     from colbench.engines.base import SamplingParams
-    from colbench.training.scoring import shared_prefix_logps
 
     cfg = recipe.config
     todo = [j for j in jobs if j.turn_id not in have]
@@ -200,24 +289,12 @@ def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic, k
             params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, n=cfg.candidates, seed=cfg.seed * 1_000_003 + chunk[0].turn_id)
             generations = engine.generate_from_prompts([j.prompt for j in chunk], params)
             rows = []
-            for job, generation in zip(chunk, generations):
-                token_lists = [s.token_ids for s in generation.samples]
-                context = critic.context(job.prompt, job.reference)
-                scored = critic.score_candidates(context.ids, token_lists, batch_size=cfg.sample_batch_size)
-                sampler_logps = [s.token_logprobs for s in generation.samples]
-                if context.truncated:  # the critic read a cut prompt: the sampler term reads the same one
-                    sampler_logps = [t.tolist() for t in shared_prefix_logps(
-                        recipe.model, nullcontext(), context.prompt_ids, token_lists, cfg.sample_batch_size, recipe.tokenizer.pad_token_id
-                    )]
-                for index, (sample, score, logps) in enumerate(zip(generation.samples, scored, sampler_logps)):
-                    sampler, value = ranking_score(score, logps, cfg.score)
+            for job, generation, scores in zip(chunk, generations, ranking.score(chunk, generations)):
+                for index, (sample, fields) in enumerate(zip(generation.samples, scores)):
                     rows.append({
                         "run_id": run_id, "sampling_key": key, "turn_id": job.turn_id, "index": index,
                         "content": sample.text, "token_ids": list(sample.token_ids), "finish_reason": sample.finish_reason,
-                        "sampler_logp": sampler, "critic_checkpoint_id": critic.checkpoint_id,
-                        "critic_logp": score.critic_logp, "reference_logp": score.reference_logp,
-                        "advantage": score.advantage, "score": value,
-                    })
+                    } | fields)
             with db.write() as session:
                 queries.replace_sweet_candidates(session, key, [j.turn_id for j in chunk], rows)
             done += len(chunk)
@@ -226,26 +303,26 @@ def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic, k
     return stats
 
 
-def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_ref, base_model: str, parent_id: int | None, on_progress=None):
-    """Candidates (sampled or reused), pairs (stored for this run), and the DPO items to train on."""
-    from colbench.training.scoring import CriticModel
-
+def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_id: int | None, base_model: str, parent_id: int | None, on_progress=None):
+    """Candidates (sampled or reused), pairs (stored for this run), and the DPO items to train on.
+    ``critic_id`` ranks them (None: --score oracle)."""
     cfg = recipe.config
     start = f"ckpt:{parent_id}" if parent_id is not None else base_model  # the policy as training starts
     sampler = sampler_kind(db, cfg, start, recipe.device)
-    key = sampling_key(cfg, base_model, parent_id, int(critic_ref), sampler)
+    key = sampling_key(cfg, base_model, parent_id, critic_id, sampler)
     have = stored_candidates(db, key, [j.turn_id for j in jobs])
     recipe.accelerator.wait_for_everyone()  # every process has read the same store before any of them writes to it
     stats = {"turns_reused": len(jobs), "turns_sampled": 0, "candidates_sampled": 0}
     if len(have) < len(jobs):
-        critic = CriticModel.from_checkpoint(db, critic_ref, device=str(recipe.device), dtype=cfg.dtype, batch_size=cfg.sample_batch_size)
+        ranking = OracleRanking(db, jobs) if cfg.score == "oracle" else CriticRanking(db, recipe, critic_id)
         engine = candidate_engine(db, recipe, sampler, start)
         try:
-            stats = sample_and_score(db, recipe, jobs, run_id, critic, key, engine, have, on_progress)
+            stats = sample_and_score(db, recipe, jobs, run_id, ranking, key, engine, have, on_progress)
         finally:
+            ranking.close()
             if sampler != "hf":  # the hf engine runs the model being trained: it stays
                 engine.close()
-        del critic, engine
+        del ranking, engine
     stats["sampler"] = sampler
     recipe.accelerator.wait_for_everyone()
     have = stored_candidates(db, key, [j.turn_id for j in jobs])
@@ -279,7 +356,23 @@ def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_ref, ba
         "turns_with_pairs": len({it.source.turn_id for it in items}),
         "score_spread": sum(gaps) / len(gaps) if gaps else None,
     }
+    if recipe.accelerator.is_main_process:  # the pairs are in the store
+        stats |= pair_preferences(db, run_id)
     return items, stats
+
+
+def pair_preferences(db, run_id: int) -> dict:
+    """backend-lite: what the run's pairs preferred, judged by the lite human (fact_finding.py):
+    pairs that chose answering over re-asking a stated fact (and the other way), and a question
+    obtaining a new fact over one obtaining nothing. Empty for other tasks."""
+    from colbench.fact_finding import ANSWER, NEW, NOTHING, REPEAT, pair_kinds
+
+    kinds = pair_kinds(db, run_id)
+    if not kinds.kinds:
+        return {}
+    answer, reask = kinds.preferred(ANSWER, REPEAT)
+    new, nothing = kinds.preferred(NEW, NOTHING)
+    return {"pairs_answer_over_reask": answer, "pairs_reask_over_answer": reask, "pairs_new_over_nothing": new, "pairs_nothing_over_new": nothing}
 
 
 # ---------------------------------------------------------------- the recipe
@@ -290,11 +383,18 @@ def fit(db, config: P.PolicyConfig | None = None, *, critic_checkpoint=None, **r
     (see trainer.train_policy for ``run``'s options)."""
     from colbench.training.checkpoints import get_checkpoint
 
-    if critic_checkpoint is None:
-        raise ValueError("sweet needs a critic: pass --critic ckpt:<id>")
-    critic_row, critic_run = get_checkpoint(db, critic_checkpoint)
-    if critic_run.kind != "critic":
-        raise ValueError(f"ckpt:{critic_row.id} is a {critic_run.kind} checkpoint, not a critic")
+    config = config or P.PolicyConfig()
+    critic_id = None
+    if config.score == "oracle":
+        if critic_checkpoint is not None:
+            raise ValueError("--score oracle ranks candidates by ground truth: it takes no --critic")
+    elif critic_checkpoint is None:
+        raise ValueError("sweet needs a critic: pass --critic ckpt:<id> (or --score oracle on backend-lite)")
+    else:
+        critic_row, critic_run = get_checkpoint(db, critic_checkpoint)
+        if critic_run.kind != "critic":
+            raise ValueError(f"ckpt:{critic_row.id} is a {critic_run.kind} checkpoint, not a critic")
+        critic_id = critic_row.id
 
     def gather(db, config, watermark, tokenizer) -> P.Gathered:
         jobs, top, read = select_turns(db, config, watermark, tokenizer)
@@ -304,9 +404,9 @@ def fit(db, config: P.PolicyConfig | None = None, *, critic_checkpoint=None, **r
 
     def build(db, trainer, gathered, run_id):
         parent_id = trainer.parent[0].id if trainer.parent else None
-        items, info = build_items(db, trainer, gathered.data, run_id, critic_row.id, trainer.base_model, parent_id, trainer.on_progress)
+        items, info = build_items(db, trainer, gathered.data, run_id, critic_id, trainer.base_model, parent_id, trainer.on_progress)
         if not items:
             raise P.NothingToTrain("sweet: no pairs (every turn's candidates were identical or too few)")
         return items, info, sorted({(it.source.trajectory_id, it.source.turn_id) for it in items})
 
-    return P.train_policy(db, config or P.PolicyConfig(), "sweet", gather=gather, build=build, critic=critic_row.id, **run)
+    return P.train_policy(db, config, "sweet", gather=gather, build=build, critic=critic_id, **run)

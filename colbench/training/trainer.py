@@ -190,12 +190,13 @@ class PolicyTrainer:
         ref_chosen = torch.tensor([it.ref[0] for it in items], dtype=torch.float32, device=self.device)
         ref_rejected = torch.tensor([it.ref[1] for it in items], dtype=torch.float32, device=self.device)
         owner = torch.tensor(owner, device=self.device)
-        loss, stats = policy_dpo_loss(logps, turns, owner, ref_chosen, ref_rejected, cfg.beta, cfg.nll_weight)
+        loss, stats = policy_dpo_loss(logps, turns, owner, ref_chosen, ref_rejected, cfg.beta, cfg.nll_weight, cfg.loss, cfg.label_smoothing)
         return loss, stats, tokens
 
     def train(self, steplog: StepLog | None = None) -> None:
         cfg, acc = self.config, self.accelerator
         step, tokens, started = 0, 0, time.perf_counter()
+        steps: list[dict] = []  # each optimiser step's loss statistics
         for epoch in range(self.epochs):
             history: list[dict] = []
             for batch in self.loader:
@@ -206,14 +207,23 @@ class PolicyTrainer:
                 tokens += n
                 if acc.sync_gradients:
                     step += 1
+                    steps.append(step_means(history, cfg.grad_accum))
                     if steplog is not None:
-                        steplog.record(step, epoch + 1, step_means(history, cfg.grad_accum) | figures)
+                        steplog.record(step, epoch + 1, steps[-1] | figures)
                     if self.on_progress and acc.is_main_process:
                         self.on_progress("train", step, self.total_steps, {"epoch": epoch + 1, **stats})
+                    if self.dpo and cfg.stop_on_displacement is not None:
+                        self.metrics["stopped_early"] = displaced(acc, steps, cfg.stop_on_displacement)
+                        if self.metrics["stopped_early"]:
+                            break
             keys = sorted(history[0]) if history else []
             sums = summed_over_processes(acc, {k: sum(h[k] for h in history) for k in keys} | {"batches": len(history)})
             mean = {k: sums[k] / sums["batches"] for k in keys} if sums["batches"] else {}
             self.metrics.setdefault("epochs", []).append({"epoch": epoch + 1, **mean})
+            if self.metrics.get("stopped_early"):
+                break
+        if self.dpo:
+            self.metrics |= displacement_figures(acc, steps)
         tokens = int(summed_over_processes(acc, {"tokens": tokens})["tokens"])
         elapsed = time.perf_counter() - started
         last = self.metrics["epochs"][-1] if self.metrics.get("epochs") else {}
@@ -232,6 +242,40 @@ class PolicyTrainer:
     def save(self, folder: Path, card=None) -> tuple[bool, str | None]:
         return save_trained(self.accelerator, self.scorer, self.tokenizer, folder, card)
 
+
+
+DISPLACEMENT_WINDOW = 5  # optimiser steps the chosen reward is averaged over before stopping on it
+
+
+def displaced(accelerator, steps: list[dict], bound: float) -> str | None:
+    """Why to stop, or None: the chosen side's DPO reward, averaged over the last steps (and the
+    processes, so that every process decides the same), is below ``-bound``."""
+    if len(steps) < DISPLACEMENT_WINDOW:
+        return None
+    window = steps[-DISPLACEMENT_WINDOW:]
+    sums = summed_over_processes(accelerator, {"reward": sum(s["chosen_reward"] for s in window), "count": len(window)})
+    reward = sums["reward"] / sums["count"]
+    if reward >= -bound:
+        return None
+    return (f"likelihood displacement: the chosen side's reward averaged {reward:+.3f} over steps {len(steps) - DISPLACEMENT_WINDOW + 1}-"
+            f"{len(steps)}, below -{bound:g} (--stop-on-displacement)")
+
+
+def displacement_figures(accelerator, steps: list[dict]) -> dict:
+    """What DPO did to the chosen side: the chosen and rejected rewards and the chosen side's NLL
+    over the last fifth of the steps (at least one), and the NLL over the first fifth. A chosen
+    reward below 0 and an NLL that rose mean the turns it preferred became less likely."""
+    if not steps:
+        return {}
+    tail = max(1, len(steps) // 5)
+    last, first = steps[-tail:], steps[:tail]
+    sums = summed_over_processes(accelerator, {
+        "chosen": sum(s["chosen_reward"] for s in last), "rejected": sum(s["rejected_reward"] for s in last),
+        "nll": sum(s["nll"] for s in last), "first_nll": sum(s["nll"] for s in first), "count": len(last),
+    })
+    n = sums["count"]
+    return {"last_steps": tail, "last_chosen_reward": sums["chosen"] / n, "last_rejected_reward": sums["rejected"] / n,
+            "last_nll": sums["nll"] / n, "first_nll": sums["first_nll"] / n}
 
 
 def step_means(history: list[dict], grad_accum: int) -> dict:
@@ -359,18 +403,19 @@ def nothing_to_train(config: "PolicyConfig", watermark, why: str) -> NothingToTr
     return NothingToTrain(f"nothing to train on in {config.family}/{config.split}{since}: {why}")
 
 
-# Settings that only one algorithm reads; a run records its own and not the others'.
+# Settings that only some algorithms read; a run records its own and not the others'.
 ALGO_ONLY_FIELDS = {
-    "sweet": ("fraction", "selection", "candidates", "pairs_per_turn", "temperature", "max_new_tokens", "score", "sample_batch_size"),
-    "mtdpo": ("pairs",),
-    "rft": ("rft_threshold",),
-    "sft": ("rft_threshold",),  # sft reads rft's data
+    ("sweet",): ("fraction", "selection", "candidates", "pairs_per_turn", "temperature", "max_new_tokens", "score", "sample_batch_size"),
+    ("mtdpo",): ("pairs",),
+    ("sweet", "mtdpo"): ("beta", "nll_weight", "loss", "label_smoothing", "stop_on_displacement"),  # the preference losses'
+    ("rft", "sft"): ("rft_threshold",),  # sft reads rft's data
 }
 
 
 def run_settings(config: PolicyConfig, algo: str, critic_checkpoint_id: int | None) -> dict:
     """What a policy run records as its config: the settings that decide what it trains."""
-    others = {name for other, names in ALGO_ONLY_FIELDS.items() if other != algo for name in names} - set(ALGO_ONLY_FIELDS.get(algo, ()))
+    own = {name for algos, names in ALGO_ONLY_FIELDS.items() if algo in algos for name in names}
+    others = {name for names in ALGO_ONLY_FIELDS.values() for name in names} - own
     settings = {k: v for k, v in config.for_algo(algo).to_json().items() if k not in others}
     return settings | {"algo": algo, "critic_checkpoint_id": critic_checkpoint_id}
 

@@ -1,0 +1,246 @@
+"""A study's results as small text files from which anyone can recompute its tables.
+
+A study's folder (``studies/backend-lite`` in the repository) holds:
+
+- ``trajectories.jsonl``: one evaluated trajectory per line: ``arm`` (zero-shot, rft, mtdpo,
+  sweet, sweet-no-c, best-of-n, sweet-oracle, ...), ``label`` (the study run that evaluated it:
+  a configuration on validation, ``final`` on the test sets), ``split`` (lite-val, lite-test,
+  lite-novel), ``task_id``, ``template``, ``sample``, ``tests_passed`` (a share), ``success`` (0 or
+  1), ``agent_turns`` and ``facts_obtained`` (the share of the task's hidden facts the dialogue
+  obtained; backend-lite only).
+- ``validation.jsonl``: one line per arm and label evaluated on validation: the settings its
+  policy and critic were trained with, its checkpoint, and what it cost (minutes of training).
+- ``times.log``: each stage's start and stop, as the study's script wrote them.
+
+`colbench experiment --label NAME` writes the first two; `colbench study report FOLDER` reads
+them alone (no store, no model) and gives, per split, each arm's success with a bootstrap
+interval and its paired difference from zero-shot on the same tasks and samples, and for
+SWEET-RL its paired differences from zero-shot, rejection fine-tuning and multi-turn DPO with
+Holm-corrected p-values, and from SWEET-RL without c.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from colbench.errors import ColbenchError
+
+TRAJECTORIES = "trajectories.jsonl"
+VALIDATION = "validation.jsonl"
+FINAL = "final"  # the label of the test-set evaluation
+# SWEET-RL is measured against these, Holm-corrected over the three (the issue's goal).
+SWEET_RIVALS = ("zero-shot", "rft", "mtdpo")
+ARM_ORDER = ("zero-shot", "rft", "mtdpo", "sweet", "sweet-no-c", "sweet-critic", "sweet-oracle", "best-of-n")
+
+
+class StudyError(ColbenchError, ValueError):
+    pass
+
+
+# ---------------------------------------------------------------- writing
+
+
+def trajectory_rows(db, policy: str, setting: str, split: str, simulator: str | None = None) -> list[dict]:
+    """The evaluated trajectories of ``policy`` under ``setting`` on a backend split, as rows."""
+    from colbench.fact_finding import lite_dialogues
+    from colbench.official import spec_of
+    from colbench.store import queries
+    from colbench.tasks.lite import facts_of, is_lite, template_of
+
+    with db.read() as session:
+        ids = [i for i, _ in queries.graded_trajectory_ids(session, family="backend", split=split, policies=[policy],
+                                                           simulator=simulator, setting=setting)]
+        trajectories = queries.trajectories_by_id(session, ids)
+        tasks = {i: spec_of(t) for i, t in queries.tasks_by_id(session, {t.task_id for t in trajectories.values()}).items()}
+        turns = queries.turns_for(session, ids)
+    dialogues = lite_dialogues(db, ids)
+    rows = []
+    for i in ids:
+        trajectory, task = trajectories[i], tasks[trajectories[i].task_id]
+        dialogue = dialogues.get(i)
+        facts = None
+        if dialogue is not None and is_lite(task):
+            facts = len(set().union(*dialogue.stated)) / max(len(facts_of(task)), 1)
+        rows.append({
+            "split": split, "task_id": trajectory.task_id, "template": template_of(task) if is_lite(task) else None,
+            "sample": trajectory.sample_index, "tests_passed": round(float(trajectory.reward or 0.0), 6),
+            "success": int(bool(trajectory.success)), "agent_turns": sum(t.role == "assistant" for t in turns[i]),
+            "facts_obtained": None if facts is None else round(facts, 6),
+        })
+    return rows
+
+
+def record(folder: Path, arm: str, label: str, rows: list[dict], validation: dict | None = None) -> None:
+    """Replace ``arm``/``label``'s trajectories of the splits in ``rows`` in the folder's files
+    (and its validation line, when given), writing each file whole under a temporary name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    splits = {row["split"] for row in rows}
+    kept = [r for r in read_jsonl(folder / TRAJECTORIES) if not (r["arm"] == arm and r["label"] == label and r["split"] in splits)]
+    _write_jsonl(folder / TRAJECTORIES, kept + [{"arm": arm, "label": label} | row for row in rows])
+    if validation is not None:
+        kept = [r for r in read_jsonl(folder / VALIDATION) if not (r["arm"] == arm and r["label"] == label)]
+        _write_jsonl(folder / VALIDATION, kept + [{"arm": arm, "label": label} | validation])
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise StudyError(f"{path}:{number}: not JSON ({error.msg})") from None
+    return rows
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in rows), encoding="utf-8")
+    temporary.replace(path)
+
+
+# ---------------------------------------------------------------- reading
+
+
+@dataclass
+class ArmResult:
+    arm: str
+    label: str
+    split: str
+    n: int  # trajectories
+    tasks: int
+    success: dict  # mean, low, high
+    tests_passed: dict
+    facts_obtained: float | None
+    agent_turns: float
+    versus_zero_shot: dict | None  # paired: difference (mean, low, high), p_value, tasks
+
+
+def _side(rows: list[dict], name: str):
+    from colbench.compare import Side
+
+    side = Side(name, "backend")
+    for row in rows:
+        side.samples.setdefault(row["task_id"], []).append((float(row["success"]), float(row["tests_passed"])))
+    return side
+
+
+def _interval(values: list[float]) -> dict:
+    from colbench.eval import bootstrap
+
+    found = bootstrap(values)
+    return {"mean": found.mean, "low": found.low, "high": found.high}
+
+
+def _paired(a_rows: list[dict], b_rows: list[dict], a: str, b: str) -> dict | None:
+    """B − A in success, paired by task (and sample: both sides must hold the same samples)."""
+    from colbench.compare import NothingToCompare, compare
+
+    try:
+        found = compare(_side(a_rows, a), _side(b_rows, b), "success")
+    except NothingToCompare:
+        return None
+    d = found.difference
+    return {"difference": {"mean": d.mean, "low": d.low, "high": d.high}, "p_value": found.p_value, "tasks": found.n_tasks}
+
+
+def holm(p_values: dict[str, float]) -> dict[str, float]:
+    """Holm-Bonferroni adjusted p-values (step-down, kept monotone, capped at 1)."""
+    order = sorted(p_values, key=p_values.get)
+    adjusted, running = {}, 0.0
+    for rank, key in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p_values[key]))
+        adjusted[key] = running
+    return adjusted
+
+
+def _arm_key(arm: str) -> tuple:
+    return (ARM_ORDER.index(arm) if arm in ARM_ORDER else len(ARM_ORDER), arm)
+
+
+def report(folder: Path) -> dict:
+    """Every table of the study, from its files alone."""
+    rows = read_jsonl(folder / TRAJECTORIES)
+    if not rows:
+        raise StudyError(f"{folder / TRAJECTORIES} holds no trajectories")
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["split"], row["label"], row["arm"]), []).append(row)
+    validation = {(r["arm"], r["label"]): r for r in read_jsonl(folder / VALIDATION)}
+    results = []
+    for (split, label, arm), mine in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1] != FINAL, item[0][1], _arm_key(item[0][2]))):
+        base = groups.get((split, label, "zero-shot")) or _any_zero_shot(groups, split)
+        facts = [r["facts_obtained"] for r in mine if r.get("facts_obtained") is not None]
+        results.append(ArmResult(
+            arm=arm, label=label, split=split, n=len(mine), tasks=len({r["task_id"] for r in mine}),
+            success=_interval([float(r["success"]) for r in mine]), tests_passed=_interval([float(r["tests_passed"]) for r in mine]),
+            facts_obtained=sum(facts) / len(facts) if facts else None, agent_turns=sum(r["agent_turns"] for r in mine) / len(mine),
+            versus_zero_shot=None if arm == "zero-shot" or base is None else _paired(base, mine, "zero-shot", arm),
+        ))
+    finals = {}
+    for split in sorted({s for s, label, _ in groups if label == FINAL}):
+        sweet = groups.get((split, FINAL, "sweet"))
+        if not sweet:
+            continue
+        versus = {rival: _paired(groups[(split, FINAL, rival)], sweet, rival, "sweet") for rival in SWEET_RIVALS if (split, FINAL, rival) in groups}
+        versus = {k: v for k, v in versus.items() if v is not None}
+        adjusted = holm({k: v["p_value"] for k, v in versus.items()})
+        for rival, found in versus.items():
+            found["p_holm"] = adjusted[rival]
+        no_c = groups.get((split, FINAL, "sweet-no-c"))
+        finals[split] = {"sweet_vs": versus, "sweet_vs_no_c": _paired(no_c, sweet, "sweet-no-c", "sweet") if no_c else None}
+    return {
+        "folder": str(folder),
+        "arms": [r.__dict__ for r in results],
+        "sweet": finals,
+        "validation": [validation[key] | {"split_results": [r.__dict__ for r in results if (r.arm, r.label) == key]} for key in validation],
+    }
+
+
+def _any_zero_shot(groups: dict, split: str) -> list[dict] | None:
+    """Zero-shot is the same policy under every label: its rows under any label of the split."""
+    for (s, _, arm), rows in groups.items():
+        if s == split and arm == "zero-shot":
+            return rows
+    return None
+
+
+# ---------------------------------------------------------------- the tables
+
+
+def _pct(interval: dict) -> str:
+    return f"{interval['mean']:.1%} [{interval['low']:.1%}, {interval['high']:.1%}]"
+
+
+def _diff(found: dict | None, holm_too: bool = False) -> str:
+    if not found:
+        return "–"
+    d = found["difference"]
+    text = f"{d['mean']:+.1%} [{d['low']:+.1%}, {d['high']:+.1%}], p {found['p_value']:.2g}"
+    return text + (f" (Holm {found['p_holm']:.2g})" if holm_too and "p_holm" in found else "")
+
+
+def markdown(found: dict) -> str:
+    """The study's tables as Markdown: one per split and label, then SWEET-RL's comparisons."""
+    out: list[str] = []
+    by_table: dict[tuple[str, str], list[dict]] = {}
+    for arm in found["arms"]:
+        by_table.setdefault((arm["split"], arm["label"]), []).append(arm)
+    for (split, label), arms in by_table.items():
+        out += ["", f"**{split}, {label}**", "",
+                "| arm | success (95% CI) | tests passed (95% CI) | success − zero-shot, paired (95% CI), p | trajectories | facts obtained | agent turns |",
+                "|---|---|---|---|---|---|---|"]
+        for arm in arms:
+            facts = "–" if arm["facts_obtained"] is None else f"{arm['facts_obtained']:.1%}"
+            out.append(f"| {arm['arm']} | {_pct(arm['success'])} | {_pct(arm['tests_passed'])} | {_diff(arm['versus_zero_shot'])} | "
+                       f"{arm['n']} | {facts} | {arm['agent_turns']:.2f} |")
+    for split, sweet in found["sweet"].items():
+        out += ["", f"**SWEET-RL on {split}, paired (95% CI), p (Holm over {', '.join(sweet['sweet_vs'])})**", "",
+                "| SWEET-RL − | difference |", "|---|---|"]
+        for rival, comparison in sweet["sweet_vs"].items():
+            out.append(f"| {rival} | {_diff(comparison, holm_too=True)} |")
+        out.append(f"| sweet-no-c | {_diff(sweet['sweet_vs_no_c'])} |")
+    return "\n".join(out).strip() + "\n"

@@ -1,0 +1,76 @@
+"""A study kept as files (colbench/study.py): `colbench study report` recomputes its tables from
+trajectories.jsonl alone, paired by task, with SWEET-RL's comparisons Holm-corrected; the
+README's backend-lite tables are that report, verbatim."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from colbench.study import FINAL, holm, markdown, record, report
+from conftest import command_line
+
+TASKS = 20
+
+
+def rows(successes: set[int], split: str = "lite-test") -> list[dict]:
+    """Two samples of each of TASKS tasks; a task in ``successes`` is solved by both samples."""
+    return [{"split": split, "task_id": t, "template": f"t{t % 4}", "sample": k, "tests_passed": 1.0 if t in successes else 0.3,
+             "success": int(t in successes), "agent_turns": 3, "facts_obtained": 1.0 if t in successes else 0.5}
+            for t in range(TASKS) for k in range(2)]
+
+
+def test_holm_by_hand():
+    adjusted = holm({"a": 0.01, "b": 0.04, "c": 0.03})
+    # sorted a, c, b: 3 x 0.01 = 0.03; 2 x 0.03 = 0.06; 1 x 0.04 = 0.04, kept monotone: 0.06
+    assert adjusted == pytest.approx({"a": 0.03, "c": 0.06, "b": 0.06})
+    assert holm({"a": 0.6, "b": 0.9}) == {"a": 1.0, "b": 1.0}
+
+
+def test_the_report_pairs_arms_by_task_and_holm_corrects_sweets_comparisons(tmp_path, capsys, monkeypatch):
+    arms = {"zero-shot": set(range(5)), "rft": set(range(6)), "mtdpo": set(range(4, 11)), "sweet": set(range(15)), "sweet-no-c": set(range(3, 9))}
+    for arm, solved in arms.items():
+        record(tmp_path, arm, FINAL, rows(solved))
+    record(tmp_path, "sweet", "nll1", rows(set(range(8)), "lite-val"), {"policy": {"settings": {"nll_weight": 1.0}, "minutes": 3.5}})
+    found = report(tmp_path)
+    by = {(a["split"], a["label"], a["arm"]): a for a in found["arms"]}
+    sweet = by[("lite-test", FINAL, "sweet")]
+    assert sweet["success"]["mean"] == pytest.approx(0.75) and sweet["n"] == 40 and sweet["tasks"] == TASKS
+    assert sweet["facts_obtained"] == pytest.approx((15 + 0.5 * 5) / 20)
+    # paired with zero-shot on the same tasks: sweet solves 10 more of 20
+    assert sweet["versus_zero_shot"]["difference"]["mean"] == pytest.approx(0.5)
+    versus = found["sweet"]["lite-test"]["sweet_vs"]
+    assert versus["rft"]["difference"]["mean"] == pytest.approx(9 / 20) and versus["mtdpo"]["difference"]["mean"] == pytest.approx(8 / 20)
+    raw = {k: v["p_value"] for k, v in versus.items()}
+    assert {k: v["p_holm"] for k, v in versus.items()} == pytest.approx(holm(raw)) and all(v["p_holm"] >= v["p_value"] for v in versus.values())
+    assert found["sweet"]["lite-test"]["sweet_vs_no_c"]["difference"]["mean"] == pytest.approx(9 / 20)
+    # the validation run compares with zero-shot's rows under any label of that split only where they exist
+    assert by[("lite-val", "nll1", "sweet")]["versus_zero_shot"] is None
+    assert found["validation"][0]["policy"]["settings"] == {"nll_weight": 1.0}
+
+    # Recording an arm again replaces its rows of that label and split, nothing else.
+    record(tmp_path, "sweet", FINAL, rows(set(range(16))))
+    again = report(tmp_path)
+    assert {(a["label"], a["arm"]): a["n"] for a in again["arms"]}[(FINAL, "sweet")] == 40
+    assert [a for a in again["arms"] if a["arm"] == "sweet" and a["label"] == FINAL][0]["success"]["mean"] == pytest.approx(0.8)
+
+    run = command_line("sqlite://", capsys, monkeypatch)
+    code, out, err = run("study", "report", str(tmp_path))
+    assert code == 0 and out.strip() == markdown(again).strip() and "| sweet | 80.0%" in out and "Holm" in out
+    code, out, err = run("study", "report", str(tmp_path), "--json")
+    assert code == 0 and out == json.loads(json.dumps(again))
+    (tmp_path / "trajectories.jsonl").write_text("{not json\n")
+    code, out, err = run("study", "report", str(tmp_path))
+    assert code == 1 and "trajectories.jsonl:1: not JSON" in err and "Traceback" not in err
+    code, out, err = run("study", "report", str(tmp_path / "nowhere"))
+    assert code == 1 and "holds no trajectories" in err
+
+
+STUDY = Path(__file__).resolve().parent.parent / "studies" / "backend-lite"
+
+
+@pytest.mark.skipif(not (STUDY / "trajectories.jsonl").exists(), reason="the backend-lite study's files are not committed yet")
+def test_the_readmes_backend_lite_tables_are_the_studys_report():
+    readme = (STUDY.parent.parent / "README.md").read_text(encoding="utf-8")
+    assert markdown(report(STUDY)) in readme
