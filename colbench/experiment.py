@@ -64,6 +64,13 @@ ARM_TITLES = {
     "sweet-critic": "SWEET-RL ranked by the critic's own advantage",
     "sweet-oracle": "SWEET-RL ranked by ground truth (control)",
 }
+def arm_title(key: str) -> str:
+    """An arm's name in the tables; an on-policy round's is made from its number."""
+    if key.startswith("sweet-round-"):
+        return f"SWEET-RL, on-policy round {key.rsplit('-', 1)[1]}"
+    return ARM_TITLES[key]
+
+
 # The policy arms --arms can ask for (zero-shot is always there; best-of-N comes with --best-of).
 POLICY_ARMS = ("rft", "mtdpo", "sweet", "sweet-no-c", "sweet-critic", "sweet-oracle")
 DEFAULT_ARMS = ("rft", "mtdpo", "sweet", "sweet-no-c")
@@ -124,6 +131,17 @@ class ExperimentConfig:
         "with the critic trained without training-time info: the paper's ablation), sweet-critic (ranked by the critic's "
         "own advantage, --score critic) and sweet-oracle (backend-lite: ranked by ground truth, no critic; tells a failing "
         "actor update from a failing critic). Default: the paper's four.", flags=("--arm",), choices=POLICY_ARMS)
+    rounds: int = option(
+        1,
+        "On-policy rounds, beyond the paper. Round r+1 rolls out round r's SWEET-RL policy on fresh train tasks (the next "
+        "--train-tasks tasks from --rounds-offset), k samples each, refits the critic with c on every round's "
+        "trajectories so far, and trains the actor from round r's policy on the new rollouts alone. Each round is an "
+        "arm, sweet-round-<r>, evaluated like the others.", min=1)
+    rounds_offset: int | None = option(
+        None,
+        "Where round 2's fresh train tasks start, as an offset into the train split; each later round takes the next "
+        "--train-tasks. Default: right after the first round's tasks. The backend-lite study uses 360 (tasks 201-360 "
+        "are its demonstrations').", min=0)
     label: str | None = option(
         None,
         "Name this run of the study in its files (trajectories.jsonl, validation.jsonl in --dir; colbench/study.py): "
@@ -142,6 +160,8 @@ class ExperimentConfig:
         self.arms = list(dict.fromkeys(self.arms))
         if "sweet-oracle" in self.arms and self.tasks != "backend-lite":
             raise ValueError("the sweet-oracle arm needs --tasks backend-lite (its ground truth is the lite human's facts)")
+        if self.rounds > 1 and (self.train_tasks is None or "sweet" not in self.arms):
+            raise ValueError("--rounds needs --train-tasks (each round takes that many fresh tasks) and the sweet arm")
         phases = TASK_SETS[self.tasks][1]
         if self.evaluate_on is None:
             self.evaluate_on = "val" if "val" in phases else "test"
@@ -161,12 +181,13 @@ class ExperimentConfig:
         """The splits every arm is evaluated on (validation or test, by ``evaluate_on``)."""
         return TASK_SETS[self.tasks][1][self.evaluate_on]
 
-    def rollout(self, model: str, split: str, rerank_critic: str | None = None) -> RolloutConfig:
+    def rollout(self, model: str, split: str, rerank_critic: str | None = None, offset: int = 0) -> RolloutConfig:
         train = split == self.train_split
         return RolloutConfig(
             model=model,
             simulator=self.simulator,
             tasks=f"backend:{split}",
+            offset=offset,
             limit=self.train_tasks if train else self.test_tasks,
             samples_per_task=self.samples_per_task if train else self.test_samples,
             seed=self.seed if train else self.seed + 1,
@@ -185,16 +206,18 @@ class ExperimentConfig:
         """Whose trajectories the trainers read (TrainingConfig.policies)."""
         return zero_shot if self.on_policy else None
 
-    def critic_settings(self, training_info: bool, zero_shot: str) -> CriticConfig:
+    def critic_settings(self, training_info: bool, data: str | None) -> CriticConfig:
+        """The critic's config, reading the trajectories of ``data`` (TrainingConfig.policies)."""
         return replace(self.critic, family="backend", split=self.train_split, training_info=training_info, seed=self.seed,
-                       device=self.device, policies=self.data_policies(zero_shot), tags=list(self.tags))
+                       device=self.device, policies=data, tags=list(self.tags))
 
-    def policy_settings(self, zero_shot: str, arm: str = "rft") -> PolicyConfig:
-        """The trainer's config for an arm: the study's policy settings, and the controls' ranking."""
+    def policy_settings(self, data: str | None, arm: str = "rft") -> PolicyConfig:
+        """An arm's trainer config: the study's policy settings, the controls' ranking, and the
+        trajectories of ``data`` (TrainingConfig.policies)."""
         score = {"sweet-critic": "critic", "sweet-oracle": "oracle"}.get(arm, self.policy.score)
         return replace(
             self.policy, family="backend", split=self.train_split, temperature=self.temperature, max_new_tokens=self.max_new_tokens,
-            sample_batch_size=self.batch_size, seed=self.seed, device=self.device, policies=self.data_policies(zero_shot),
+            sample_batch_size=self.batch_size, seed=self.seed, device=self.device, policies=data,
             tags=list(self.tags), score=score,
         )
 
@@ -212,7 +235,7 @@ class Arm:
 
     @property
     def title(self) -> str:
-        return ARM_TITLES[self.key]
+        return arm_title(self.key)
 
 
 @dataclass
@@ -231,7 +254,7 @@ class ExperimentResult:
                 {"arm": a.key, "title": a.title, "model": a.model, "training": a.training,
                  "tests": {split: as_dict(a.results[split]) if split in a.results else None for split in self.config.test_splits},
                  "vs_zero_shot": {split: a.versus_zero_shot.get(split) for split in self.config.test_splits},
-                 "paper_8b": PAPER_BACKEND[a.key]}
+                 "paper_8b": PAPER_BACKEND.get(a.key, (None, None))}
                 for a in self.arms
             ],
         }
@@ -273,12 +296,14 @@ class BackendExperiment:
         if cfg.tasks == "backend-lite":
             self.judge_critics(critics)
 
-        self.report.stage(f"3/4 policies: {', '.join(ARM_TITLES[key] for key in cfg.arms) or 'none'}")
+        self.report.stage(f"3/4 policies: {', '.join(arm_title(key) for key in cfg.arms) or 'none'}")
         critic_of = {"sweet": "with c", "sweet-critic": "with c", "sweet-no-c": "without c"}
         arms = [Arm("zero-shot", model=cfg.model, training={"base": self.zero_shot})]
         arms += [self.policy(key, critics.get(critic_of[key]) if key in critic_of else None) for key in POLICY_ARMS if key in cfg.arms]
         if cfg.best_of:
             arms.append(self.best_of_n(critics["with c"]))
+        if cfg.rounds > 1:
+            arms += self.on_policy_rounds(next(arm for arm in arms if arm.key == "sweet"))
 
         self.report.stage(f"4/4 evaluation: every policy on {cfg.test_tasks or 'all'} tasks of {', '.join(cfg.test_splits)}")
         for split in cfg.test_splits:
@@ -292,11 +317,11 @@ class BackendExperiment:
 
     # ------------------------------------------------------------ stages
 
-    def rollout(self, model: str, split: str, rerank_critic: str | None = None) -> str:
+    def rollout(self, model: str, split: str, rerank_critic: str | None = None, offset: int = 0) -> str:
         """Roll ``model`` out on a split (finishing what is missing); returns its policy name."""
         what = f"{model}" + (f", best of {self.config.best_of} by {rerank_critic}" if rerank_critic else "")
         with self.report.progress(f"{split}: {what}") as on_progress:
-            result = run_rollout(self.db, self.config.rollout(model, split, rerank_critic), on_progress=on_progress)
+            result = run_rollout(self.db, self.config.rollout(model, split, rerank_critic, offset), on_progress=on_progress)
         self.simulator_ref = result.simulator
         return result.policy
 
@@ -337,11 +362,37 @@ class BackendExperiment:
         return {"policy": policy, "tasks": r.n_tasks, "trajectories": r.n_trajectories,
                 "tests_passed": r.reward.mean, "success": r.success.mean, "tasks_with_a_success": r.pass_at_k[max(r.pass_at_k)]}
 
-    def critic(self, training_info: bool) -> dict:
+    def on_policy_rounds(self, first: Arm) -> list[Arm]:
+        """Rounds 2..N (``--rounds``): each rolls out the last round's SWEET-RL policy on fresh train
+        tasks, refits the critic with c on every round's trajectories, and continues the actor."""
+        cfg = self.config
+        first_data = self.config.data_policies(self.zero_shot)
+        data = [first_data] if first_data else None  # None: every policy's trajectories (--no-on-policy)
+        made, previous = [], first
+        start = cfg.rounds_offset if cfg.rounds_offset is not None else cfg.train_tasks
+        for r in range(2, cfg.rounds + 1):
+            key = f"sweet-round-{r}"
+            if not previous.model:
+                made.append(Arm(key, training={"skipped": f"round {r - 1} was not trained"}))
+                continue
+            offset = start + (r - 2) * cfg.train_tasks
+            self.report.stage(f"round {r}: {previous.model} on {cfg.train_split} tasks {offset + 1}-{offset + cfg.train_tasks}, k={cfg.samples_per_task}")
+            fresh = self.rollout(previous.model, cfg.train_split, offset=offset)
+            if data is not None:
+                data.append(fresh)
+            critic = self.critic(training_info=True, data=",".join(data) if data else None)
+            previous = self.policy(key, critic, data=fresh, base=previous.model)
+            previous.training["round"] = {"data": fresh, "critic": critic.get("checkpoint"), "from": made[-1].model if made else first.model}
+            made.append(previous)
+        return made
+
+    def critic(self, training_info: bool, data: str | None = None) -> dict:
+        """A critic on ``data``'s trajectories (default: the study's, see data_policies)."""
         from colbench.training.critic import fit_critic  # torch: not for `colbench --help`
 
-        config = self.config.critic_settings(training_info, self.zero_shot)
-        done = self._finished_run("critic", config.to_json())
+        data = data or self.config.data_policies(self.zero_shot)
+        config = self.config.critic_settings(training_info, data)
+        done = self._finished_run("critic", config.to_json(), data)
         if done:
             return done
         try:
@@ -374,21 +425,25 @@ class BackendExperiment:
             with self.db.write() as session:  # `colbench runs show` shows it with the critic's run
                 queries.add_run_metrics(session, critic["run_id"], {"eval": critic["eval"]})
 
-    def policy(self, key: str, critic: dict | None = None) -> Arm:
+    def policy(self, key: str, critic: dict | None = None, data: str | None = None, base: str | None = None) -> Arm:
+        """An arm's policy, trained from ``base`` (default: the study's model) on ``data``'s
+        trajectories (default: the study's)."""
         from colbench.training.policy import fit_policy  # torch: not for `colbench --help`
         from colbench.training.trainer import run_settings
 
         algo = "sweet" if key.startswith("sweet") else key
         if critic is not None and "checkpoint" not in critic:
             return Arm(key, training={"skipped": "its critic could not be trained"})
-        config = self.config.policy_settings(self.zero_shot, key)
+        data = data or self.config.data_policies(self.zero_shot)
+        base = base or self.config.model
+        config = self.config.policy_settings(data, key)
         critic_id = int(critic["checkpoint"].removeprefix("ckpt:")) if critic else None
-        done = self._finished_run(f"policy:{algo}", run_settings(config, algo, critic_id))
+        done = self._finished_run(f"policy:{algo}", run_settings(config, algo, critic_id), data, base)
         if done:
             return Arm(key, model=done["checkpoint"], training=done)
         try:
             with self.report.progress(f"policy {key}") as on_progress:
-                result = fit_policy(self.db, config, algo=algo, base_model=self.config.model, critic_checkpoint=critic_id,
+                result = fit_policy(self.db, config, algo=algo, base_model=base, critic_checkpoint=critic_id,
                                     on_progress=on_progress)
         except NothingToTrain as why:
             return Arm(key, training={"skipped": str(why)})
@@ -425,14 +480,15 @@ class BackendExperiment:
 
     # ------------------------------------------------------------ resuming
 
-    def _finished_run(self, kind: str, settings: dict) -> dict | None:
-        """The newest finished run of ``kind`` with these settings that has consumed every
-        graded train trajectory, as a summary; None when the stage has to run."""
+    def _finished_run(self, kind: str, settings: dict, data: str | None, base: str | None = None) -> dict | None:
+        """The newest finished run of ``kind`` with these settings, from ``base`` (default: the
+        study's model), that has consumed every graded train trajectory of ``data``, as a summary;
+        None when the stage has to run."""
         ignored = {"device", "out", "dtype", "autocast", "gradient_checkpointing", "sampler", "report_to"}  # how it ran, not what it learned
-        base = normalized_model_ref(self.config.model)
+        base = normalized_model_ref(base or self.config.model)
         with self.db.read() as session:
-            data = self.config.data_policies(self.zero_shot)
-            newest_data = queries.newest_graded_seq(session, family="backend", split=self.config.train_split, policies=data and [data])
+            policies = [p.strip() for p in data.split(",")] if data else None
+            newest_data = queries.newest_graded_seq(session, family="backend", split=self.config.train_split, policies=policies)
             found = queries.same_run(session, kind, settings, base_model=base, ignored=ignored)
         if found is None:
             return None

@@ -57,6 +57,8 @@ validate)
   study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet-oracle --arm sweet --arm mtdpo --arm sweet-no-c
   study rft-3e-6 --policy-lr 3e-6 --arm rft
   study rft-3e-5 --policy-lr 3e-5 --arm rft
+  # Beyond the paper: a second, on-policy round of SWEET-RL on lite-train tasks 361-460.
+  study nll1 --policy-lr 1e-5 --policy-nll-weight 1.0 --arm sweet --rounds 2 --rounds-offset 360
   ;;
 final)
   # The configuration each arm won on validation (README: "The backend-lite study"), each arm

@@ -170,3 +170,34 @@ def test_a_lite_study_evaluates_on_validation_unless_told_to_read_the_test_sets(
     assert code != 0 and "'sweet-magic'" in err and len(err.strip().splitlines()) == 1
     code, out, err = cli("experiment", "backend", "--dir", str(tmp_path), "--arm", "sweet-oracle")
     assert code != 0 and "needs --tasks backend-lite" in err
+
+
+def test_on_policy_rounds_roll_out_the_last_policy_on_fresh_tasks_and_continue_it(tiny_model_dir, tmp_path, cli):
+    """--rounds 2: round 2 rolls the SWEET-RL policy out on the next train task, refits the critic
+    on every trajectory so far, and continues the SWEET-RL policy on the new rollouts alone."""
+    from colbench.store.models import Lineage, RolloutRun
+
+    folder = tmp_path / "study"
+    folder.mkdir()
+    db = Database(f"sqlite:///{folder / 'colbench.db'}")
+    records = [t for i in range(2) for t in (trajectory(backend_task(i), 2, 1.0), trajectory(backend_task(i), 3, 0.0))]
+    import_trajectories(db, write_jsonl(tmp_path / "offline.jsonl", records))
+    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-on-policy",
+                         "--arm", "sweet", "--rounds", "2", *TINY_STUDY)
+    assert code == 0, err
+    arms = {a["arm"]: a for a in json.loads(out)["arms"]}
+    assert list(arms) == ["zero-shot", "sweet", "sweet-round-2"] and arms["sweet-round-2"]["title"] == "SWEET-RL, on-policy round 2"
+    round2 = arms["sweet-round-2"]["training"]
+    assert round2["round"]["from"] == arms["sweet"]["model"] and round2["round"]["data"] == arms["sweet"]["model"]
+    with db.read() as session:
+        runs = {r.id: r for r in session.exec(select(TrainingRun))}
+        policy = runs[round2["run_id"]]
+        fresh = session.exec(select(RolloutRun).where(RolloutRun.policy == arms["sweet"]["model"], RolloutRun.tasks == "backend:train")).one()
+        trained_on = {row.trajectory_id for row in session.exec(select(Lineage).where(Lineage.run_id == policy.id))}
+        fresh_ids = {t.id for t in session.exec(select(Trajectory).where(Trajectory.rollout_id == fresh.id))}
+    assert policy.parent_checkpoint_id == int(arms["sweet"]["model"].removeprefix("ckpt:"))  # continued, not restarted
+    assert trained_on and trained_on <= fresh_ids  # the new rollouts alone
+    assert fresh.config["offset"] == 1 and fresh.config["limit"] == 1  # the next train task
+    assert sorted(r.kind for r in runs.values()) == ["critic", "critic", "policy:sweet", "policy:sweet"]  # the critic refitted
+    code, out, err = cli("experiment", "backend", "--dir", str(tmp_path / "x"), "--rounds", "2", "--arm", "rft")
+    assert code != 0 and "--rounds needs" in err
