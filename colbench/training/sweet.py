@@ -215,9 +215,6 @@ class CriticRanking:
         pass
 
 
-ORACLE_VALUE = {"new fact": 1.0, "repeat": 0.0, "nothing": 0.0}  # an answer's value is its share of tests passed
-
-
 class OracleRanking:
     """``score`` 'oracle', a control for backend-lite: candidates ranked by ground truth, no critic.
     A question is worth 1 when the built-in human's reply to it would state a fact not stated
@@ -236,7 +233,7 @@ class OracleRanking:
 
     def score(self, jobs: Sequence[TurnJob], generations) -> list[list[dict]]:
         from colbench import protocol
-        from colbench.fact_finding import ANSWER, turn_kind
+        from colbench.fact_finding import ANSWER, NEW, turn_kind
 
         values: list[list] = []
         answers: list[tuple] = []  # (job index, candidate index, task, code)
@@ -247,7 +244,7 @@ class OracleRanking:
             row = []
             for c, sample in enumerate(generation.samples):
                 kind, _ = turn_kind(dialogue.task, known, sample.text, last_turn=last)
-                row.append(None if kind == ANSWER else ORACLE_VALUE[kind])
+                row.append(None if kind == ANSWER else float(kind == NEW))  # an answer's: its share of tests passed
                 if kind == ANSWER:
                     answers.append((j, c, dialogue.task, protocol.extract_answer(sample.text, last_turn=last)))
             values.append(row)
