@@ -16,7 +16,7 @@ def fit(
     config: PolicyConfig,
     algo: str = typer.Option(..., "--algo", help="sweet (turn-level DPO on critic-ranked candidates), rft (SFT on successful trajectories), mtdpo (trajectory-level DPO), or sft (SFT on demonstrations: successful trajectories of --policies, default scripted:*)."),
     model: str = typer.Option(None, "--model", help="Base model: smollm2 (default), a local folder, a hub id, or ckpt:<id> (a LoRA policy checkpoint is continued, on all the data)."),
-    critic: str = typer.Option(None, "--critic", help="sweet: the critic checkpoint that scores the candidates, ckpt:<id>."),
+    critic: str = typer.Option(None, "--critic", help="sweet: the critic checkpoint that scores the candidates, ckpt:<id>; or several, comma-separated: an ensemble whose scores are averaged."),
     parent: str = typer.Option(None, "--from", help="Policy checkpoint to continue, ckpt:<id>: its adapter, on the data graded since its run."),
     from_scratch: bool = typer.Option(False, "--from-scratch", help="With --from: read all the data, not only what its run has not consumed."),
     as_json: bool = typer.Option(False, "--json", help="Print the run's summary as JSON."),

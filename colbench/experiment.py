@@ -64,6 +64,17 @@ ARM_TITLES = {
     "sweet-critic": "SWEET-RL ranked by the critic's own advantage",
     "sweet-oracle": "SWEET-RL ranked by ground truth (control)",
 }
+def ensemble(critics: list[dict]) -> dict | None:
+    """The critics that rank SWEET-RL's candidates together, as one: their checkpoints comma-separated
+    (what `policy fit --critic` takes); skipped when any of them could not be trained."""
+    if not critics:
+        return None
+    skipped = next((critic for critic in critics if "checkpoint" not in critic), None)
+    if skipped is not None or len(critics) == 1:
+        return skipped or critics[0]
+    return {"checkpoint": ",".join(critic["checkpoint"] for critic in critics), "members": critics}
+
+
 def arm_title(key: str) -> str:
     """An arm's name in the tables; an on-policy round's is made from its number."""
     if key.startswith("sweet-round-"):
@@ -131,6 +142,11 @@ class ExperimentConfig:
         "with the critic trained without training-time info: the paper's ablation), sweet-critic (ranked by the critic's "
         "own advantage, --score critic) and sweet-oracle (backend-lite: ranked by ground truth, no critic; tells a failing "
         "actor update from a failing critic). Default: the paper's four.", flags=("--arm",), choices=POLICY_ARMS)
+    critic_ensemble: int = option(
+        1,
+        "Critics with c that rank SWEET-RL's candidates together (their scores averaged), each trained with its own seed "
+        "(data order and held-out tasks): a remedy for a critic whose turn credit is noisy. 1: the paper's single critic.",
+        min=1)
     rounds: int = option(
         1,
         "On-policy rounds, beyond the paper. Round r+1 rolls out round r's SWEET-RL policy on fresh train tasks (the next "
@@ -206,9 +222,10 @@ class ExperimentConfig:
         """Whose trajectories the trainers read (TrainingConfig.policies)."""
         return zero_shot if self.on_policy else None
 
-    def critic_settings(self, training_info: bool, data: str | None) -> CriticConfig:
-        """The critic's config, reading the trajectories of ``data`` (TrainingConfig.policies)."""
-        return replace(self.critic, family="backend", split=self.train_split, training_info=training_info, seed=self.seed,
+    def critic_settings(self, training_info: bool, data: str | None, member: int = 0) -> CriticConfig:
+        """The critic's config, reading the trajectories of ``data`` (TrainingConfig.policies);
+        an ensemble's ``member`` k trains with seed + k."""
+        return replace(self.critic, family="backend", split=self.train_split, training_info=training_info, seed=self.seed + member,
                        device=self.device, policies=data, tags=list(self.tags))
 
     def policy_settings(self, data: str | None, arm: str = "rft") -> PolicyConfig:
@@ -290,6 +307,8 @@ class BackendExperiment:
         critics = {}
         if {"sweet", "sweet-critic"} & set(cfg.arms) or cfg.best_of:
             critics["with c"] = self.critic(training_info=True)
+            for member in range(1, cfg.critic_ensemble):
+                critics[f"with c #{member + 1}"] = self.critic(training_info=True, member=member)
         if "sweet-no-c" in cfg.arms:
             critics["without c"] = self.critic(training_info=False)
 
@@ -297,9 +316,10 @@ class BackendExperiment:
             self.judge_critics(critics)
 
         self.report.stage(f"3/4 policies: {', '.join(arm_title(key) for key in cfg.arms) or 'none'}")
-        critic_of = {"sweet": "with c", "sweet-critic": "with c", "sweet-no-c": "without c"}
+        ranking = ensemble([critic for name, critic in critics.items() if name.startswith("with c")])
+        critic_of = {"sweet": ranking, "sweet-critic": ranking, "sweet-no-c": critics.get("without c")}
         arms = [Arm("zero-shot", model=cfg.model, training={"base": self.zero_shot})]
-        arms += [self.policy(key, critics.get(critic_of[key]) if key in critic_of else None) for key in POLICY_ARMS if key in cfg.arms]
+        arms += [self.policy(key, critic_of.get(key)) for key in POLICY_ARMS if key in cfg.arms]
         if cfg.best_of:
             arms.append(self.best_of_n(critics["with c"]))
         if cfg.rounds > 1:
@@ -386,12 +406,13 @@ class BackendExperiment:
             made.append(previous)
         return made
 
-    def critic(self, training_info: bool, data: str | None = None) -> dict:
-        """A critic on ``data``'s trajectories (default: the study's, see data_policies)."""
+    def critic(self, training_info: bool, data: str | None = None, member: int = 0) -> dict:
+        """A critic on ``data``'s trajectories (default: the study's, see data_policies); an
+        ensemble's ``member`` k (seed + k)."""
         from colbench.training.critic import fit_critic  # torch: not for `colbench --help`
 
         data = data or self.config.data_policies(self.zero_shot)
-        config = self.config.critic_settings(training_info, data)
+        config = self.config.critic_settings(training_info, data, member)
         done = self._finished_run("critic", config.to_json(), data)
         if done:
             return done
@@ -437,7 +458,10 @@ class BackendExperiment:
         data = data or self.config.data_policies(self.zero_shot)
         base = base or self.config.model
         config = self.config.policy_settings(data, key)
-        critic_id = int(critic["checkpoint"].removeprefix("ckpt:")) if critic else None
+        critic_id = None
+        if critic:
+            ids = [int(ref.removeprefix("ckpt:")) for ref in critic["checkpoint"].split(",")]
+            critic_id = ids[0] if len(ids) == 1 else ids
         done = self._finished_run(f"policy:{algo}", run_settings(config, algo, critic_id), data, base)
         if done:
             return Arm(key, model=done["checkpoint"], training=done)

@@ -115,12 +115,12 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
 
 def test_a_study_without_any_success_reports_what_could_not_be_trained(tiny_model_dir, tmp_path, cli):
     folder = tmp_path / "study"
-    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--arm", "rft", "--arm", "mtdpo", "--arm", "sweet", *TINY_STUDY)
+    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--arm", "rft", "--arm", "mtdpo", "--arm", "sweet", "--critic-ensemble", "2", *TINY_STUDY)
     assert code == 0, err
     result = json.loads(out)
     arms = {a["arm"]: a for a in result["arms"]}
     assert list(arms) == ["zero-shot", "rft", "mtdpo", "sweet"]
-    assert "fully correct" in result["critics"]["with c"]["skipped"]
+    assert "fully correct" in result["critics"]["with c"]["skipped"] and "fully correct" in result["critics"]["with c #2"]["skipped"]
     assert "no successful trajectory" in arms["rft"]["training"]["skipped"]
     assert "critic could not be trained" in arms["sweet"]["training"]["skipped"]
     assert arms["rft"]["tests"]["test"] is None and arms["zero-shot"]["tests"]["test"]["success"]["mean"] == 0.0

@@ -255,3 +255,24 @@ def test_a_run_whose_chosen_side_collapses_stops_early_and_says_why(store, tiny_
     out = " ".join(out.split())
     assert code == 0 and "diagnostics:" in out and "less likely than under the starting policy" in out
     assert f"chosen reward {result.metrics['last_chosen_reward']:+.3f}" in out and "stopped early: likelihood displacement" in out
+
+
+def test_a_critic_ensemble_ranks_by_the_mean_of_its_critics_scores(store, tiny_model_dir, ranking_critic, blank_critic):
+    """--critic ckpt:A,ckpt:B: the same candidates (same sampler, same seed) get the mean of the two
+    critics' scores, each computed as that critic alone computes it."""
+    config = PolicyConfig(fraction=0.25, candidates=4, pairs_per_turn=1, max_new_tokens=6, sample_batch_size=8, lora_rank=4,
+                          device="cpu", lr=1e-4, sampler="hf", seed=5)
+    scores = {}
+    for critics in (f"ckpt:{ranking_critic.checkpoint_id}", f"ckpt:{blank_critic}", f"ckpt:{ranking_critic.checkpoint_id},ckpt:{blank_critic}"):
+        result = fit_policy(store, config, "sweet", base_model=str(tiny_model_dir), critic_checkpoint=critics)
+        with store.read() as session:
+            rows = session.exec(select(SweetCandidate).where(SweetCandidate.run_id == result.run_id)).all()
+        scores[critics] = {(r.turn_id, r.index): (tuple(r.token_ids), r.score, r.critic_logp) for r in rows}
+    one, other, both = scores.values()
+    assert len(both) == 8 * 4 and one.keys() == other.keys() == both.keys()
+    assert all(one[k][0] == other[k][0] == both[k][0] for k in both)  # the very same candidates
+    assert all(abs(both[k][1] - (one[k][1] + other[k][1]) / 2) < 1e-5 and abs(both[k][2] - (one[k][2] + other[k][2]) / 2) < 1e-5 for k in both)
+    assert max(abs(one[k][1] - other[k][1]) for k in both) > 1e-2  # the two critics do disagree
+    with store.read() as session:
+        run = session.get(TrainingRun, result.run_id)
+    assert run.config["critic_checkpoint_id"] == [ranking_critic.checkpoint_id, blank_critic]

@@ -24,7 +24,8 @@ def fit_policy(
 ) -> PolicyResult:
     """Train a policy with ``algo`` (sweet, rft, mtdpo or sft); record run, checkpoint and lineage.
 
-    ``critic_checkpoint`` is the critic that scores sweet's candidates (required for sweet).
+    ``critic_checkpoint`` is the critic that scores sweet's candidates (required for sweet unless it ranks by
+    ground truth), or several comma-separated: an ensemble.
     Raises :class:`~colbench.training.NothingToTrain` (no run is written) when the data holds nothing to train on.
     """
     if algo not in RECIPES:
@@ -34,5 +35,6 @@ def fit_policy(
     run = dict(base_model=checkpoint_ref(db, base_model), parent_checkpoint=checkpoint_ref(db, parent_checkpoint), on_progress=on_progress,
                from_scratch=from_scratch)
     if algo == "sweet":
-        return sweet.fit(db, config, critic_checkpoint=checkpoint_ref(db, critic_checkpoint), **run)
+        critics = None if critic_checkpoint is None else ",".join(checkpoint_ref(db, ref.strip()) for ref in str(critic_checkpoint).split(","))
+        return sweet.fit(db, config, critic_checkpoint=critics, **run)
     return RECIPES[algo](db, config, **run)

@@ -119,7 +119,7 @@ def sampler_kind(db, config: P.PolicyConfig, start: str, device) -> str:
     return default_engine(start, kind, checkpoint_lookup=checkpoint_lookup(db))
 
 
-def sampling_key(config: P.PolicyConfig, base_model: str, parent_id: int | None, critic_id: int | None, sampler: str = "hf") -> str:
+def sampling_key(config: P.PolicyConfig, base_model: str, parent_id: int | None, critic_id: int | list[int] | None, sampler: str = "hf") -> str:
     """Names what decides a turn's candidates and scores: same key, same candidates."""
     spec = {
         "base": base_model, "parent": parent_id, "critic": critic_id, "n": config.candidates,
@@ -175,27 +175,44 @@ def candidate_engine(db, recipe, sampler: str, start: str):
     return HFEngine(model=recipe.model, tokenizer=recipe.tokenizer, max_batch_size=recipe.config.sample_batch_size, model_ref="training")
 
 
+def critic_list(critic_id: int | list[int]) -> list[int]:
+    """A SWEET run's critic checkpoint ids: one critic, or an ensemble's."""
+    return list(critic_id) if isinstance(critic_id, (list, tuple)) else [critic_id]
+
+
 class CriticRanking:
     """The paper's ranking (``score`` 'sampler') or the critic's own advantage ('critic'): the
-    critic reads c + the turn's prompt and scores each candidate on its sampled ids."""
+    critic reads c + the turn's prompt and scores each candidate on its sampled ids. An
+    ensemble's every field is the mean of its critics' (each read with its own context cap);
+    the row names the first critic."""
 
-    def __init__(self, db, recipe, critic_id: int):
+    def __init__(self, db, recipe, critic_id: int | list[int]):
         from colbench.training.scoring import CriticModel
 
         cfg = recipe.config
         self.recipe = recipe
-        self.critic = CriticModel.from_checkpoint(db, critic_id, device=str(recipe.device), dtype=cfg.dtype, batch_size=cfg.sample_batch_size)
+        self.critics = [CriticModel.from_checkpoint(db, i, device=str(recipe.device), dtype=cfg.dtype, batch_size=cfg.sample_batch_size)
+                        for i in critic_list(critic_id)]
 
     def score(self, jobs: Sequence[TurnJob], generations) -> list[list[dict]]:
         """Per job, per candidate: the score's fields of its sweet_candidate row."""
+        by_critic = [self._score_with(critic, jobs, generations) for critic in self.critics]
+        fields = ("sampler_logp", "critic_logp", "reference_logp", "advantage", "score")
+        return [
+            [{k: sum(rows[c][k] for rows in per_job) / len(per_job) for k in fields} | {"critic_checkpoint_id": self.critics[0].checkpoint_id}
+             for c in range(len(per_job[0]))]
+            for per_job in zip(*by_critic)
+        ]
+
+    def _score_with(self, critic, jobs: Sequence[TurnJob], generations) -> list[list[dict]]:
         from colbench.training.scoring import shared_prefix_logps
 
         recipe, cfg = self.recipe, self.recipe.config
         found = []
         for job, generation in zip(jobs, generations):
             token_lists = [s.token_ids for s in generation.samples]
-            context = self.critic.context(job.prompt, job.reference)
-            scored = self.critic.score_candidates(context.ids, token_lists, batch_size=cfg.sample_batch_size)
+            context = critic.context(job.prompt, job.reference)
+            scored = critic.score_candidates(context.ids, token_lists, batch_size=cfg.sample_batch_size)
             sampler_logps = [s.token_logprobs for s in generation.samples]
             if context.truncated:  # the critic read a cut prompt: the sampler term reads the same one
                 sampler_logps = [t.tolist() for t in shared_prefix_logps(
@@ -204,10 +221,8 @@ class CriticRanking:
             rows = []
             for score, logps in zip(scored, sampler_logps):
                 sampler, value = ranking_score(score, logps, cfg.score)
-                rows.append({
-                    "sampler_logp": sampler, "critic_checkpoint_id": self.critic.checkpoint_id, "critic_logp": score.critic_logp,
-                    "reference_logp": score.reference_logp, "advantage": score.advantage, "score": value,
-                })
+                rows.append({"sampler_logp": sampler, "critic_logp": score.critic_logp, "reference_logp": score.reference_logp,
+                             "advantage": score.advantage, "score": value})
             found.append(rows)
         return found
 
@@ -300,9 +315,10 @@ def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, ranking, 
     return stats
 
 
-def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_id: int | None, base_model: str, parent_id: int | None, on_progress=None):
+def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_id: int | list[int] | None, base_model: str,
+                parent_id: int | None, on_progress=None):
     """Candidates (sampled or reused), pairs (stored for this run), and the DPO items to train on.
-    ``critic_id`` ranks them (None: --score oracle)."""
+    ``critic_id`` ranks them: a critic, an ensemble's list, or None (--score oracle)."""
     cfg = recipe.config
     start = f"ckpt:{parent_id}" if parent_id is not None else base_model  # the policy as training starts
     sampler = sampler_kind(db, cfg, start, recipe.device)
@@ -377,7 +393,8 @@ def pair_preferences(db, run_id: int) -> dict:
 
 def fit(db, config: P.PolicyConfig | None = None, *, critic_checkpoint=None, **run) -> P.PolicyResult:
     """Train a policy with SWEET-RL's turn-level DPO, its candidates ranked by ``critic_checkpoint``
-    (see trainer.train_policy for ``run``'s options)."""
+    ("ckpt:<id>", or several comma-separated: an ensemble whose scores are averaged; see
+    trainer.train_policy for ``run``'s options)."""
     from colbench.training.checkpoints import get_checkpoint
 
     config = config or P.PolicyConfig()
@@ -388,10 +405,13 @@ def fit(db, config: P.PolicyConfig | None = None, *, critic_checkpoint=None, **r
     elif critic_checkpoint is None:
         raise ValueError("sweet needs a critic: pass --critic ckpt:<id> (or --score oracle on backend-lite)")
     else:
-        critic_row, critic_run = get_checkpoint(db, critic_checkpoint)
-        if critic_run.kind != "critic":
-            raise ValueError(f"ckpt:{critic_row.id} is a {critic_run.kind} checkpoint, not a critic")
-        critic_id = critic_row.id
+        ids = []
+        for ref in str(critic_checkpoint).split(","):
+            critic_row, critic_run = get_checkpoint(db, ref.strip())
+            if critic_run.kind != "critic":
+                raise ValueError(f"ckpt:{critic_row.id} is a {critic_run.kind} checkpoint, not a critic")
+            ids.append(critic_row.id)
+        critic_id = ids[0] if len(ids) == 1 else ids
 
     def gather(db, config, watermark, tokenizer) -> P.Gathered:
         jobs, top, read = select_turns(db, config, watermark, tokenizer)

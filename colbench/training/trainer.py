@@ -305,7 +305,7 @@ def train_policy(
     base_model: str | None = None,
     parent_checkpoint=None,
     from_scratch: bool = False,
-    critic: int | None = None,
+    critic: int | list[int] | None = None,
     on_progress: Progress | None = None,
 ) -> PolicyResult:
     """The run around a recipe: resolve what it continues, read its data, record the run,
@@ -412,7 +412,7 @@ ALGO_ONLY_FIELDS = {
 }
 
 
-def run_settings(config: PolicyConfig, algo: str, critic_checkpoint_id: int | None) -> dict:
+def run_settings(config: PolicyConfig, algo: str, critic_checkpoint_id: int | list[int] | None) -> dict:
     """What a policy run records as its config: the settings that decide what it trains."""
     own = {name for algos, names in ALGO_ONLY_FIELDS.items() if algo in algos for name in names}
     others = {name for names in ALGO_ONLY_FIELDS.values() for name in names} - own
