@@ -26,7 +26,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the tests' tiny model and official-format tasks
-from officialdata import backend_task  # noqa: E402
+from officialdata import asked_then_answered as record, backend_task  # noqa: E402
 from plugins.models import TINY_CONFIG  # noqa: E402
 
 # bf16 keeps 8 bits of mantissa: the tiny model (initializer_range 0.5, logits up to ~20) loses
@@ -91,20 +91,6 @@ def tiny_model_dir(work: Path) -> Path:
     LlamaForCausalLM(tiny_config(tokenizer)).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
-
-
-def record(task: dict, question: str, reward: float) -> dict:
-    """An official-format trajectory: a question, then the reference as the answer (as tests/test_training_signs.py)."""
-    prompt = "<|im_start|>system\nYou are a helpful agent.<|im_end|>\n<|im_start|>user\n" + task["problem_description"] + "<|im_end|>\n<|im_start|>assistant\n"
-    answer = "I WANT TO ANSWER:\n" + task["ground_truth"]
-    second = prompt + question + "<|im_end|>\n<|im_start|>user\nYes, kilograms.<|im_end|>\n<|im_start|>assistant\n"
-    history = [
-        {"role": "user", "content": task["problem_description"]},
-        {"role": "assistant", "content": question, "input": prompt, "output": question},
-        {"role": "user", "content": "Yes, kilograms."},
-        {"role": "assistant", "content": answer, "input": second, "output": answer},
-    ]
-    return {"task": task, "dialogue_history": history, "answer": task["ground_truth"], "reward": reward}
 
 
 def seeded_store(work: Path):

@@ -41,3 +41,17 @@ def trajectory(task: dict, turns: int = 3, reward: float | None = 1.0) -> dict:
     if reward is not None:
         record["reward"] = reward
     return record
+
+
+def asked_then_answered(task: dict, question: str, reward: float) -> dict:
+    """Two agent turns: a question (the learnable difference), then the same answer."""
+    prompt = "<|im_start|>system\nYou are a helpful agent.<|im_end|>\n<|im_start|>user\n" + task["problem_description"] + "<|im_end|>\n<|im_start|>assistant\n"
+    answer = "I WANT TO ANSWER:\n" + task["ground_truth"]
+    second = prompt + question + "<|im_end|>\n<|im_start|>user\nYes, kilograms.<|im_end|>\n<|im_start|>assistant\n"
+    history = [
+        {"role": "user", "content": task["problem_description"]},
+        {"role": "assistant", "content": question, "input": prompt, "output": question},
+        {"role": "user", "content": "Yes, kilograms."},
+        {"role": "assistant", "content": answer, "input": second, "output": answer},
+    ]
+    return {"task": task, "dialogue_history": history, "answer": task["ground_truth"], "reward": reward}

@@ -20,24 +20,10 @@ from colbench.training import sequences as S
 from colbench.training.critic import CriticConfig, fit_critic
 from colbench.training.modeling import TokenLogProbs
 from conftest import write_jsonl
-from officialdata import backend_task
+from officialdata import asked_then_answered as record, backend_task
 
 GOOD = "Is the weight in kilograms, and is express 1.5 times the price?"
 BAD = "I do not know what to do here, sorry."
-
-
-def record(task: dict, question: str, reward: float) -> dict:
-    """Two agent turns: a question (the learnable difference), then the same answer."""
-    prompt = "<|im_start|>system\nYou are a helpful agent.<|im_end|>\n<|im_start|>user\n" + task["problem_description"] + "<|im_end|>\n<|im_start|>assistant\n"
-    answer = "I WANT TO ANSWER:\n" + task["ground_truth"]
-    second = prompt + question + "<|im_end|>\n<|im_start|>user\nYes, kilograms.<|im_end|>\n<|im_start|>assistant\n"
-    history = [
-        {"role": "user", "content": task["problem_description"]},
-        {"role": "assistant", "content": question, "input": prompt, "output": question},
-        {"role": "user", "content": "Yes, kilograms."},
-        {"role": "assistant", "content": answer, "input": second, "output": answer},
-    ]
-    return {"task": task, "dialogue_history": history, "answer": task["ground_truth"], "reward": reward}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,19 @@
+"""scripts/gpu_check.sh, the CUDA check a user runs on a GPU machine, runs its same four checks on
+the CPU here (--device cpu), so it cannot rot between the rare runs on a GPU."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_the_gpu_check_passes_every_check_on_the_cpu():
+    env = dict(os.environ, PYTHON=sys.executable)
+    done = subprocess.run(["bash", "scripts/gpu_check.sh", "--device", "cpu"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    lines = [line for line in done.stdout.splitlines() if line.split(" ", 1)[0] in ("PASS", "FAIL", "SKIP")]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [line.split()[:2] for line in lines] == [["PASS", "1"], ["PASS", "2"], ["PASS", "3"], ["PASS", "4"]], lines
+    assert "world 2 (gloo)" in lines[3] and "gpu_check: 0 failed" in done.stdout
