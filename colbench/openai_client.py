@@ -62,6 +62,56 @@ class ChatCompletion:
     latency_s: float = 0.0
 
 
+@dataclass
+class TokenChoice:
+    index: int
+    text: str
+    token_ids: list[int]
+    token_logprobs: list[float]
+    finish_reason: str
+
+
+@dataclass
+class TokenCompletion:
+    choices: list[TokenChoice]
+    usage: dict[str, int]
+    latency_s: float = 0.0
+
+
+def _token_id(token: str, where: str) -> int:
+    if not token.startswith("token_id:"):
+        raise EndpointError(f"{where} sent tokens as text ({token!r}), not ids: serve with vLLM (return_tokens_as_token_ids)")
+    return int(token[len("token_id:"):])
+
+
+def _token_choice(raw: Any, where: str) -> TokenChoice:
+    extra = getattr(raw, "model_extra", None) or {}
+    logprobs = raw.logprobs
+    values = list(getattr(logprobs, "token_logprobs", None) or []) if logprobs is not None else []
+    ids = extra.get("token_ids")
+    if ids is None:
+        ids = [_token_id(t, where) for t in (getattr(logprobs, "tokens", None) or [])] if logprobs is not None else []
+    ids = [int(i) for i in ids]
+    if not values and ids:
+        raise EndpointError(f"{where} sent no log-probs for the sampled tokens")
+    if len(values) != len(ids) or any(v is None for v in values):
+        raise EndpointError(f"{where} sent {len(ids)} token ids but {len(values)} log-probs")
+    if not ids and (raw.text or ""):
+        raise EndpointError(f"{where} sent text without the token ids it sampled (serve with vLLM, which returns them)")
+    return TokenChoice(int(raw.index or 0), raw.text or "", ids, [float(v) for v in values], raw.finish_reason or "stop")
+
+
+def _token_completion(raw: Any, where: str, started: float) -> TokenCompletion:
+    if isinstance(raw, str):
+        raise EndpointError(f"{where} sent a response that is not JSON: {_one_line(raw, 80)!r}")
+    try:
+        choices = sorted((_token_choice(c, where) for c in raw.choices), key=lambda c: c.index)
+        usage = {k: int(v) for k, v in dict(raw.usage or {}).items() if isinstance(v, (int, float))}
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise EndpointError(f"{where} sent a malformed completion: {_one_line(repr(exc), 120)}") from None
+    return TokenCompletion(choices, usage, time.monotonic() - started)
+
+
 def resolve_api_key(api_key: str | None) -> str | None:
     return api_key or next((os.environ[name] for name in API_KEY_ENV if os.environ.get(name)), None)
 
@@ -197,6 +247,23 @@ class OpenAIClient:
         except _FAILURES as err:
             raise _endpoint_error(err, self.where, self.timeout_s) from None
         return _completion(raw, request["model"], self.where, started)
+
+    def complete_ids(self, model: str, prompt_ids: list[int], *, temperature: float | None = None, max_tokens: int | None = None,
+                     n: int = 1, seed: int | None = None) -> "TokenCompletion":
+        """``n`` continuations of a prompt given as token ids (``/v1/completions``), each with its sampled
+        token ids and their log-probs. vLLM's conventions: the ids come as ``choices[i].token_ids``
+        (``return_token_ids``, vLLM >= 0.10.2) or, from older servers, as ``"token_id:<id>"`` strings in
+        ``logprobs.tokens`` (``return_tokens_as_token_ids``); ``logprobs.token_logprobs`` are the sampled
+        tokens' log-probs. A reply with neither is refused (a server that cannot say what it sampled)."""
+        request = {"model": model, "prompt": list(prompt_ids), "n": n, "logprobs": 1,
+                   **{k: v for k, v in {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}.items() if v is not None}}
+        extra = {"return_token_ids": True, "return_tokens_as_token_ids": True, "skip_special_tokens": True}
+        started = time.monotonic()
+        try:
+            raw = self._sdk.completions.create(**request, extra_body=extra, extra_headers=self._headers)
+        except _FAILURES as err:
+            raise _endpoint_error(err, self.where, self.timeout_s) from None
+        return _token_completion(raw, self.where, started)
 
     def list_models(self) -> list[str]:
         try:

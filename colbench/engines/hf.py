@@ -67,9 +67,10 @@ class HFEngine(TokenizerEngine):
 
     # ------------------------------------------------------------------ sampling (prompts: TokenizerEngine)
 
-    def generate_from_prompts(self, prompts: list[str], params: SamplingParams) -> list[Generation]:
-        """Continue prompts that are already templated (e.g. a stored turn's exact prompt)."""
-        prompt_ids = [self.encode(p) for p in prompts]
+    def generate_from_prompts(self, prompts: list[str] | list[list[int]], params: SamplingParams) -> list[Generation]:
+        """Continue prompts that are already templated (e.g. a stored turn's exact prompt), as text or token ids."""
+        prompt_ids = [list(p) if isinstance(p, (list, tuple)) else self.encode(p) for p in prompts]
+        prompts = [p if isinstance(p, str) else self.tokenizer.decode(p) for p in prompts]
         # One row per (conversation, sample). Sorting rows by prompt length keeps padding
         # small; the n samples of a conversation stay together (stable sort).
         rows = [c for c in range(len(prompts)) for _ in range(params.n)]

@@ -78,8 +78,11 @@ class VLLMEngine(Engine):
         return self.tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
 
     def generate(self, conversations: list[list[Message]], params: SamplingParams) -> list[Generation]:
+        return self.generate_from_prompts([self.render_prompt(c) for c in conversations], params)
+
+    def generate_from_prompts(self, prompts: list[str], params: SamplingParams) -> list[Generation]:
+        """Continue prompts that are already templated (a stored turn's exact prompt: SWEET's candidates)."""
         vllm = import_vllm()
-        prompts = [self.render_prompt(c) for c in conversations]
         # Tokenize ourselves without special tokens: the template already wrote BOS.
         prompt_ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         greedy = params.temperature <= 0

@@ -57,10 +57,11 @@ def check_name_free(db, name: str | None) -> None:
             raise ValueError(f"the name {name!r} is taken by {holder}")
 
 
-def save_model(model, tokenizer, folder: Path, card=None) -> tuple[bool, str]:
+def save_model(model, tokenizer, folder: Path, card=None, state_dict: dict | None = None) -> tuple[bool, str]:
     """Write an adapter (peft model) or full weights and tokenizer, all or nothing: into a
     temporary sibling folder, renamed to ``folder`` once complete. ``card(adapter)`` gives the
-    model card (README.md). Returns (adapter, sha256)."""
+    model card (README.md). ``state_dict``: the weights to write in place of the model's own
+    (a sharded model's, gathered). Returns (adapter, sha256)."""
     from colbench.training.modeling import is_peft
 
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -73,7 +74,10 @@ def save_model(model, tokenizer, folder: Path, card=None) -> tuple[bool, str]:
     model = getattr(model, "module", model)
     adapter = is_peft(model)
     try:
-        model.save_pretrained(partial)
+        if state_dict is None:
+            model.save_pretrained(partial)
+        else:
+            model.save_pretrained(partial, state_dict=state_dict)
         if not adapter:
             tokenizer.save_pretrained(partial)
         if card is not None:
@@ -88,12 +92,27 @@ def save_model(model, tokenizer, folder: Path, card=None) -> tuple[bool, str]:
     return adapter, digest
 
 
-def save_trained(accelerator, scorer, tokenizer, folder: Path, card=None) -> tuple[bool, str | None]:
-    """Save what a recipe trained (the main process writes; the others wait). Returns (adapter, sha256)."""
+def save_trained(accelerator, scorer, tokenizer, folder: Path, card=None, dtype=None) -> tuple[bool, str | None]:
+    """Save what a recipe trained (the main process writes; the others wait). Returns (adapter, sha256).
+
+    A sharded model (``--shard full``) is gathered whole on rank 0 first (every process takes part):
+    an adapter's weights as trained (float32), full weights in ``dtype`` (the dtype the same run would
+    have kept them in unsharded), so the folder is the one an unsharded run writes."""
+    from colbench.training.modeling import full_state_dict, is_peft, is_sharded
+
     accelerator.wait_for_everyone()
+    state = None
+    if is_sharded(scorer):
+        adapter = is_peft(scorer)
+        state = full_state_dict(scorer, adapter)
+        if not adapter and dtype is not None:
+            state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
     if not accelerator.is_main_process:
         return True, None
-    return save_model(accelerator.unwrap_model(scorer).lm, tokenizer, folder, card)
+    model = accelerator.unwrap_model(scorer).lm
+    if state is not None and not is_peft(model) and dtype is not None:
+        model.config.dtype = dtype  # config.json says what the files hold
+    return save_model(model, tokenizer, folder, card, state_dict=state)
 
 
 def card_maker(db, *, kind: str, run_id: int, name: str | None, base_model: str, config: dict, metrics: dict, trajectory_ids):

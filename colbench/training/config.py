@@ -29,6 +29,8 @@ PAIR_RULE_HELP = (
 )
 
 AUTOCAST_MODES = ("auto", "bf16", "off")
+SHARD_MODES = ("none", "full")
+QUIET_DEFAULTS = {"shard": "none", "base_url": None, "served_model": None}  # how a run ran, recorded only when set
 
 
 @dataclass
@@ -46,6 +48,21 @@ class TrainingConfig:
     grad_accum: int = option(1, "Passes per optimiser step. Effective batch = batch_size x grad_accum x processes. Lower batch_size and raise this to save memory.", min=1)
     lora_rank: int = option(16, "LoRA rank r (α = 2r, no dropout, every linear layer but the output layer).", min=1)
     full: bool = option(False, "Full fine-tuning instead of LoRA. Reference log-probs are computed before training, so no second model is kept; the checkpoint holds full weights.")
+    shard: str = option(
+        "none",
+        "How `colbench launch -n N` spreads the model over its processes. 'none': every process holds the whole model, "
+        "its gradients and optimiser state (DDP), and the processes split the data. 'full': PyTorch FSDP2 "
+        "(fully_shard): each decoder layer and the rest (embeddings, final norm, output layer) are sharded, so each "
+        "process holds 1/N of the weights, gradients and AdamW state, and gathers one layer at a time to compute; the "
+        "processes still split the data. For full fine-tuning of models that do not fit one GPU (8B: ~16 bytes per "
+        "parameter with AdamW, 128 GB), and LoRA too (the frozen base is sharded). On GPUs the sharded weights, "
+        "gradients and AdamW state are float32 and the layers compute in bfloat16 (MixedPrecisionPolicy; the output "
+        "layer and log-probs stay float32) unless --dtype says otherwise; on CPUs it runs over gloo. The checkpoint is "
+        "gathered on rank 0 into the same folder as without sharding. SWEET's candidates are then sampled by a separate "
+        "engine on the starting weights (--sampler), never by the sharded model. One process: nothing to shard, as 'none'. "
+        "docs/scale.md has the 8-GPU recipe.",
+        choices=SHARD_MODES,
+    )
     gradient_checkpointing: bool = option(False, "Activation checkpointing: recompute activations in the backward pass (less memory, ~30% slower).")
     seed: int = option(0, "Seed for data selection, sampling, pair picks, data order and torch.")
     warmup_ratio: float = option(0.03, "Linear warm-up as a share of the optimiser steps (rounded down), then cosine decay to 0 (paper: 3%).", min=0.0)
@@ -106,8 +123,9 @@ class TrainingConfig:
         return None
 
     def to_json(self) -> dict:
-        """The settings a run records (its name and tags are labels, kept apart)."""
-        settings = {k: v for k, v in asdict(self).items() if k not in ("name", "tags")}
+        """The settings a run records (its name and tags are labels, kept apart). Settings added later are
+        left out at their defaults, so a run records what runs before them recorded (a study resumes)."""
+        settings = {k: v for k, v in asdict(self).items() if k not in ("name", "tags") and not (k in QUIET_DEFAULTS and v == QUIET_DEFAULTS[k])}
         return settings | {"learning_rate": self.learning_rate, "adam_betas": list(self.adam_betas)}
 
     @classmethod
@@ -209,7 +227,7 @@ DEFAULT_BATCH = {"sweet": DEFAULT_BATCH_SIZE, "mtdpo": DEFAULT_BATCH_SIZE, "rft"
 SCORES = ("sampler", "critic", "oracle")
 DPO_LOSSES = ("sigmoid", "ipo")  # colbench.training.losses.dpo_loss
 SELECTIONS = ("trajectories", "turns")
-SAMPLERS = ("auto", "hf", "ct2")
+SAMPLERS = ("auto", "hf", "ct2", "vllm", "openai")
 
 
 @dataclass
@@ -265,11 +283,23 @@ class PolicyConfig(TrainingConfig):
         "share of tests passed. It tells a failing actor update from a failing critic.", choices=SCORES)
     sampler: str = option(
         "auto",
-        "sweet: what samples the candidates from the policy as training starts: 'hf' (the loaded model itself) or "
-        "'ct2' (CTranslate2 on the same weights: the same distribution, its log-probs within 1e-3 nats, 2-4x faster "
-        "on a CPU). 'auto': the engine `rollout --engine auto` would pick for that policy (ct2 on a CPU).",
+        "sweet: what samples the candidates from the policy as training starts: 'hf' (the loaded model itself; under "
+        "--shard full a separate unsharded copy of the starting weights on each process), 'ct2' (CTranslate2 on the same "
+        "weights: the same distribution, its log-probs within 1e-3 nats, 2-4x faster on a CPU), 'vllm' (vLLM's offline "
+        "engine on the same weights, one process only; needs the vllm package) or 'openai' (a served OpenAI-compatible "
+        "server, e.g. `vllm serve` of the same weights, at --base-url: prompts go as the stored token ids to "
+        "/v1/completions and the sampled ids and their log-probs come back, vLLM's return_token_ids or "
+        "return_tokens_as_token_ids). 'auto': the engine `rollout --engine auto` would pick for that policy (ct2 on a CPU, "
+        "else hf).",
         choices=SAMPLERS,
     )
+    base_url: str | None = option(
+        None, "sweet, --sampler openai: the server's address, e.g. http://127.0.0.1:8000/v1. It must serve the policy as "
+        "training starts (the base model, or the starting LoRA adapter by its --lora-modules name), sampling at "
+        "temperature 1 with raw log-probs (vLLM's default).")
+    served_model: str | None = option(
+        None, "sweet, --sampler openai: the model (or LoRA adapter) name the server knows the policy by. Default: the "
+        "only model its /v1/models lists.")
     sample_batch_size: int = option(16, "sweet: rows (turn × candidate) decoded together when sampling; candidates of a few turns are stored after each generate call.", min=1)
     # mtdpo
     pairs: str | None = option(None, "mtdpo: " + PAIR_RULE_HELP, choices=PAIR_RULES)
@@ -289,6 +319,8 @@ class PolicyConfig(TrainingConfig):
             raise ValueError("fraction must be above 0")
         refuse_held_out(self.split)
         self.pairs = pair_rule(self.family, self.pairs)
+        if self.sampler == "openai" and not self.base_url:
+            raise ValueError("--sampler openai needs --base-url (the OpenAI-compatible server that serves the policy)")
 
     def epochs_for(self, algo: str) -> int:
         return self.epochs if self.epochs is not None else DEFAULT_EPOCHS[algo]

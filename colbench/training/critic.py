@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -52,10 +52,17 @@ from colbench.training.modeling import (
     accelerator_for,
     adapter_disabled,
     evaluating,
+    held_bytes,
     load_base,
+    load_device,
+    load_dtype,
+    lockstep_batches,
+    means_over_processes,
     model_to_train,
     optimizer_step,
     prepare_training,
+    sharded_scorer,
+    sharding,
     summed_over_processes,
 )
 
@@ -94,49 +101,55 @@ class CriticRecipe:
 
     def setup(self) -> None:
         cfg = self.config
-        self.accelerator = accelerator_for(cfg)
-        device = str(self.accelerator.device)
+        acc = self.accelerator = accelerator_for(cfg)
+        device = str(acc.device)
+        self.sharded = sharding(cfg, acc)
         wanted = {i for p in self.data.pairs for i in (p.chosen, p.rejected)}
         self.examples = D.load_examples(self.db, self.tokenizer, sorted(wanted), training_info=cfg.training_info, max_len=cfg.max_len)
-        self.model = model_to_train(self.source, self.parent, cfg, device, lora_over_full=False)
-        self.reference = self._reference_logps(device)
+        self.model = model_to_train(self.source, self.parent, replace(cfg, dtype=load_dtype(cfg, acc)), load_device(cfg, acc), lora_over_full=False)
+        sharded = sharded_scorer(acc, self.model, cfg) if self.sharded else None
+        self.reference = self._reference_logps(device, sharded)
         self.scorer, self.optimizer, self.loader, self.scheduler, self.total_steps = prepare_training(
-            self.accelerator, self.model, cfg, len(self.train_pairs), cfg.epochs
+            acc, self.model, cfg, len(self.train_pairs), cfg.epochs, scorer=sharded
         )
 
     @torch.no_grad()
-    def _reference_logps(self, device: str) -> dict[int, list[torch.Tensor]]:
+    def _reference_logps(self, device: str, sharded=None) -> dict[int, list[torch.Tensor]]:
         """trajectory id → float32 token log-probs of the frozen initial LM, one tensor per row, computed once.
 
         LoRA: the model with its adapter disabled. Full fine-tuning: the model before
-        its first step, or (continuing) the base model loaded for this pass only.
+        its first step, or (continuing) the base model loaded for this pass only (sharded
+        like the model when the run is: ``sharded`` is the model's sharded scorer).
         Each process computes its share; the shares are gathered.
         """
         from accelerate.utils import gather_object
 
+        acc, cfg = self.accelerator, self.config
         ids = sorted(self.examples)
-        mine = ids[self.accelerator.process_index :: self.accelerator.num_processes]
-        if self.config.full:
-            model = load_base(self.source, device, self.config.dtype, trainable=False) if self.parent else self.model
-            context = nullcontext()
+        reference = None
+        if cfg.full and self.parent:
+            reference = load_base(self.source, load_device(cfg, acc), load_dtype(cfg, acc), trainable=False)
+            scorer = sharded_scorer(acc, reference, cfg) if sharded is not None else TokenLogProbs(reference, autocast=cfg.autocast_dtype(device))
+            model, context = reference, nullcontext()
         else:
-            model, context = self.model, adapter_disabled(self.model)
-        scorer = TokenLogProbs(model, autocast=self.config.autocast_dtype(device))
+            scorer = sharded if sharded is not None else TokenLogProbs(self.model, autocast=cfg.autocast_dtype(device))
+            model, context = self.model, (nullcontext() if cfg.full else adapter_disabled(self.model))
         found: dict[int, list[torch.Tensor]] = {}
-        with evaluating(model), context:
-            for start in range(0, len(mine), self.config.batch_size):
-                chunk = [self.examples[i] for i in mine[start : start + self.config.batch_size]]
+        with evaluating(scorer), evaluating(model), context:
+            for batch, keep in lockstep_batches(acc, ids, cfg.batch_size, sharded is not None):
+                chunk = [self.examples[i] for i in batch]
                 rows, owner = S.flatten([e.rows for e in chunk])
                 logps = self._forward(scorer, rows, device)
+                if not keep:
+                    continue
                 for r, (row, k) in enumerate(zip(rows, owner)):
                     found.setdefault(chunk[k].trajectory_id, []).append(logps[r, : len(row.input_ids)].float().cpu().clone())
-        if self.accelerator.num_processes > 1:
+        if acc.num_processes > 1:
             merged: dict[int, list[torch.Tensor]] = {}
             for part in gather_object([found]):
                 merged.update(part)
             found = merged
-        if self.config.full and self.parent:
-            del model
+        del reference, scorer
         return found
 
     def _forward(self, scorer, rows, device) -> torch.Tensor:
@@ -186,8 +199,9 @@ class CriticRecipe:
                 micro.append({"loss": losses[-1], "pair_accuracy": float((margin > 0).float().mean()), "margin": float(margin.mean())})
                 if acc.sync_gradients:
                     step += 1
+                    means = means_over_processes(acc, {k: sum(m[k] for m in micro) / len(micro) for k in micro[0]})
                     if steplog is not None:
-                        steplog.record(step, epoch + 1, {k: sum(m[k] for m in micro) / len(micro) for k in micro[0]} | figures)
+                        steplog.record(step, epoch + 1, means | figures)
                     micro = []
                     if self.on_progress and acc.is_main_process:
                         self.on_progress("train", step, self.total_steps, {"epoch": epoch + 1, "loss": losses[-1]})
@@ -199,6 +213,9 @@ class CriticRecipe:
         elapsed = time.perf_counter() - started
         last = self.metrics["epochs"][-1]
         self.metrics.update(
+            processes=acc.num_processes,
+            sharded=self.sharded,
+            held=held_bytes(acc, self.scorer, self.optimizer),
             steps=step,
             train_loss=last["loss"],
             train_pair_accuracy=last["train_pair_accuracy"],
@@ -231,7 +248,10 @@ class CriticRecipe:
     # -------------------------------------------------- save
 
     def save(self, folder, card=None) -> tuple[bool, str | None]:
-        return save_trained(self.accelerator, self.scorer, self.tokenizer, folder, card)
+        from colbench.model_refs import resolve_dtype
+
+        return save_trained(self.accelerator, self.scorer, self.tokenizer, folder, card,
+                            dtype=resolve_dtype(self.config.dtype, str(self.accelerator.device)))
 
 
 # ---------------------------------------------------------------- the entry point

@@ -176,22 +176,168 @@ def accelerator_for(config):
     return Accelerator(gradient_accumulation_steps=config.grad_accum, cpu=config.on_cpu)
 
 
-def prepare_training(accelerator, model, config, examples: int, epochs: int):
+def prepare_training(accelerator, model, config, examples: int, epochs: int, scorer=None):
     """Everything a training loop steps: (scorer, optimizer, loader of example indices, scheduler,
-    total optimiser steps), prepared by ``accelerator`` (activation checkpointing when configured)."""
-    if config.gradient_checkpointing:
+    total optimiser steps), prepared by ``accelerator`` (activation checkpointing when configured).
+
+    ``scorer``: the model's :func:`sharded_scorer` under ``--shard full`` (accelerate then prepares the
+    optimizer and the loader but not the scorer, which FSDP2 already distributes); else None, and the
+    scorer is made here and wrapped by accelerate (DDP under several processes). The scheduler is
+    stepped by :func:`optimizer_step`, once per optimiser step, never by accelerate (which would step it
+    once per process per step, running the schedule N times too fast under N processes)."""
+    if config.gradient_checkpointing and scorer is None:
         enable_activation_checkpointing(model)
     model.train()
-    params = trainable_parameters(model)
+    if scorer is not None:
+        reshard(scorer)  # the optimizer must get the shards, not what a forward left gathered
+    params = trainable_parameters(scorer if scorer is not None else model)
     if not params:
         raise RuntimeError("the model has no trainable parameters")
     total_steps = config.optimizer_steps(examples, epochs, accelerator.num_processes)
     optimizer, scheduler = config.optimizer(params, total_steps)
     generator = torch.Generator().manual_seed(config.seed)
     loader = torch.utils.data.DataLoader(list(range(examples)), batch_size=config.batch_size, shuffle=True, generator=generator, collate_fn=list)
-    scorer = TokenLogProbs(model, autocast=config.autocast_dtype(accelerator.device))
-    scorer, optimizer, loader, scheduler = accelerator.prepare(scorer, optimizer, loader, scheduler)
+    if scorer is None:
+        scorer = TokenLogProbs(model, autocast=config.autocast_dtype(accelerator.device))
+        scorer, optimizer, loader = accelerator.prepare(scorer, optimizer, loader)
+    else:
+        scorer.train()
+        optimizer, loader = accelerator.prepare(optimizer, loader)
     return scorer, optimizer, loader, scheduler, total_steps
+
+
+# ---------------------------------------------------------------- sharding (FSDP2)
+
+
+def sharding(config, accelerator) -> bool:
+    """Whether this run shards its model: ``--shard full`` under several processes."""
+    return getattr(config, "shard", "none") == "full" and accelerator.num_processes > 1
+
+
+def load_device(config, accelerator) -> str:
+    """Where to load the model to train: the CPU when it is about to be sharded (fully_shard moves each
+    process's shards to its device, one layer at a time), else this process's device."""
+    return "cpu" if sharding(config, accelerator) else str(accelerator.device)
+
+
+def load_dtype(config, accelerator):
+    """The weights' dtype as loaded. Sharded on a GPU: float32 (the master weights AdamW updates; the
+    layers compute in bfloat16 through FSDP2's MixedPrecisionPolicy) unless --dtype names one."""
+    if sharding(config, accelerator) and config.dtype is None and accelerator.device.type == "cuda":
+        return "float32"
+    return config.dtype
+
+
+def decoder_layers(model) -> list[nn.Module]:
+    """The repeated blocks of a transformers model (its ``_no_split_modules`` classes, e.g. LlamaDecoderLayer)."""
+    base = unwrap(model)
+    names = set(getattr(base, "_no_split_modules", None) or ())
+    layers = [m for m in base.modules() if type(m).__name__ in names]
+    if not layers:
+        decoder = base.get_decoder()
+        layers = list(getattr(decoder, "layers", []))
+    if not layers:
+        raise ValueError(f"cannot shard {type(base).__name__}: no decoder layers found")
+    return layers
+
+
+def sharded_scorer(accelerator, model, config) -> TokenLogProbs:
+    """``model`` sharded over the processes with FSDP2, as the :class:`TokenLogProbs` every trainer runs.
+
+    Each decoder layer is one FSDP unit (gathered for its forward and backward, then freed); the
+    scorer is the root unit, holding the rest: embeddings, final norm and output layer (tied or not),
+    gathered in float32, so the output layer and log-probs stay float32 as without sharding. On a GPU
+    with float32 weights (the default, :func:`load_dtype`) the layers compute in bfloat16 and reduce
+    gradients in float32. Gradients are reduce-scattered (averaged) at every backward, so under
+    gradient accumulation each process keeps only its shard of them.
+
+    Every process must run the scorer's forwards in step with the others (each gathers a layer from
+    all): the trainers give every process the same number of batches.
+    """
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    device = accelerator.device
+    mesh = init_device_mesh(device.type, (accelerator.num_processes,))
+    weights = next(model.parameters()).dtype
+    compute = torch.bfloat16 if device.type == "cuda" and weights == torch.float32 and config.dtype is None else None
+    layer_policy = MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=torch.float32 if compute else None)
+    if config.gradient_checkpointing:
+        enable_activation_checkpointing(model)
+    for layer in decoder_layers(model):
+        fully_shard(layer, mesh=mesh, mp_policy=layer_policy)
+    scorer = TokenLogProbs(model, autocast=None if compute else config.autocast_dtype(device))
+    fully_shard(scorer, mesh=mesh)
+    return scorer
+
+
+def reshard(module) -> None:
+    """Free what FSDP2 left gathered: after a forward without backward (reference log-probs, held-out
+    scores) the root unit keeps its parameters whole, and ``parameters()`` would give those instead of
+    the shards."""
+    from torch.distributed.fsdp import FSDPModule
+
+    for m in module.modules():
+        if isinstance(m, FSDPModule):
+            m.reshard()
+
+
+def is_sharded(module) -> bool:
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(getattr(module, "module", module), FSDPModule)
+
+
+def lockstep_batches(accelerator, ids: list, batch_size: int, sharded: bool):
+    """This process's share of ``ids`` (every n-th), in batches: (batch, keep). Sharded, every process
+    runs as many batches as the busiest one (FSDP2's gathers are collective): a process with fewer
+    repeats a batch (``keep`` False: its results are dropped)."""
+    n, rank = accelerator.num_processes, accelerator.process_index
+    mine = ids[rank::n]
+    batches = [(mine[i : i + batch_size], True) for i in range(0, len(mine), batch_size)]
+    if sharded and ids:
+        most = -(-len(ids[0::n]) // batch_size)
+        filler = batches[0][0] if batches else ids[:1]
+        batches += [(filler, False)] * (most - len(batches))
+    return batches
+
+
+def full_state_dict(scorer, adapter: bool) -> dict:
+    """The sharded model's weights gathered whole on rank 0 (float32, on the CPU; the other ranks get
+    an empty dict). Every process must call it. ``adapter``: only the trainable (LoRA) weights."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=adapter)
+    reshard(scorer)
+    state = get_model_state_dict(scorer, options=options)
+    # A parameter shared by two modules (tied embeddings and output layer) is gathered twice: make it
+    # one tensor again, so the model's save drops the tied copy as it does unsharded.
+    first: dict[int, str] = {}
+    for name, param in scorer.named_parameters(remove_duplicate=False):
+        if first.setdefault(id(param), name) != name and name in state and first[id(param)] in state:
+            state[name] = state[first[id(param)]]
+    return {k.removeprefix("lm."): v for k, v in state.items()}
+
+
+def held_bytes(accelerator, scorer, optimizer) -> dict:
+    """What each process holds, measured from its local tensors (a sharded parameter's local shard):
+    bytes of parameters (all, and trainable) and of optimiser state, one entry per process."""
+    from accelerate.utils import gather_object
+    from torch.distributed.tensor import DTensor
+
+    def size(t) -> int:
+        t = t.to_local() if isinstance(t, DTensor) else t
+        return t.numel() * t.element_size()
+
+    params = list(scorer.parameters())
+    state = getattr(optimizer, "optimizer", optimizer).state
+    mine = {
+        "parameter_bytes": sum(size(p) for p in params),
+        "trainable_parameter_bytes": sum(size(p) for p in params if p.requires_grad),
+        "optimizer_bytes": sum(size(v) for s in state.values() for v in s.values() if torch.is_tensor(v)),
+    }
+    found = gather_object([mine]) if accelerator.num_processes > 1 else [mine]
+    return {k: [f[k] for f in found] for k in mine}
 
 
 def summed_over_processes(accelerator, values: dict[str, float]) -> dict[str, float]:
@@ -206,13 +352,23 @@ def summed_over_processes(accelerator, values: dict[str, float]) -> dict[str, fl
 
 def optimizer_step(accelerator, scorer, optimizer, scheduler, loss, max_grad_norm: float) -> dict:
     """Backward, then (on an accumulation boundary) clip to ``max_grad_norm`` (0: never), step, schedule, zero.
-    Returns the step's learning rate and, on a boundary, the gradients' global norm before clipping."""
+    Returns the step's learning rate and, on a boundary, the gradients' global norm before clipping
+    (over every shard when the model is sharded)."""
     accelerator.backward(loss)
     figures = {"lr": scheduler.get_last_lr()[0]}
     if accelerator.sync_gradients:
         norm = accelerator.clip_grad_norm_(scorer.parameters(), max_grad_norm if max_grad_norm > 0 else float("inf"))
-        figures["grad_norm"] = float(norm)
-    optimizer.step()
-    scheduler.step()
+        figures["grad_norm"] = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+    optimizer.step()  # accelerate's optimizer steps and zeroes on a boundary only
+    if accelerator.sync_gradients:
+        scheduler.step()
     optimizer.zero_grad()
     return figures
+
+
+def means_over_processes(accelerator, values: dict[str, float]) -> dict[str, float]:
+    """Each number averaged over the processes (every process calls it with the same keys): a step's
+    loss statistics under several processes are the whole step's, not rank 0's share."""
+    if accelerator.num_processes == 1:
+        return dict(values)
+    return {k: v / accelerator.num_processes for k, v in summed_over_processes(accelerator, values).items()}

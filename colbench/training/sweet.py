@@ -108,8 +108,11 @@ def select_turns(db, config: P.PolicyConfig, watermark: int | None, tokenizer) -
     return jobs, top, len(fresh)
 
 
-def sampler_kind(db, config: P.PolicyConfig, start: str, device) -> str:
-    """hf or ct2: the engine that samples candidates from the policy ``start`` (a model ref)."""
+def sampler_kind(db, config: P.PolicyConfig, start: str, device, processes: int = 1) -> str:
+    """hf, ct2, vllm or openai: the engine that samples candidates from the policy ``start`` (a model ref)."""
+    if config.sampler == "vllm" and processes > 1:
+        raise ValueError("--sampler vllm runs in one process; under `colbench launch` serve the policy with "
+                         "`vllm serve` and sample with --sampler openai --base-url URL (docs/scale.md)")
     if config.sampler != "auto":
         return config.sampler
     from colbench.engines import default_engine
@@ -119,8 +122,10 @@ def sampler_kind(db, config: P.PolicyConfig, start: str, device) -> str:
     return default_engine(start, kind, checkpoint_lookup=checkpoint_lookup(db))
 
 
-def sampling_key(config: P.PolicyConfig, base_model: str, parent_id: int | None, critic_id: int | list[int] | None, sampler: str = "hf") -> str:
-    """Names what decides a turn's candidates and scores: same key, same candidates."""
+def sampling_key(config: P.PolicyConfig, base_model: str, parent_id: int | None, critic_id: int | list[int] | None, sampler: str = "hf",
+                 served_model: str | None = None) -> str:
+    """Names what decides a turn's candidates and scores: same key, same candidates. How the
+    training runs (batch size, processes, sharding) is not part of it."""
     spec = {
         "base": base_model, "parent": parent_id, "critic": critic_id, "n": config.candidates,
         "temperature": config.temperature, "max_new_tokens": config.max_new_tokens, "seed": config.seed,
@@ -128,6 +133,8 @@ def sampling_key(config: P.PolicyConfig, base_model: str, parent_id: int | None,
     }
     if sampler != "hf":  # the same distribution, other draws (keys of hf-sampled stores stay as they were)
         spec["sampler"] = sampler
+    if served_model is not None:  # what the server was asked for
+        spec["served_model"] = served_model
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -164,15 +171,23 @@ def ranking_score(score, sampler_logps: Sequence[float], mode: str) -> tuple[flo
 
 
 def candidate_engine(db, recipe, sampler: str, start: str):
-    """The engine sampling candidates: hf on the model being trained (before its first step),
-    or ct2 on ``start``, the same policy's stored weights."""
-    if sampler == "ct2":
+    """The engine sampling candidates from the policy as training starts: hf on the model being trained
+    (before its first step; under --shard full on an unsharded copy of it, since every process samples
+    its own turns and a sharded model would make them wait for each other), ct2 or vllm on ``start``
+    (the same policy's stored weights), or openai on a server that serves it (--base-url)."""
+    cfg = recipe.config
+    if sampler in ("ct2", "vllm"):
         from colbench.wiring import build_engine
 
-        return build_engine(db, "ct2", start, max_batch_size=recipe.config.sample_batch_size)
+        return build_engine(db, sampler, start, max_batch_size=cfg.sample_batch_size)
+    if sampler == "openai":
+        from colbench.engines.openai import OpenAIEngine, served_model
+
+        name = cfg.served_model or served_model(cfg.base_url)
+        return OpenAIEngine(name, cfg.base_url, tokenizer=recipe.tokenizer)
     from colbench.engines.hf import HFEngine
 
-    return HFEngine(model=recipe.model, tokenizer=recipe.tokenizer, max_batch_size=recipe.config.sample_batch_size, model_ref="training")
+    return HFEngine(model=recipe.starting_policy(), tokenizer=recipe.tokenizer, max_batch_size=cfg.sample_batch_size, model_ref="training")
 
 
 def critic_list(critic_id: int | list[int]) -> list[int]:
@@ -216,7 +231,7 @@ class CriticRanking:
             sampler_logps = [s.token_logprobs for s in generation.samples]
             if context.truncated:  # the critic read a cut prompt: the sampler term reads the same one
                 sampler_logps = [t.tolist() for t in shared_prefix_logps(
-                    recipe.model, nullcontext(), context.prompt_ids, token_lists, cfg.sample_batch_size, recipe.tokenizer.pad_token_id
+                    recipe.starting_policy(), nullcontext(), context.prompt_ids, token_lists, cfg.sample_batch_size, recipe.tokenizer.pad_token_id
                 )]
             rows = []
             for score, logps in zip(scored, sampler_logps):
@@ -321,8 +336,13 @@ def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_id: int
     ``critic_id`` ranks them: a critic, an ensemble's list, or None (--score oracle)."""
     cfg = recipe.config
     start = f"ckpt:{parent_id}" if parent_id is not None else base_model  # the policy as training starts
-    sampler = sampler_kind(db, cfg, start, recipe.device)
-    key = sampling_key(cfg, base_model, parent_id, critic_id, sampler)
+    sampler = sampler_kind(db, cfg, start, recipe.device, recipe.accelerator.num_processes)
+    served = None
+    if sampler == "openai":
+        from colbench.engines.openai import served_model
+
+        served = cfg.served_model or served_model(cfg.base_url)
+    key = sampling_key(cfg, base_model, parent_id, critic_id, sampler, served)
     have = stored_candidates(db, key, [j.turn_id for j in jobs])
     recipe.accelerator.wait_for_everyone()  # every process has read the same store before any of them writes to it
     stats = {"turns_reused": len(jobs), "turns_sampled": 0, "candidates_sampled": 0}
@@ -335,6 +355,7 @@ def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_id: int
             ranking.close()
             if sampler != "hf":  # the hf engine runs the model being trained: it stays
                 engine.close()
+            recipe.release_starting_policy()  # a sharded run's unsharded copy, if one was loaded
         del ranking, engine
     stats["sampler"] = sampler
     recipe.accelerator.wait_for_everyone()

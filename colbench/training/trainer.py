@@ -13,7 +13,7 @@ code runs on CPU, one GPU (bfloat16 weights) and several GPUs under ``accelerate
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -46,9 +46,16 @@ from colbench.training.modeling import (
     TokenLogProbs,
     accelerator_for,
     evaluating,
+    held_bytes,
+    load_device,
+    load_dtype,
+    lockstep_batches,
+    means_over_processes,
     model_to_train,
     optimizer_step,
     prepare_training,
+    sharded_scorer,
+    sharding,
     summed_over_processes,
 )
 
@@ -124,10 +131,29 @@ class PolicyTrainer:
     def setup_model(self) -> None:
         from colbench.model_refs import load_tokenizer
 
-        self.accelerator = accelerator_for(self.config)
-        self.device = self.accelerator.device
+        cfg = self.config
+        acc = self.accelerator = accelerator_for(cfg)
+        self.device = acc.device
         self.tokenizer = load_tokenizer(self.source)
-        self.model = model_to_train(self.source, self.parent, self.config, str(self.device), lora_over_full=True)
+        self.sharded = sharding(cfg, acc)
+        self.model = model_to_train(self.source, self.parent, replace(cfg, dtype=load_dtype(cfg, acc)), load_device(cfg, acc), lora_over_full=True)
+        # Sharded before anything else runs, so sampling SWEET's candidates finds each process's memory mostly free.
+        self.sharded_scorer = sharded_scorer(acc, self.model, cfg) if self.sharded else None
+        self._start_copy = None
+
+    def starting_policy(self):
+        """The policy as training starts, as a plain model on this process's device: the model being
+        trained (before its first step) or, when that is sharded, a copy of the same weights loaded for
+        the purpose (free it with :meth:`release_starting_policy`)."""
+        if not self.sharded:
+            return self.model
+        if self._start_copy is None:
+            self._start_copy = model_to_train(self.source, self.parent, self.config, str(self.device), lora_over_full=True).eval()
+            self._start_copy.requires_grad_(False)
+        return self._start_copy
+
+    def release_starting_policy(self) -> None:
+        self._start_copy = None
 
     def setup_training(self, items: list) -> None:
         cfg = self.config
@@ -137,7 +163,7 @@ class PolicyTrainer:
             self._reference_logps()
         self.epochs = cfg.epochs_for(self.algo)
         self.scorer, self.optimizer, self.loader, self.scheduler, self.total_steps = prepare_training(
-            self.accelerator, self.model, cfg, len(items), self.epochs
+            self.accelerator, self.model, cfg, len(items), self.epochs, scorer=self.sharded_scorer
         )
 
     @torch.no_grad()
@@ -151,17 +177,15 @@ class PolicyTrainer:
         from accelerate.utils import gather_object
 
         acc = self.accelerator
-        mine = list(range(acc.process_index, len(self.items), acc.num_processes))
-        scorer = TokenLogProbs(self.model, autocast=self.config.autocast_dtype(self.device))
+        scorer = self.sharded_scorer or TokenLogProbs(self.model, autocast=self.config.autocast_dtype(self.device))
         found: dict[int, tuple[float, float]] = {}
-        with evaluating(self.model):
-            for start in range(0, len(mine), self.config.batch_size):
-                chunk = mine[start : start + self.config.batch_size]
+        with evaluating(scorer):
+            for chunk, keep in lockstep_batches(acc, list(range(len(self.items))), self.config.batch_size, self.sharded):
                 rows, owner = pair_rows([self.items[i] for i in chunk])
                 ids, mask, turns = (t.to(self.device) for t in D.collate(rows, self.tokenizer.pad_token_id))
                 per_row = sequence_logps(scorer(ids, mask, turns >= 0), turns >= 0).float()
                 sides = by_owner(per_row, torch.tensor(owner, device=per_row.device), 2 * len(chunk)).cpu().tolist()
-                for k, i in enumerate(chunk):
+                for k, i in enumerate(chunk if keep else []):
                     found[i] = (sides[k], sides[len(chunk) + k])
         if acc.num_processes > 1:
             merged: dict[int, tuple[float, float]] = {}
@@ -207,7 +231,7 @@ class PolicyTrainer:
                 tokens += n
                 if acc.sync_gradients:
                     step += 1
-                    steps.append(step_means(history, cfg.grad_accum))
+                    steps.append(means_over_processes(acc, step_means(history, cfg.grad_accum)))
                     if steplog is not None:
                         steplog.record(step, epoch + 1, steps[-1] | figures)
                     if self.on_progress and acc.is_main_process:
@@ -230,6 +254,9 @@ class PolicyTrainer:
         self.metrics.update(
             {f"train_{k}": v for k, v in last.items() if k != "epoch"}
             | {
+                "processes": acc.num_processes,
+                "sharded": self.sharded,
+                "held": held_bytes(acc, self.scorer, self.optimizer),
                 "steps": step,
                 "train_seconds": round(elapsed, 3),
                 "train_tokens": tokens,
@@ -240,7 +267,10 @@ class PolicyTrainer:
     # -------------------------------------------------- save
 
     def save(self, folder: Path, card=None) -> tuple[bool, str | None]:
-        return save_trained(self.accelerator, self.scorer, self.tokenizer, folder, card)
+        from colbench.model_refs import resolve_dtype
+
+        return save_trained(self.accelerator, self.scorer, self.tokenizer, folder, card,
+                            dtype=resolve_dtype(self.config.dtype, str(self.accelerator.device)))
 
 
 
@@ -405,7 +435,7 @@ def nothing_to_train(config: "PolicyConfig", watermark, why: str) -> NothingToTr
 
 # Settings that only some algorithms read; a run records its own and not the others'.
 ALGO_ONLY_FIELDS = {
-    ("sweet",): ("fraction", "selection", "candidates", "pairs_per_turn", "temperature", "max_new_tokens", "score", "sample_batch_size"),
+    ("sweet",): ("fraction", "selection", "candidates", "pairs_per_turn", "temperature", "max_new_tokens", "score", "sample_batch_size", "base_url", "served_model"),
     ("mtdpo",): ("pairs",),
     ("sweet", "mtdpo"): ("beta", "nll_weight", "loss", "label_smoothing", "stop_on_displacement"),  # the preference losses'
     ("rft", "sft"): ("rft_threshold",),  # sft reads rft's data

@@ -12,6 +12,15 @@ protocol over real HTTP: ``POST /v1/chat/completions`` with the real response sc
     openai_server.requests                                 # every request body received
     openai_server.set_delay(lambda request: 0.2)           # wait this long before each normal reply
     openai_server.in_flight_peak                           # most requests held at once (reset_in_flight_peak())
+
+``POST /v1/completions`` continues a prompt (text, or token ids as vLLM takes them) and, as
+vLLM does, says what it sampled: with ``logprobs`` each choice's ``logprobs.token_logprobs``
+and ``logprobs.tokens``, the latter as ``"token_id:<id>"`` strings under
+``return_tokens_as_token_ids``; with ``return_token_ids`` (vLLM >= 0.10.2) also
+``choices[i].token_ids``. Scripting:
+
+    openai_server.set_completion_responder(fn)   # fn(request) -> n dicts: token_ids, logprobs, finish_reason[, text]
+    openai_server.token_ids_field = False        # an older vLLM: ids only as "token_id:<id>" strings
 """
 from __future__ import annotations
 
@@ -28,6 +37,7 @@ from typing import Any, Callable
 import pytest
 
 Responder = Callable[[dict[str, Any]], "str | list[str]"]
+CompletionResponder = Callable[[dict[str, Any]], "list[dict[str, Any]]"]
 Delay = Callable[[dict[str, Any]], float]
 
 
@@ -37,6 +47,20 @@ def echo_responder(request: dict[str, Any]) -> list[str]:
     if isinstance(last, list):  # content parts (text + images)
         last = " ".join(p["text"] for p in last if isinstance(p, dict) and p.get("text"))
     return [f"reply {i}: {last}" for i in range(int(request.get("n") or 1))]
+
+
+def echo_completion(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """Default for /v1/completions: choice i continues the prompt's ids with a few ids derived from
+    them (a text prompt counts its stand-in tokens), each with a deterministic log-prob."""
+    prompt = request.get("prompt")
+    ids = prompt if isinstance(prompt, list) else [len(t) for t in tokenize(str(prompt or ""))]
+    most = int(request.get("max_tokens") or 16)
+    choices = []
+    for i in range(int(request.get("n") or 1)):
+        sampled = [(sum(ids) + 7 * i + k) % 1000 for k in range(min(most, 4))]
+        choices.append({"token_ids": sampled, "logprobs": [token_logprob(str(t)) for t in sampled],
+                        "finish_reason": "length" if most <= 4 else "stop"})
+    return choices
 
 
 def tokenize(text: str) -> list[str]:
@@ -62,6 +86,8 @@ class FakeOpenAIServer:
         self.requests: list[dict[str, Any]] = []  # request bodies, in arrival order
         self.headers: list[dict[str, str]] = []  # request headers, same order
         self._responder: Responder = echo_responder
+        self._completion_responder: CompletionResponder = echo_completion
+        self.token_ids_field = True  # answer return_token_ids with choices[i].token_ids, as vLLM >= 0.10.2 does
         self._delay: Delay | None = None
         self.in_flight = 0  # requests received and not yet answered (hangs and delays included)
         self.in_flight_peak = 0
@@ -77,6 +103,11 @@ class FakeOpenAIServer:
 
     def set_responder(self, fn: Responder) -> None:
         self._responder = fn
+
+    def set_completion_responder(self, fn: CompletionResponder) -> None:
+        """What /v1/completions samples: ``fn(request)`` gives one dict per choice with ``token_ids``,
+        their ``logprobs`` and a ``finish_reason`` (and optionally ``text``)."""
+        self._completion_responder = fn
 
     def set_delay(self, fn: Delay | None) -> None:
         """Seconds to wait before each normal reply (not before scripted failures or drops), as a
@@ -180,6 +211,36 @@ class FakeOpenAIServer:
                       "total_tokens": prompt_tokens + completion_tokens},
         }
 
+    def _text_completion(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A vLLM-style reply of /v1/completions."""
+        n = int(request.get("n") or 1)
+        sampled = self._completion_responder(request)
+        if len(sampled) != n:
+            raise ValueError(f"completion responder gave {len(sampled)} choices for n={n}")
+        as_ids = bool(request.get("return_tokens_as_token_ids"))
+        want_logprobs = request.get("logprobs") is not None
+        choices, completion_tokens = [], 0
+        for i, choice in enumerate(sampled):
+            ids, values = list(choice["token_ids"]), list(choice["logprobs"])
+            completion_tokens += len(ids)
+            text = choice.get("text", " ".join(f"tok{t}" for t in ids))
+            out: dict[str, Any] = {"index": i, "text": text, "logprobs": None, "finish_reason": choice["finish_reason"], "stop_reason": None}
+            if want_logprobs:
+                tokens = [f"token_id:{t}" if as_ids else f"tok{t}" for t in ids]
+                offsets = [sum(len(x) for x in tokens[:k]) for k in range(len(tokens))]
+                out["logprobs"] = {"text_offset": offsets, "token_logprobs": values, "tokens": tokens,
+                                   "top_logprobs": [{tok: lp} for tok, lp in zip(tokens, values)]}
+            if request.get("return_token_ids") and self.token_ids_field:
+                out["token_ids"] = ids
+            choices.append(out)
+        prompt = request.get("prompt")
+        prompt_tokens = len(prompt) if isinstance(prompt, list) else len(tokenize(str(prompt or "")))
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex[:12]}", "object": "text_completion", "created": int(time.time()),
+            "model": request.get("model", self.model), "choices": choices,
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
+        }
+
     def _handler_class(self):
         server = self
 
@@ -233,7 +294,8 @@ class FakeOpenAIServer:
                     self._done()
 
             def _chat(self, raw: bytes):
-                if self.path.rstrip("/") != "/v1/chat/completions":
+                route = self.path.rstrip("/")
+                if route not in ("/v1/chat/completions", "/v1/completions"):
                     self._error(404, f"no route {self.path}")
                     return
                 try:
@@ -262,13 +324,17 @@ class FakeOpenAIServer:
                         except OSError:
                             pass
                         return
-                if not isinstance(request.get("messages"), list) or not request.get("model"):
+                completing = route == "/v1/completions"
+                if completing and (request.get("prompt") in (None, "", []) or not request.get("model")):
+                    self._error(400, "'model' and 'prompt' are required")
+                    return
+                if not completing and (not isinstance(request.get("messages"), list) or not request.get("model")):
                     self._error(400, "'model' and 'messages' are required")
                     return
                 try:
                     if server._delay is not None:
                         server._release.wait(max(0.0, float(server._delay(request))))
-                    body = server._completion(request)
+                    body = server._text_completion(request) if completing else server._completion(request)
                 except Exception as exc:  # a broken responder (or delay) shows as a server error
                     self._error(500, f"responder failed: {exc}")
                     return
