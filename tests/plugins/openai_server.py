@@ -21,6 +21,7 @@ and ``logprobs.tokens``, the latter as ``"token_id:<id>"`` strings under
 
     openai_server.set_completion_responder(fn)   # fn(request) -> n dicts: token_ids, logprobs, finish_reason[, text]
     openai_server.token_ids_field = False        # an older vLLM: ids only as "token_id:<id>" strings
+    openai_server.token_id_strings = False       # and a server that is not vLLM: tokens as text only
 """
 from __future__ import annotations
 
@@ -88,6 +89,7 @@ class FakeOpenAIServer:
         self._responder: Responder = echo_responder
         self._completion_responder: CompletionResponder = echo_completion
         self.token_ids_field = True  # answer return_token_ids with choices[i].token_ids, as vLLM >= 0.10.2 does
+        self.token_id_strings = True  # answer return_tokens_as_token_ids with "token_id:<id>" tokens, as vLLM does
         self._delay: Delay | None = None
         self.in_flight = 0  # requests received and not yet answered (hangs and delays included)
         self.in_flight_peak = 0
@@ -217,7 +219,7 @@ class FakeOpenAIServer:
         sampled = self._completion_responder(request)
         if len(sampled) != n:
             raise ValueError(f"completion responder gave {len(sampled)} choices for n={n}")
-        as_ids = bool(request.get("return_tokens_as_token_ids"))
+        as_ids = bool(request.get("return_tokens_as_token_ids")) and self.token_id_strings
         want_logprobs = request.get("logprobs") is not None
         choices, completion_tokens = [], 0
         for i, choice in enumerate(sampled):
