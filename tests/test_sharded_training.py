@@ -117,7 +117,7 @@ def test_sharded_critic_full_fine_tune_matches_one_process(store, tiny_model_dir
     critic = ["critic", "fit", "--model", str(tiny_model_dir), "--full", "--epochs", "2", "--heldout", "0", "--from-scratch", *TINY]
     one = fit(COLBENCH, url, *critic, "--batch-size", "4")
     ddp = fit(launch(), url, *critic, "--batch-size", "2", "--shard", "none")
-    fsdp = fit(launch(), url, *critic, "--batch-size", "2", "--shard", "full")
+    fsdp = fit(launch(), url, *critic, "--batch-size", "2", "--shard", "full", "--gradient-checkpointing")
     for run in (one, ddp, fsdp):
         run["base"] = str(tiny_model_dir)
     assert (one["metrics"]["sharded"], ddp["metrics"]["sharded"], fsdp["metrics"]["sharded"]) == (False, False, True)
@@ -141,7 +141,7 @@ def test_sharded_critic_full_fine_tune_matches_one_process(store, tiny_model_dir
 
 def test_sharded_policies_match_one_process(store, tiny_model_dir):
     """SWEET (LoRA, candidates from the ct2 sampler on the stored weights, reference log-probs from the
-    sharded model, the adapter gathered) and rejection fine-tuning (full fine-tuning): one process with
+    sharded model, activation checkpointing inside the sharded layers, the adapter gathered) and rejection fine-tuning (full fine-tuning): one process with
     --grad-accum 2 takes the two processes' step."""
     db, url = store
     model = str(tiny_model_dir)
@@ -149,7 +149,7 @@ def test_sharded_policies_match_one_process(store, tiny_model_dir):
                  "--lora-rank", "4", "--batch-size", "2", *TINY)["checkpoint"]
     sweet = ["policy", "fit", "--algo", "sweet", "--model", model, "--critic", critic, "--fraction", "1", "--candidates", "4",
              "--max-new-tokens", "4", "--sample-batch-size", "8", "--lora-rank", "4", "--nll-weight", "0", *TINY]
-    two = fit(launch(), url, *sweet, "--batch-size", "2", "--shard", "full")
+    two = fit(launch(), url, *sweet, "--batch-size", "2", "--shard", "full", "--gradient-checkpointing")
     one = fit(COLBENCH, url, *sweet, "--batch-size", "2", "--grad-accum", "2")
     assert two["metrics"]["turns_sampled"] == 24 and one["metrics"]["turns_sampled"] == 0  # the same candidates, so the same pairs
     assert two["metrics"]["sampler"] == "ct2" and two["metrics"]["pairs"] == one["metrics"]["pairs"] > 0

@@ -262,9 +262,10 @@ def sharded_scorer(accelerator, model, config) -> TokenLogProbs:
     weights = next(model.parameters()).dtype
     compute = torch.bfloat16 if device.type == "cuda" and weights == torch.float32 and config.dtype is None else None
     layer_policy = MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=torch.float32 if compute else None)
+    layers = decoder_layers(model)
     if config.gradient_checkpointing:
-        enable_activation_checkpointing(model)
-    for layer in decoder_layers(model):
+        layers = checkpointed(model, layers)
+    for layer in layers:
         fully_shard(layer, mesh=mesh, mp_policy=layer_policy)
     scorer = TokenLogProbs(model, autocast=None if compute else config.autocast_dtype(device))
     fully_shard(scorer, mesh=mesh)
@@ -280,6 +281,26 @@ def reshard(module) -> None:
     for m in module.modules():
         if isinstance(m, FSDPModule):
             m.reshard()
+
+
+def checkpointed(model, layers: list[nn.Module]) -> list[nn.Module]:
+    """Each layer replaced by itself under activation checkpointing (torch's checkpoint_wrapper), for
+    FSDP2 to shard from outside: its hooks then gather and cast to bfloat16 before the checkpointed
+    region, whose recomputation in the backward pass reads the same bfloat16 inputs. (transformers'
+    own checkpointing wraps the layer's call from outside FSDP's hooks, so the recomputation gets the
+    float32 inputs FSDP2 does not cast again: float32 queries against bfloat16 values.) The saved
+    state dict's names are the layers' own: the wrapper's prefix is left out."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
+
+    parents = {id(child): (parent, name) for parent in model.modules() for name, child in parent.named_children()}
+    wrapped = []
+    for layer in layers:
+        parent, name = parents[id(layer)]
+        wrapper = checkpoint_wrapper(layer, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+        setattr(parent, name, wrapper)
+        wrapped.append(wrapper)
+    unwrap(model).config.use_cache = False
+    return wrapped
 
 
 def is_sharded(module) -> bool:
