@@ -98,7 +98,7 @@ def save_trained(accelerator, scorer, tokenizer, folder: Path, card=None, dtype=
     A sharded model (``--shard full``) is gathered whole on rank 0 first (every process takes part):
     an adapter's weights as trained (float32), full weights in ``dtype`` (the dtype the same run would
     have kept them in unsharded), so the folder is the one an unsharded run writes."""
-    from colbench.training.modeling import full_state_dict, is_peft, is_sharded
+    from colbench.training.modeling import full_state_dict, is_peft, is_sharded, without_checkpoint_wrappers
 
     accelerator.wait_for_everyone()
     state = None
@@ -112,7 +112,8 @@ def save_trained(accelerator, scorer, tokenizer, folder: Path, card=None, dtype=
     model = accelerator.unwrap_model(scorer).lm
     if state is not None and not is_peft(model) and dtype is not None:
         model.config.dtype = dtype  # config.json says what the files hold
-    return save_model(model, tokenizer, folder, card, state_dict=state)
+    with without_checkpoint_wrappers(model):
+        return save_model(model, tokenizer, folder, card, state_dict=state)
 
 
 def card_maker(db, *, kind: str, run_id: int, name: str | None, base_model: str, config: dict, metrics: dict, trajectory_ids):

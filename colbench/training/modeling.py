@@ -303,6 +303,23 @@ def checkpointed(model, layers: list[nn.Module]) -> list[nn.Module]:
     return wrapped
 
 
+@contextmanager
+def without_checkpoint_wrappers(model):
+    """The model with its layers in place of their checkpoint wrappers for the duration (then back):
+    what peft's and transformers' saves expect to find (peft matches the adapter's weights by the
+    modules' own names)."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
+
+    swapped = [(parent, name, child) for parent in model.modules() for name, child in parent.named_children() if isinstance(child, CheckpointWrapper)]
+    for parent, name, wrapper in swapped:
+        setattr(parent, name, wrapper._checkpoint_wrapped_module)
+    try:
+        yield model
+    finally:
+        for parent, name, wrapper in swapped:
+            setattr(parent, name, wrapper)
+
+
 def is_sharded(module) -> bool:
     from torch.distributed.fsdp import FSDPModule
 
@@ -379,7 +396,8 @@ def optimizer_step(accelerator, scorer, optimizer, scheduler, loss, max_grad_nor
     figures = {"lr": scheduler.get_last_lr()[0]}
     if accelerator.sync_gradients:
         norm = accelerator.clip_grad_norm_(scorer.parameters(), max_grad_norm if max_grad_norm > 0 else float("inf"))
-        figures["grad_norm"] = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+        if norm is not None:  # DeepSpeed reports none before its first step
+            figures["grad_norm"] = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
     optimizer.step()  # accelerate's optimizer steps and zeroes on a boundary only
     if accelerator.sync_gradients:
         scheduler.step()
