@@ -86,7 +86,7 @@ def test_compare_tells_a_real_difference_from_noise(sqlite_url, capsys, monkeypa
         return Arm(key, model=policy, results={"lite-test": found})
 
     arms = [arm("zero-shot", "scripted:mixed@0.5"), arm("sweet", "scripted:expert"), arm("best-of-n", "scripted:mixed@0.5", "seed=7")]
-    BackendExperiment(db, ExperimentConfig(tasks="backend-lite")).compare_with_zero_shot(arms)
+    BackendExperiment(db, ExperimentConfig(tasks="backend-lite", evaluate_on="test")).compare_with_zero_shot(arms)
     assert arms[0].versus_zero_shot == {}
     better, same = arms[1].versus_zero_shot["lite-test"], arms[2].versus_zero_shot["lite-test"]
     assert better["difference"] == real["difference"] and better["p_value"] == real["p_value"] and better["gained"] == real["gained"]
