@@ -58,3 +58,17 @@ def command_line(url: str, capsys, monkeypatch):
 def write_jsonl(path: Path, records) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path
+
+
+def graded_store(folder: Path):
+    """(Database, url) of a SQLite store in ``folder`` holding 4 tasks, each solved in 2 turns, 30% in 1 and
+    failed in 3: 8 critic pairs and 24 agent turns for the multi-process trainers' tests."""
+    from colbench.official import import_trajectories
+    from colbench.store.db import Database
+    from officialdata import backend_task, trajectory
+
+    url = f"sqlite:///{folder / 'c.db'}"
+    db = Database(url)
+    records = [trajectory(backend_task(i), turns, reward) for i in range(4) for turns, reward in ((2, 1.0), (1, 0.3), (3, 0.0))]
+    import_trajectories(db, write_jsonl(folder / "data.jsonl", records))
+    return db, url

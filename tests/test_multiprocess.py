@@ -14,12 +14,10 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from colbench.official import import_trajectories
 from colbench.store.db import Database
 from colbench.store.models import Checkpoint, Lineage, TrainingRun
 from colbench.training.checkpoints import fail_stale_runs, list_checkpoints
-from conftest import write_jsonl
-from officialdata import backend_task, trajectory
+from conftest import graded_store
 
 COLBENCH = [sys.executable, "-m", "colbench.cli.app"]
 
@@ -63,12 +61,7 @@ def lineage_of(db: Database, run_id: int) -> list[tuple[int, int | None]]:
 
 @pytest.fixture(scope="module")
 def store(tiny_model_dir, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("multiprocess")
-    url = f"sqlite:///{folder / 'c.db'}"
-    db = Database(url)
-    records = [trajectory(backend_task(i), turns, reward) for i in range(4) for turns, reward in ((2, 1.0), (1, 0.3), (3, 0.0))]
-    import_trajectories(db, write_jsonl(folder / "data.jsonl", records))
-    return db, url
+    return graded_store(tmp_path_factory.mktemp("multiprocess"))
 
 
 def test_two_processes_train_each_recipe_as_one_does(store, tiny_model_dir):

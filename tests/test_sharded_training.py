@@ -25,11 +25,9 @@ import pytest
 from safetensors.torch import load_file
 from sqlmodel import select
 
-from colbench.official import import_trajectories
 from colbench.store.db import Database
 from colbench.store.models import TrainingStep
-from conftest import write_jsonl
-from officialdata import backend_task, trajectory
+from conftest import graded_store
 
 COLBENCH = [sys.executable, "-m", "colbench.cli.app"]
 WEIGHT_TOLERANCE = 1e-4  # max |Δw| between the checkpoints (float32, weights up to ~3)
@@ -103,13 +101,7 @@ def assert_halved(sharded: dict, whole: dict) -> None:
 
 @pytest.fixture(scope="module")
 def store(tiny_model_dir, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("sharded")
-    url = f"sqlite:///{folder / 'c.db'}"
-    db = Database(url)
-    # 4 tasks x (solved in 2 turns, 30% in 1, failed in 3): 8 critic pairs, 24 agent turns.
-    records = [trajectory(backend_task(i), turns, reward) for i in range(4) for turns, reward in ((2, 1.0), (1, 0.3), (3, 0.0))]
-    import_trajectories(db, write_jsonl(folder / "data.jsonl", records))
-    return db, url
+    return graded_store(tmp_path_factory.mktemp("sharded"))
 
 
 def test_sharded_critic_full_fine_tune_matches_one_process(store, tiny_model_dir):
