@@ -248,6 +248,7 @@ class Arm:
     training: dict = field(default_factory=dict)  # the training run's summary, or {"skipped": why}
     results: dict[str, PolicyEval] = field(default_factory=dict)  # per test split
     rerank_critic: str | None = None  # best-of-N: the critic that picks
+    critic: dict | None = None  # the critic (summary; an ensemble's has its "members") that ranked its candidates or samples
     versus_zero_shot: dict[str, dict] = field(default_factory=dict)  # per test split: Comparison.as_dict(), B = this arm
 
     @property
@@ -332,7 +333,7 @@ class BackendExperiment:
                     arm.results.update(self.evaluate(arm, split))
         self.compare_with_zero_shot(arms)
         if cfg.label and self.folder is not None:
-            self.record_study(arms, critics)
+            self.record_study(arms)
         return ExperimentResult(cfg, train, critics, arms)
 
     # ------------------------------------------------------------ stages
@@ -369,7 +370,7 @@ class BackendExperiment:
     def best_of_n(self, critic: dict) -> Arm:
         if "checkpoint" not in critic:
             return Arm("best-of-n", training={"skipped": "its critic could not be trained"})
-        return Arm("best-of-n", model=self.config.model, rerank_critic=critic["checkpoint"],
+        return Arm("best-of-n", model=self.config.model, rerank_critic=critic["checkpoint"], critic=critic,
                    training={"base": self.zero_shot, "critic": critic["checkpoint"], "n": self.config.best_of})
 
     def train_summary(self, policy: str) -> dict:
@@ -464,29 +465,29 @@ class BackendExperiment:
             critic_id = ids[0] if len(ids) == 1 else ids
         done = self._finished_run(f"policy:{algo}", run_settings(config, algo, critic_id), data, base)
         if done:
-            return Arm(key, model=done["checkpoint"], training=done)
+            return Arm(key, model=done["checkpoint"], training=done, critic=critic)
         try:
             with self.report.progress(f"policy {key}") as on_progress:
                 result = fit_policy(self.db, config, algo=algo, base_model=base, critic_checkpoint=critic_id,
                                     on_progress=on_progress)
         except NothingToTrain as why:
             return Arm(key, training={"skipped": str(why)})
-        return Arm(key, model=f"ckpt:{result.checkpoint_id}",
+        return Arm(key, model=f"ckpt:{result.checkpoint_id}", critic=critic,
                    training={"checkpoint": f"ckpt:{result.checkpoint_id}", "run_id": result.run_id, "metrics": result.metrics})
 
-    def record_study(self, arms: list[Arm], critics: dict[str, dict]) -> None:
+    def record_study(self, arms: list[Arm]) -> None:
         """Each evaluated arm's trajectories, under the run's label, in the study's files; on
         validation, also what the arm was trained with and what its training cost."""
         from colbench import study
 
         cfg = self.config
-        critic_of = {"sweet": "with c", "sweet-critic": "with c", "best-of-n": "with c", "sweet-no-c": "without c"}
         for arm in arms:
+            critic = (arm.critic or {}).get("members", [arm.critic or {}])[0]  # an ensemble's first member
             for split, result in arm.results.items():
                 rows = study.trajectory_rows(self.db, result.policy, result.setting, split, simulator=self.simulator_ref)
                 line = None
                 if cfg.evaluate_on == "val":
-                    line = {"policy": self.run_summary(arm.training.get("run_id")), "critic": self.run_summary(critics.get(critic_of.get(arm.key), {}).get("run_id")),
+                    line = {"policy": self.run_summary(arm.training.get("run_id")), "critic": self.run_summary(critic.get("run_id")),
                             "best_of": cfg.best_of if arm.key == "best-of-n" else None, "model": arm.model}
                 study.record(self.folder, arm.key, cfg.label, rows, line)
 
