@@ -1,17 +1,19 @@
 # The two commands a newcomer needs (see README.md). Both install first, idempotently:
-# Debian packages, then .venv with torch's CPU wheel, colbench and the embedded model.
+# Debian packages, .venv with torch's CPU wheel and colbench, the embedded model, the
+# stylesheet; one line per step, each step's output in setup-logs/ (scripts/setup.sh).
 
 .PHONY: install demo test
 
 install:
-	bash scripts/setup.sh
+	@bash scripts/setup.sh
 
 # The main job on the embedded default: built-in backend test tasks, SmolLM2-135M-Instruct
 # (through CTranslate2, the CPU engine --engine auto picks), the built-in simulated human and
-# the bwrap sandbox, then the evaluation table.
+# the bwrap sandbox, then the evaluation table, then what it was and where to go next.
 demo: install
-	.venv/bin/colbench rollout --limit 4 --max-new-tokens 160
+	.venv/bin/colbench rollout --limit 4 --max-new-tokens 160 --name demo
 	.venv/bin/colbench eval
+	@.venv/bin/python -m colbench.demo --run demo
 
 test: install
 	.venv/bin/python -m pytest

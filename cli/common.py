@@ -79,18 +79,44 @@ def print_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, indent=2, default=str, ensure_ascii=False) + "\n")
 
 
-@contextmanager
-def reporting(description: str, total: int | None = None, *, enabled: bool = True) -> Iterator[Any]:
-    """The one progress display: a Rich bar on stderr, fed by colbench.progress's protocol.
+# Where stderr is not a terminal (a pipe, a file, a CI log), long work prints one plain line
+# every this many seconds instead of a bar: how far it is, its rate, the time left.
+# $COLBENCH_PROGRESS_INTERVAL (seconds) overrides it, e.g. for tests.
+PLAIN_PROGRESS_INTERVAL_S = 30.0
 
-    Yields ``on_progress(stage, done, total, figures)``. The bar restarts when the stage
-    changes (a SWEET run samples, then trains) and shows the figures that matter beside it
-    (loss, turns/s, success so far), with elapsed time and ETA. ``total`` is a first guess
-    (e.g. the lines of a file) until the work reports its own. Silent when disabled (e.g.
-    --json) and when stderr is not a terminal, so logs get the summary, not bar frames.
+
+def plain_progress_interval() -> float:
+    import os
+
+    value = os.environ.get("COLBENCH_PROGRESS_INTERVAL")
+    try:
+        return float(value) if value else PLAIN_PROGRESS_INTERVAL_S
+    except ValueError:
+        return PLAIN_PROGRESS_INTERVAL_S
+
+
+@contextmanager
+def reporting(description: str, total: int | None = None, *, enabled: bool = True, interval_s: float | None = None) -> Iterator[Any]:
+    """The one progress display, fed by colbench.progress's protocol.
+
+    Yields ``on_progress(stage, done, total, figures)``. On a terminal: a Rich bar on stderr
+    that restarts when the stage changes (a SWEET run samples, then trains) and shows the
+    figures that matter beside it (loss, turns/s, success so far), with elapsed time and ETA.
+    ``total`` is a first guess (e.g. the lines of a file) until the work reports its own.
+    Elsewhere (a pipe, a log file): a plain line on stderr every ``interval_s`` seconds
+    (PLAIN_PROGRESS_INTERVAL_S, or $COLBENCH_PROGRESS_INTERVAL), and one at the end if any
+    was printed, so a command shorter than the interval adds nothing to its summary.
+    Silent when disabled (e.g. --json).
     """
-    if not enabled or not err_console.is_terminal:
+    if not enabled:
         yield lambda stage, done, total=None, figures=None: None
+        return
+    if not err_console.is_terminal:
+        plain = PlainProgress(description, total, interval_s if interval_s is not None else plain_progress_interval())
+        try:
+            yield plain
+        finally:
+            plain.close()
         return
     columns = [
         TextColumn("[progress.description]{task.description}"),
@@ -115,16 +141,94 @@ def reporting(description: str, total: int | None = None, *, enabled: bool = Tru
         yield on_progress
 
 
+class PlainProgress:
+    """The progress protocol as plain lines for pipes and logs: the latest report, printed by a
+    timer thread at a steady interval once the work has reported (whether or not anything moved
+    since, so a silent stretch still shows the work is alive), e.g.
+
+        rollouts: rollout 3/4 (75%) after 2 min 10 s, 1.4/min, about 43 s left · 52 turns  0.41 turns/s  31.0 tok/s
+    """
+
+    def __init__(self, description: str, total: int | None, interval_s: float):
+        import threading
+        import time
+
+        self.description, self.guess, self.interval_s = description, total, max(float(interval_s), 0.01)
+        self._clock = time.monotonic
+        self._lock = threading.Lock()
+        self.started = self._clock()
+        self.stage: str | None = None
+        self.stage_started, self.stage_done0 = self.started, 0
+        self.done, self.total, self.figures = 0, total, {}
+        self.printed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, name="colbench-progress", daemon=True)
+        self._thread.start()
+
+    def __call__(self, stage: str, done: int, total: int | None = None, figures: dict | None = None) -> None:
+        with self._lock:
+            if stage != self.stage:  # a new stage: its rate counts from here
+                self.stage, self.stage_started, self.stage_done0 = stage, self._clock(), done
+                self.total = self.guess
+            self.done, self.figures = done, dict(figures or {})
+            if total is not None:
+                self.total = total
+
+    def line(self, final: bool = False) -> str:
+        with self._lock:
+            now = self._clock()
+            if self.stage is None:
+                return f"{self.description}: nothing reported yet, after {_duration(now - self.started)}"
+            done, total, figures = self.done, self.total, self.figures
+            rate_s = (done - self.stage_done0) / max(now - self.stage_started, 1e-9)
+            elapsed = now - self.stage_started
+        parts = [f"{self.description}: {self.stage} {done}" + (f"/{total} ({done / total:.0%})" if total else "")
+                 + (" in " if final else " after ") + _duration(elapsed)]
+        if rate_s > 0:
+            parts.append(f"{rate_s:.2f}/s" if rate_s >= 1 else f"{rate_s * 60:.1f}/min")
+            left = (total - done) / rate_s if total and done < total and not final else 0
+            if left >= 1:
+                parts.append(f"about {_duration(left)} left")
+        shown = _figures(figures)
+        return ", ".join(parts) + (f" · {shown}" if shown else "")
+
+    def _print(self, text: str) -> None:
+        err_console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            if self.stage is None:  # nothing reported yet (loading a model, opening the store): a failure
+                continue            # there stays the one line of its error
+            self._print(self.line())
+            self.printed += 1
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self.printed and self.stage is not None:
+            self._print(self.line(final=True))
+
+
+def _duration(seconds: float) -> str:
+    """12 s, 2 min 10 s, 1 h 05 min."""
+    seconds = max(int(round(seconds)), 0)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
 def _figures(figures: dict) -> str:
     """The figures worth a glance, short: loss 0.693, 2.41 turns/s, success 20% of 5."""
     parts = []
     if figures.get("loss") is not None:
         parts.append(f"loss {figures['loss']:.4f}")
-    if figures.get("turns") is not None:
+    if figures.get("turns"):  # none yet: nothing to show
         parts.append(f"{figures['turns']} turns")
-    if figures.get("turns_per_s") is not None:
+    if figures.get("turns_per_s"):  # none yet: nothing to show
         parts.append(f"{figures['turns_per_s']:.2f} turns/s")
-    if figures.get("tokens_per_s") is not None:
+    if figures.get("tokens_per_s"):  # none yet: nothing to show
         parts.append(f"{figures['tokens_per_s']:.1f} tok/s")
     if figures.get("eta_at_most_s") is not None:
         minutes = figures["eta_at_most_s"] / 60

@@ -37,9 +37,16 @@ def evaluate(
         return
     if not results:
         fail(_nothing_matched(family, split, policy, simulator, setting, grading))
-    console.print(views.eval_table(results, family, split))
+    console.print(without_empty_columns(views.eval_table(results, family, split)))
     for line in views.eval_notes(results, family):
         console.print(line)
+
+
+def without_empty_columns(table):
+    """The table less the columns no row fills: pass@k and pass^k when every task has one sample
+    (they start at k = 2), rather than headings over blanks."""
+    table.columns = [column for column in table.columns if any(str(cell).strip() for cell in column.cells)]
+    return table
 
 
 def _fact_finding(family: str, split: str, policies, simulator, setting, as_json: bool) -> None:

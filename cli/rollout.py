@@ -24,12 +24,12 @@ def rollout(config: RolloutConfig, as_json: bool = typer.Option(False, "--json",
         result = run(state.db(), config, on_progress=on_progress)
     stats = result.stats
     if as_json:
-        print_json(stats.as_dict() | {"run": result.run, "name": config.name, "policy": result.policy, "simulator": result.simulator,
-                                      "graded_by": result.graded_by, "engine": result.engine})
+        print_json(stats.as_dict() | {"run": result.run, "name": result.name, "continued": result.continued, "policy": result.policy,
+                                      "simulator": result.simulator, "graded_by": result.graded_by, "engine": result.engine})
         return
     rate = "n/a" if stats.success_rate is None else f"{stats.success_rate:.1%}"
     console.print(
-        f"{result.run}" + (f" ({config.name})" if config.name else "") + ": "
+        f"{result.run}" + (f" ({result.name})" if result.name else "") + (", continued" if result.continued else "") + ": "
         f"{stats.finished} trajectories finished, {stats.already_done} were already done"
         + (f" ({stats.no_replies} simulator replies failed and became {NO_RESPONSE!r})" if stats.no_replies else "") + "; "
         f"{stats.agent_turns} agent turns at {stats.turns_per_s:.2f}/s ({result.engine}); success {rate} of {stats.graded} graded"

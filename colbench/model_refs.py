@@ -22,7 +22,9 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,13 +200,46 @@ def convert_once(target: Path, build: Callable[[Path], None]) -> Path:
         if target.is_dir():  # another process finished it while we waited
             return target
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+        started = time.perf_counter()
         try:
-            build(tmp)
+            with _quiet_libraries():
+                build(tmp)
             tmp.chmod(0o755)  # mkdtemp makes it private; the cache is an ordinary directory
             os.rename(tmp, target)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+    # One line where the libraries would draw a dozen progress bars: first use only, and it takes a while.
+    print(f"converted {target.name} once, in {time.perf_counter() - started:.0f} s (cached in {target.parent})", file=sys.stderr, flush=True)
     return target
+
+
+@contextmanager
+def _quiet_libraries():
+    """transformers' progress bars off while a conversion runs (its GGUF reader draws its own
+    with tqdm, so that one is turned off where the reader looks it up)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        yield
+        return
+    import functools
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_reader
+    except ImportError:
+        gguf_reader = None
+    bar = getattr(gguf_reader, "tqdm", None)
+    if bar is not None:
+        gguf_reader.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        if bar is not None:
+            gguf_reader.tqdm = bar
+        if was_enabled:
+            hf_logging.enable_progress_bar()
 
 
 # ---------------------------------------------------------------------------- loading

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
 from colbench import protocol
+from colbench.errors import ColbenchError
 from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP, GRADINGS
 from colbench.options import check, option
 from colbench.runs import check_run_name
@@ -73,7 +74,10 @@ class RolloutConfig:
     rerank_critic: str | None = option(None, "Best-of-N: a critic checkpoint (ckpt:<id>) that picks the best of --candidates samples at every agent turn.")
     candidates: int = option(16, "Samples per agent turn for --rerank-critic.", min=2)
     stale_after_s: float = option(600.0, "Take over a running trajectory whose worker has been silent this long (seconds).", min=0.0)
-    name: str | None = option(None, "Name this rollout run (unique in the store; no ':'), to find it again with `colbench runs show NAME` or `compare`. A rerun of the same command continues the same run.")
+    name: str | None = option(None, "Name this rollout run (unique in the store; no ':'), to find it again with `colbench runs show NAME` or `compare`. "
+                               "A rollout run is one policy, simulator, setting (temperature, tokens per turn, seed, best-of-N) and task set: a rerun of "
+                               "the same command, or one that differs only in --offset, --limit or -k, continues it under the name it has; another "
+                               "--name for it is refused.")
     tags: list[str] = option([], "Tag the rollout run (repeat the flag: --tag baseline --tag lite); `colbench runs ls --tag` filters by it.", flags=("--tag",))
 
     def __post_init__(self):
@@ -184,6 +188,8 @@ class Rollout:
         self._progress = on_progress or silent
         self.worker = worker_id()
         self.rollout_id: int | None = None  # the rollout run, once prepared
+        self.run_name: str | None = None  # its name, whoever gave it
+        self.continued = False  # the run was there before this command
         self.stats = RolloutStats()
         self.tasks: dict[int, object] = {}
         self.live = 0  # episodes under way
@@ -223,12 +229,13 @@ class Rollout:
             raise ValueError(f"a {self.env.family} rollout cannot run {', '.join(sorted(wrong))} tasks")
         self.tasks = {t.id: spec_of(t) for t in tasks}
         cfg = self.config
+        identity = {"policy": self.engine.model_ref, "simulator": self.simulator.ref, "setting": cfg.setting(),
+                    "tasks": f"{tasks[0].family}:{tasks[0].split}"}
         with self.db.write() as session:
-            run = queries.open_rollout_run(
-                session, policy=self.engine.model_ref, simulator=self.simulator.ref, setting=cfg.setting(),
-                tasks=f"{tasks[0].family}:{tasks[0].split}", config=cfg.labels(), name=cfg.name, tags=cfg.tags,
-            )
-            self.rollout_id = run.id
+            before = queries.find_rollout_run(session, **identity)
+            check_continued_name(before, cfg.name, identity)
+            run = queries.open_rollout_run(session, **identity, config=cfg.labels(), name=cfg.name, tags=cfg.tags)
+            self.rollout_id, self.run_name, self.continued = run.id, run.name, before is not None
             slot = self.slot(sorted(self.tasks))
             queries.ensure_slots(session, slot)
             rows = queries.slot_trajectories(session, slot)
@@ -244,6 +251,7 @@ class Rollout:
         """Run to the end; Ctrl-C or SIGTERM stop it within a second or two, keeping every
         turn already written, and raise KeyboardInterrupt."""
         slot = self.prepare(tasks)
+        self.on_progress()  # the total is known: progress shows 0 of it until the first turns come back
         try:
             asyncio.run(self._run(slot))
         except asyncio.CancelledError:
@@ -438,6 +446,28 @@ class Rollout:
         self.on_progress()
 
 
+class RunNameConflict(ColbenchError, ValueError):
+    pass
+
+
+def check_continued_name(run, name: str | None, identity: dict) -> None:
+    """A name stays on the run it named. A rollout run is one policy, simulator, setting and task
+    set; --offset, --limit and -k only choose which of its slots a command fills, so a command
+    that differs from an earlier one in those alone continues the earlier run. Giving it another
+    --name would rename that run silently (its trajectories, the earlier command's included,
+    would go by the new name): refused, in one line that says what to do instead."""
+    if run is None or not name or not run.name or run.name == name:
+        return
+    from colbench.runs import labelled
+
+    raise RunNameConflict(
+        f"this rollout continues rollout:{run.id} ({run.name}): {labelled(identity['policy'], identity['setting'])}, "
+        f"simulator {identity['simulator']}, on {identity['tasks']} (a rollout run is these four; --offset, --limit and -k "
+        f"only choose which of its slots to fill), and it keeps its name: drop --name {name}, or give another --seed "
+        f"to make a run of its own"
+    )
+
+
 def _policy_caller(engine: Engine, config: RolloutConfig, expected: Callable[[], int]):
     """An async function (conversation, seed) -> Generation: the engine's own when it has
     one (a server), else batched turns of its batched `generate` (local engines); and
@@ -509,6 +539,8 @@ class RolloutResult:
     graded_by: str  # the sandbox backend, or the frontend similarity's name
     engine: str  # the engine that generated the policy's turns (what --engine auto chose)
     run: str | None = None  # the rollout run: rollout:<id>
+    name: str | None = None  # its name (given now or by an earlier command)
+    continued: bool = False  # the run was there before: this command continued it
 
 
 def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = None) -> RolloutResult:
@@ -543,6 +575,7 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
             finally:
                 human.close()
         graded_by = env.grader.backend if family == "backend" else env.similarity.name
-        return RolloutResult(stats, policy.model_ref, human.ref, graded_by, policy.kind, run=f"rollout:{rollout.rollout_id}")
+        return RolloutResult(stats, policy.model_ref, human.ref, graded_by, policy.kind, run=f"rollout:{rollout.rollout_id}",
+                             name=rollout.run_name, continued=rollout.continued)
     finally:
         close_env()

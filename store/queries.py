@@ -1036,3 +1036,10 @@ def delete_training_run(session: Session, run_id: int) -> None:
     connection.execute(delete(CriticScore).where(col(CriticScore.checkpoint_id).in_(checkpoints)))
     connection.execute(delete(Checkpoint).where(Checkpoint.run_id == run_id))
     connection.execute(delete(TrainingRun).where(TrainingRun.id == run_id))
+
+
+def find_rollout_run(session: Session, *, policy: str, simulator: str, setting: str, tasks: str) -> RolloutRun | None:
+    """The rollout run of (policy, simulator, setting, task set), if one was made: what a rollout
+    with them continues (open_rollout_run makes it otherwise)."""
+    identity = {"policy": policy, "simulator": simulator, "setting": setting, "tasks": tasks}
+    return session.exec(select(RolloutRun).where(*(getattr(RolloutRun, k) == v for k, v in identity.items()))).first()

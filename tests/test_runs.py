@@ -67,6 +67,34 @@ def test_rollouts_are_named_tagged_and_told_apart_by_their_seed(colbench_on_both
         assert {t.rollout_id for t in session.exec(select(Trajectory))} == {1, 2}
 
 
+def test_a_name_stays_on_the_run_it_named(colbench):
+    """A rollout run is (policy, simulator, setting, task set): other tasks of the set (--offset,
+    --limit) or another -k continue it, under the name it has. Another --name for it is refused in
+    one line, so `runs ls` keeps what the user named; another --seed makes a run that takes one."""
+    expert = ["rollout", "--engine", "scripted:expert", "--tasks", "backend-lite:train", "--sandbox", "bwrap"]
+    first = ok(colbench(*expert, "--limit", "4", "-k", "2", "--name", "train4", "--json"))
+    assert (first["run"], first["name"], first["continued"], first["finished"]) == ("rollout:1", "train4", False, 8)
+
+    code, _, err = colbench(*expert, "--offset", "4", "--limit", "4", "-k", "1", "--name", "val-warm")
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "this rollout continues rollout:1 (train4)" in err and "drop --name val-warm" in err and "--seed" in err
+    (row,) = ok(colbench("runs", "ls", "--json"))
+    assert (row["ref"], row["name"], row["trajectories"]) == ("rollout:1", "train4", 8)  # nothing renamed, nothing added
+
+    more = ok(colbench(*expert, "--offset", "4", "--limit", "4", "-k", "1", "--json"))
+    assert (more["run"], more["name"], more["continued"], more["finished"]) == ("rollout:1", "train4", True, 4)
+    said = ok(colbench(*expert, "--offset", "4", "--limit", "4", "-k", "1"))
+    assert said.startswith("rollout:1 (train4), continued: 0 trajectories finished, 4 were already done")
+    again = ok(colbench(*expert, "--limit", "4", "-k", "2", "--name", "train4", "--json"))  # its own name: a plain rerun
+    assert (again["run"], again["finished"], again["already_done"]) == ("rollout:1", 0, 8)
+
+    seeded = ok(colbench(*expert, "--offset", "4", "--limit", "4", "-k", "1", "--seed", "1", "--name", "val-warm", "--json"))
+    assert (seeded["run"], seeded["name"], seeded["continued"], seeded["finished"]) == ("rollout:2", "val-warm", False, 4)
+    rows = {r["name"]: r for r in ok(colbench("runs", "ls", "--json"))}
+    assert {name: r["trajectories"] for name, r in rows.items()} == {"train4": 12, "val-warm": 4}
+    assert "train4" in ok(colbench("runs", "ls"))
+
+
 def test_training_runs_record_steps_report_to_tensorboard_and_write_a_model_card(colbench, sqlite_url, tiny_model_dir, tmp_path):
     ok(colbench("rollout", "--engine", "scripted:mixed@0.5", *LITE, "--name", "mixed"))
     fit = ok(colbench("critic", "fit", "--model", str(tiny_model_dir), *FIT, "--name", "critic-a",
