@@ -48,13 +48,16 @@ validate)
   # Every arm gets three configurations, chosen before any result: the paper's recipe at the
   # study's step (lr 1e-5, NLL 0.01), a larger NLL weight on the chosen side (RPO), and a smaller
   # step with it. Rejection fine-tuning has no NLL term: its three are learning rates. The
-  # oracle-ranked control runs beside SWEET-RL in each.
+  # oracle-ranked control runs beside SWEET-RL in each, and goes first: until some actor
+  # setting beats the warm start with a perfect ranking, no critic can help (the paper's
+  # step lost 9 points with the oracle's ranking: README, "The second backend-lite study").
   study paper --policy-lr 1e-5 --arm sweet-oracle
-  study paper --policy-lr 1e-5 --arm sweet
   study nll1 --policy-lr 1e-5 --policy-nll-weight 1.0 --arm sweet-oracle --arm sweet
+  study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet-oracle --arm sweet
+  study paper --policy-lr 1e-5 --arm sweet
   study paper --policy-lr 1e-5 --arm rft --arm mtdpo --arm sweet-no-c
   study nll1 --policy-lr 1e-5 --policy-nll-weight 1.0 --arm mtdpo --arm sweet-no-c
-  study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet-oracle --arm sweet --arm mtdpo --arm sweet-no-c
+  study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm mtdpo --arm sweet-no-c
   study rft-3e-6 --policy-lr 3e-6 --arm rft
   study rft-3e-5 --policy-lr 3e-5 --arm rft
   # Beyond the paper: a second, on-policy round of SWEET-RL on lite-train tasks 361-460.
