@@ -128,3 +128,5 @@ def test_a_full_fine_tune_is_refused_before_any_work_for_served_rounds(cli, tmp_
     assert not (tmp_path / "x" / "colbench.db").exists()
     code, out, err = cli("experiment", "backend", "--dir", str(tmp_path / "x"), "--engine", "openai")
     assert code != 0 and "--engine openai needs --base-url" in err and len(err.strip().splitlines()) == 1
+    code, out, err = cli("rollout", "--served-model", "policy")
+    assert code != 0 and "--served-model goes with --engine openai" in err and len(err.strip().splitlines()) == 1
