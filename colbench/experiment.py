@@ -31,6 +31,7 @@ from typing import ContextManager
 
 from colbench import protocol
 from colbench.compare import compare, side_of
+from colbench.errors import ColbenchError
 from colbench.eval import PolicyEval, as_dict, evaluate
 from colbench.grading.semantics import DEFAULT_GRADING, GRADINGS
 from colbench.options import check, help_of, option
@@ -134,6 +135,16 @@ class ExperimentConfig:
     max_new_tokens: int = option(protocol.MAX_NEW_TOKENS, "Tokens per agent turn, and per SWEET candidate (the protocol: 1024).", min=1)
     batch_size: int = option(16, "Episodes (rollouts) or rows (SWEET sampling) decoded together.", min=1)
     simulator: str = option("builtin", "The simulated human: builtin, endpoint:<url>#<model> or local:<model>.")
+    engine: str = option(
+        "auto",
+        "What rolls every policy out: auto (ct2 on a CPU, hf otherwise), hf, ct2, vllm (vLLM's offline engine, loading "
+        "each checkpoint's weights), or openai: a vLLM server at --base-url that serves --model as --served-model, "
+        "started with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True. Before a LoRA checkpoint is rolled out "
+        "(an arm, or the next on-policy round) it is loaded onto the server by its folder, which the server must read "
+        "at the same path, under the name colbench-ckpt-<id>-<checksum>. Every turn goes as token ids, so the store "
+        "keeps the exact prompts and sampled ids (rollout --served-model).", choices=("auto", "hf", "ct2", "vllm", "openai"))
+    base_url: str | None = option(None, "--engine openai: the vLLM server's address, e.g. http://127.0.0.1:8000/v1.")
+    served_model: str | None = option(None, "--engine openai: the name the server serves --model under. Default: the only base model it lists.")
     sandbox: str = option("auto", "Grading sandbox: auto, docker, bwrap or none (unsafe).", choices=("auto", "docker", "bwrap", "none"))
     grading: str = option(DEFAULT_GRADING, "Backend grading semantics of every rollout: official (the official ColBench grader's outcomes) or strict. A grade is made when its rollout runs; `colbench grade --grading` re-grades stored ones.", choices=GRADINGS)
     arms: list[str] = option(
@@ -178,6 +189,14 @@ class ExperimentConfig:
             raise ValueError("the sweet-oracle arm needs --tasks backend-lite (its ground truth is the lite human's facts)")
         if self.rounds > 1 and (self.train_tasks is None or "sweet" not in self.arms):
             raise ValueError("--rounds needs --train-tasks (each round takes that many fresh tasks) and the sweet arm")
+        if self.engine == "openai" and not self.base_url:
+            raise ValueError("--engine openai needs --base-url (the vLLM server that serves --model)")
+        served_rounds = self.rounds > 1 and self.policy.sampler == "openai"
+        if self.policy.full and (self.engine == "openai" or served_rounds):
+            raise ValueError(
+                "a fully fine-tuned policy cannot be served here: a running vLLM loads new LoRA adapters, not new weights. "
+                "Train LoRA policies (no --policy-full), or roll each checkpoint out against `vllm serve <its folder>` by "
+                "hand (docs/scale.md, on-policy rounds)")
         phases = TASK_SETS[self.tasks][1]
         if self.evaluate_on is None:
             self.evaluate_on = "val" if "val" in phases else "test"
@@ -197,10 +216,15 @@ class ExperimentConfig:
         """The splits every arm is evaluated on (validation or test, by ``evaluate_on``)."""
         return TASK_SETS[self.tasks][1][self.evaluate_on]
 
-    def rollout(self, model: str, split: str, rerank_critic: str | None = None, offset: int = 0) -> RolloutConfig:
+    def rollout(self, model: str, split: str, rerank_critic: str | None = None, offset: int = 0,
+                served_model: str | None = None) -> RolloutConfig:
+        """``served_model``: with --engine openai, the name the server serves ``model`` under."""
         train = split == self.train_split
         return RolloutConfig(
             model=model,
+            engine=self.engine,
+            base_url=self.base_url,
+            served_model=served_model,
             simulator=self.simulator,
             tasks=f"backend:{split}",
             offset=offset,
@@ -341,10 +365,30 @@ class BackendExperiment:
     def rollout(self, model: str, split: str, rerank_critic: str | None = None, offset: int = 0) -> str:
         """Roll ``model`` out on a split (finishing what is missing); returns its policy name."""
         what = f"{model}" + (f", best of {self.config.best_of} by {rerank_critic}" if rerank_critic else "")
+        served = self.served_name(model, self.config.base_url) if self.config.engine == "openai" else None
         with self.report.progress(f"{split}: {what}") as on_progress:
-            result = run_rollout(self.db, self.config.rollout(model, split, rerank_critic, offset), on_progress=on_progress)
+            result = run_rollout(self.db, self.config.rollout(model, split, rerank_critic, offset, served), on_progress=on_progress)
         self.simulator_ref = result.simulator
         return result.policy
+
+    def served_name(self, model: str, base_url: str) -> str:
+        """The name the server at ``base_url`` serves ``model`` under: the study's model is served as
+        --served-model (default: the only base model listed); a LoRA checkpoint is loaded onto it first,
+        named by its id and checksum, so a name always means the same weights."""
+        from colbench.engines.openai import served_model
+        from colbench.openai_client import OpenAIClient
+        from colbench.training.checkpoints import get_checkpoint
+
+        cfg = self.config
+        if model == cfg.model:
+            return cfg.served_model or served_model(base_url)
+        checkpoint, _ = get_checkpoint(self.db, model)
+        if not checkpoint.adapter:  # __post_init__ refuses full policies; a full critic or warm start is never rolled out here
+            raise ColbenchError(f"{model} holds full weights, which a running vLLM cannot load: serve its folder ({checkpoint.path})")
+        name = f"colbench-ckpt-{checkpoint.id}" + (f"-{checkpoint.sha256[:8]}" if checkpoint.sha256 else "")
+        with OpenAIClient(base_url) as client:
+            client.load_lora_adapter(name, str(Path(checkpoint.path).resolve()))
+        return name
 
     def evaluate(self, arm: Arm, split: str) -> dict[str, PolicyEval]:
         policy = self.rollout(arm.model, split, arm.rerank_critic)
@@ -459,6 +503,9 @@ class BackendExperiment:
         data = data or self.config.data_policies(self.zero_shot)
         base = base or self.config.model
         config = self.config.policy_settings(data, key)
+        if algo == "sweet" and config.sampler == "openai" and base != self.config.model:
+            # An on-policy round: its candidates come from the policy it continues, loaded onto the server.
+            config = replace(config, served_model=self.served_name(base, config.base_url))
         critic_id = None
         if critic:
             ids = [int(ref.removeprefix("ckpt:")) for ref in critic["checkpoint"].split(",")]
@@ -509,7 +556,8 @@ class BackendExperiment:
         """The newest finished run of ``kind`` with these settings, from ``base`` (default: the
         study's model), that has consumed every graded train trajectory of ``data``, as a summary;
         None when the stage has to run."""
-        ignored = {"device", "out", "dtype", "autocast", "gradient_checkpointing", "sampler", "report_to"}  # how it ran, not what it learned
+        # How it ran, not what it learned (the server's address, and the name it served the policy under).
+        ignored = {"device", "out", "dtype", "autocast", "gradient_checkpointing", "sampler", "base_url", "served_model", "report_to"}
         base = normalized_model_ref(base or self.config.model)
         with self.db.read() as session:
             policies = [p.strip() for p in data.split(",")] if data else None

@@ -249,27 +249,60 @@ class OpenAIClient:
         return _completion(raw, request["model"], self.where, started)
 
     def complete_ids(self, model: str, prompt_ids: list[int], *, temperature: float | None = None, max_tokens: int | None = None,
-                     n: int = 1, seed: int | None = None) -> "TokenCompletion":
+                     n: int = 1, seed: int | None = None):
         """``n`` continuations of a prompt given as token ids (``/v1/completions``), each with its sampled
         token ids and their log-probs. vLLM's conventions: the ids come as ``choices[i].token_ids``
         (``return_token_ids``, vLLM >= 0.10.2) or, from older servers, as ``"token_id:<id>"`` strings in
         ``logprobs.tokens`` (``return_tokens_as_token_ids``); ``logprobs.token_logprobs`` are the sampled
-        tokens' log-probs. A reply with neither is refused (a server that cannot say what it sampled)."""
+        tokens' log-probs. A reply with neither is refused (a server that cannot say what it sampled).
+        A coroutine on an asynchronous client."""
         request = {"model": model, "prompt": list(prompt_ids), "n": n, "logprobs": 1,
-                   **{k: v for k, v in {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}.items() if v is not None}}
-        extra = {"return_token_ids": True, "return_tokens_as_token_ids": True, "skip_special_tokens": True}
+                   **{k: v for k, v in {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}.items() if v is not None},
+                   "extra_body": {"return_token_ids": True, "return_tokens_as_token_ids": True, "skip_special_tokens": True},
+                   "extra_headers": self._headers}
+        if self.asynchronous:
+            return self._complete_ids_async(request)
         started = time.monotonic()
         try:
-            raw = self._sdk.completions.create(**request, extra_body=extra, extra_headers=self._headers)
+            raw = self._sdk.completions.create(**request)
         except _FAILURES as err:
             raise _endpoint_error(err, self.where, self.timeout_s) from None
         return _token_completion(raw, self.where, started)
 
-    def list_models(self) -> list[str]:
+    async def _complete_ids_async(self, request: dict) -> TokenCompletion:
+        started = time.monotonic()
         try:
-            return [m.id for m in self._sdk.models.list(extra_headers=self._headers).data]
+            raw = await self._sdk.completions.create(**request)
         except _FAILURES as err:
             raise _endpoint_error(err, self.where, self.timeout_s) from None
+        return _token_completion(raw, self.where, started)
+
+    def load_lora_adapter(self, name: str, path: str) -> None:
+        """Serve the LoRA adapter in folder ``path`` (as the server's machine reads it) under ``name``: vLLM's
+        ``POST /v1/load_lora_adapter``, offered by a server started with --enable-lora and
+        VLLM_ALLOW_RUNTIME_LORA_UPDATING=True. A name already loaded counts as done: callers derive it from
+        the adapter's checksum, so the same name is the same weights."""
+        try:
+            self._sdk.post("/load_lora_adapter", body={"lora_name": name, "lora_path": path}, cast_to=str,
+                           options={"headers": self._headers})
+        except _FAILURES as err:
+            failure = _endpoint_error(err, self.where, self.timeout_s)
+            if failure.status == 400 and "already been loaded" in str(failure):
+                return
+            if isinstance(err, openai.NotFoundError) and isinstance(err.body, dict) and "detail" in err.body:
+                # The web framework's own 404, not vLLM's: no such route, so no run-time adapters.
+                raise EndpointError(f"{self.where} cannot load LoRA adapters at run time: start vllm serve with --enable-lora "
+                                    "and the environment variable VLLM_ALLOW_RUNTIME_LORA_UPDATING=True", status=404) from None
+            raise EndpointError(f"{failure} (loading LoRA adapter {name} from {path})", status=failure.status) from None
+
+    def list_models(self, *, adapters: bool = True) -> list[str]:
+        """The models the server serves; ``adapters=False`` leaves out LoRA adapters (vLLM lists them
+        with the base model they apply to as ``parent``)."""
+        try:
+            listed = self._sdk.models.list(extra_headers=self._headers).data
+        except _FAILURES as err:
+            raise _endpoint_error(err, self.where, self.timeout_s) from None
+        return [m.id for m in listed if adapters or not (m.model_extra or {}).get("parent")]
 
     def close(self):
         """Closes the connections (a coroutine on an asynchronous client)."""

@@ -53,6 +53,13 @@ class RolloutConfig:
     engine: str = option("auto", "Generation engine: ct2 (CTranslate2, the fast one on a CPU; the same policy as hf), hf (transformers: exact, GPUs), vllm, openai (any OpenAI-compatible server), auto (ct2 on a CPU for the embedded model and Llama-family local models, hf otherwise), or scripted:<policy> (rule-following agents for backend-lite tasks: expert, skip@P, irrelevant@P, early@K, mixed@Q; colbench/engines/scripted.py).")
     ct2_compute_type: str = option("float32", "ct2 engine's weights and arithmetic: float32 (the policy itself) or int8 (~2.5x faster again, but a slightly different model: stored as its own policy, ct2-int8:<model>).", choices=("float32", "int8"))
     base_url: str | None = option(None, "Server URL for --engine openai (default: $OPENAI_BASE_URL).")
+    served_model: str | None = option(
+        None, "--engine openai: the name the server serves the policy under (a model, or a LoRA adapter). Given, --model "
+        "names the served weights (a folder, hub id or ckpt:<id>): their chat template renders each turn, which goes as "
+        "token ids to /v1/completions, and the sampled ids and log-probs come back (vLLM), so the store keeps the exact "
+        "prompts and ids every trainer reads, under --model's name, as --engine vllm would. Unset: --model is the served "
+        "name, turns go to /v1/chat/completions, and neither the prompt nor token ids are stored (trainers would re-render "
+        "and re-encode the text: fine for evaluation, approximate for training).")
     simulator: str = option("builtin", "Simulated human: builtin (the family's rule-based one), endpoint:<url>#<model>, local:<model>, or for frontend vision:<url>#<model>.")
     tasks: str = option("backend:test", "Tasks: FAMILY:SPLIT (backend or frontend, train or test) or backend-lite:train|test|novel, the tier a small model can learn (built-in tasks are added on first use).")
     limit: int | None = option(None, "Only the first N tasks of the split (by id).", min=1)
@@ -89,6 +96,8 @@ class RolloutConfig:
             raise ValueError(f"--engine must be auto, {', '.join(KINDS)} or scripted:<policy>; got {self.engine!r}")
         if self.concurrency is None:  # a server batches hundreds; a local engine needs its next batch ready
             self.concurrency = SERVED_CONCURRENCY if self.engine == "openai" else 4 * self.batch_size
+        if self.served_model and self.engine != "openai":
+            raise ValueError("--served-model goes with --engine openai")
         if self.engine == "openai":
             self.base_url = self.base_url or os.environ.get("OPENAI_BASE_URL")
             if not self.base_url:
@@ -349,7 +358,10 @@ class Rollout:
     async def _agent_turn(self, episode: Episode) -> None:
         generation = await self.policy(episode.conversation(), self._seed(episode))
         sample = await self._best(episode, generation)
-        shared, tail = queries.compact_prompt(episode.last_prompt, generation.prompt_text)
+        # A prompt the server templated itself (a chat API) is not the text the policy read: none is stored,
+        # so the trainers render the policy's own template, as for imported dialogues (training/sequences.py).
+        prompt = generation.prompt_text if self.engine.templated_prompts else None
+        shared, tail = queries.compact_prompt(episode.last_prompt, prompt)
         row = Turn(
             trajectory_id=episode.trajectory_id,
             index=len(episode.dialogue),
@@ -365,7 +377,7 @@ class Rollout:
             logprob_mean=sample.logprob_mean,
             latency_s=generation.latency_s,
         )
-        episode.last_prompt = generation.prompt_text
+        episode.last_prompt = prompt
         self.stats.agent_turns += 1
         self.stats.generated_tokens += sample.num_tokens
         if self.env.renders:  # e.g. the screenshot of the page the turn showed
@@ -563,7 +575,7 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
             critic = CriticModel.from_checkpoint(db, config.rerank_critic, device=config.device)
         served = {"timeout_s": config.request_timeout_s, "max_retries": config.retries, "concurrency": config.concurrency}
         if config.engine == "openai":
-            options = {"base_url": config.base_url, **served}
+            options = {"base_url": config.base_url, "served_model": config.served_model, **served}
         else:
             options = {"device": config.device, "max_batch_size": config.batch_size, "compute_type": config.ct2_compute_type}
         with build_engine(db, config.engine, config.model, **options) as policy:

@@ -60,9 +60,17 @@ def build_engine(db: Database, kind: str, model: str, *, max_batch_size: int | N
     ``max_batch_size`` goes to the local batching engines, ``compute_type`` to ct2."""
     from colbench.engines import default_engine, make_engine
 
-    if kind == "openai":
-        return make_engine(kind, model, **options)
     lookup = checkpoint_lookup(db)
+    if kind == "openai":
+        served = options.pop("served_model", None)
+        if not served:
+            return make_engine(kind, model, **options)
+        # The server serves ``model``'s weights under another name: its tokenizer makes every turn exact.
+        from colbench.engines.openai import OpenAIEngine
+        from colbench.model_refs import load_tokenizer, resolve_model
+
+        source = resolve_model(model, lookup)
+        return OpenAIEngine(served, tokenizer=load_tokenizer(source), model_ref=source.ref, **options)
     if kind == "auto":
         kind = default_engine(model, options.get("device", "auto"), checkpoint_lookup=lookup)
     if kind in ("hf", "transformers", "ct2") and max_batch_size:

@@ -99,6 +99,10 @@ def test_served_agent_solves_tasks_and_rerun_duplicates_nothing(sqlite_url, tmp_
         human_reply = queries.turns_of(session, trajectories[0].id)[2]
         assert human_reply.role == "user" and human_reply.raw and "def " not in human_reply.content
         n_turns = len(session.exec(select(Turn)).all())
+        # The server templated the prompts itself (chat API): none is stored as if the policy had read it,
+        # so the trainers render the policy's own template, as for an import.
+        agent = [t for t in session.exec(select(Turn)).all() if t.role == "assistant"]
+        assert agent and all(t.prompt is None and t.prompt_shared is None and not t.token_ids for t in agent)
 
     again = Rollout(db, engine, BuiltinSimulator(), env, config).run(tasks)
     assert (again.already_done, again.finished, again.agent_turns) == (3, 0, 0)

@@ -65,6 +65,8 @@ class Engine(ABC):
     model_ref: str
     #: Which engine this is, as --engine names it (for reports).
     kind: str = "custom"
+    #: Whether ``Generation.prompt_text`` is the templated prompt the model continued (what trainers read).
+    templated_prompts: bool = True
 
     @abstractmethod
     def generate(self, conversations: list[list[Message]], params: SamplingParams) -> list[Generation]:

@@ -1,15 +1,18 @@
 """An engine backed by an OpenAI-compatible server (OpenAI, ``vllm serve``, ...).
 
-The server applies its own chat template, which we cannot see, so the recorded
-prompt is the message list itself as JSON: faithful, if not the exact token stream.
-Token log-probs are stored when the server returns them (vLLM does; token ids it
-does not, so ``Sample.token_ids`` stays empty).
+Without the policy's tokenizer (a model we only know by its served name) the engine talks
+to ``/v1/chat/completions``: the server applies its own chat template, which we cannot
+see, so ``prompt_text`` is the message list itself as JSON (``templated_prompts`` is
+False: a rollout stores no prompt) and no token ids come back. Trainers reading such
+turns render the policy's own template and re-encode the text, as for imported
+dialogues: fine for evaluation, approximate for training.
 
-Given the policy's tokenizer, the engine also continues prompts that are already
-templated (:meth:`OpenAIEngine.generate_from_prompts`, SWEET's candidates): each goes
-as token ids to ``/v1/completions`` and comes back as the sampled ids with their
-log-probs (vLLM's ``return_token_ids`` / ``return_tokens_as_token_ids``), exactly what
-the hf and ct2 engines record.
+Given the policy's tokenizer (``rollout --engine openai --served-model NAME --model
+<the served weights>``, and SWEET's ``--sampler openai``), every turn is exact instead:
+the engine applies the policy's chat template itself, sends the prompt as token ids to
+``/v1/completions`` and gets back the sampled ids with their log-probs (vLLM's
+``return_token_ids`` / ``return_tokens_as_token_ids``), so it records the templated
+prompt and the sampled ids exactly as the hf, ct2 and vllm engines do.
 
 Rollouts call ``agenerate`` (one conversation, on the SDK's AsyncOpenAI, at most
 ``concurrency`` requests in flight); ``generate`` keeps the batched, threaded form for
@@ -20,13 +23,13 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from colbench.engines.base import Engine, EngineError, Generation, Message, Sample, SamplingParams
-from colbench.openai_client import BoundedAsyncClient, ChatCompletion, EndpointError, OpenAIClient, dumps_messages
+from colbench.engines.base import EngineError, Generation, Message, Sample, SamplingParams, TokenizerEngine
+from colbench.openai_client import BoundedAsyncClient, ChatCompletion, EndpointError, OpenAIClient, TokenCompletion, dumps_messages
 
 DEFAULT_CONCURRENCY = 64  # requests in flight; a vLLM server batches hundreds
 
 
-class OpenAIEngine(Engine):
+class OpenAIEngine(TokenizerEngine):
     kind = "openai"
 
     def __init__(
@@ -40,23 +43,33 @@ class OpenAIEngine(Engine):
         *,
         logprobs: bool = True,
         tokenizer=None,
+        model_ref: str | None = None,
     ):
         """``logprobs=False`` for servers that reject the ``logprobs`` field. ``tokenizer``: the served
-        model's (a transformers tokenizer), for :meth:`generate_from_prompts`."""
+        model's (a transformers tokenizer): every turn goes as token ids (module docstring).
+        ``model_ref``: the stored name of the served weights (e.g. ckpt:<id>), given with their tokenizer."""
         self.model = model
         self.tokenizer = tokenizer
         self.base_url = base_url.rstrip("/")
-        self.model_ref = f"openai:{model}@{self.base_url}"
+        self.model_ref = model_ref or f"openai:{model}@{self.base_url}"
         self.concurrency = max(1, int(concurrency))
         self.logprobs = logprobs
         self._client_options = {"api_key": api_key, "timeout_s": timeout_s, "max_retries": max_retries}
         self.client = OpenAIClient(self.base_url, **self._client_options)
         self._async = BoundedAsyncClient(self.base_url, self.concurrency, **self._client_options)
 
+    @property
+    def templated_prompts(self) -> bool:
+        return self.tokenizer is not None
+
     def render_prompt(self, conversation: list[Message]) -> str:
+        if self.tokenizer is not None:
+            return super().render_prompt(conversation)
         return dumps_messages(conversation)
 
     def generate(self, conversations: list[list[Message]], params: SamplingParams) -> list[Generation]:
+        if self.tokenizer is not None:
+            return self.generate_from_prompts([self.render_prompt(c) for c in conversations], params)
         if not conversations:
             return []
         workers = min(self.concurrency, len(conversations))
@@ -75,13 +88,20 @@ class OpenAIEngine(Engine):
 
     async def agenerate(self, conversation: list[Message], params: SamplingParams) -> Generation:
         """One conversation's samples, as soon as its own request returns."""
+        prompt = self.render_prompt(conversation) if self.tokenizer is not None else None
         async with self._async.slot() as client:
             start = time.monotonic()
             try:
-                completion = await client.chat(self.model, conversation, **self._sampling(params))
+                if prompt is None:
+                    completion = await client.chat(self.model, conversation, **self._sampling(params))
+                else:
+                    prompt_ids = self.encode(prompt)
+                    continued = await client.complete_ids(self.model, prompt_ids, **self._token_sampling(params))
             except EndpointError as exc:
                 raise EngineError(str(exc)) from None
-        return self._generation(conversation, params, completion, start)
+        if prompt is None:
+            return self._generation(conversation, params, completion, start)
+        return self._token_generation(prompt, prompt_ids, params, continued, start)
 
     def _one(self, conversation: list[Message], params: SamplingParams) -> Generation:
         start = time.monotonic()
@@ -115,7 +135,7 @@ class OpenAIEngine(Engine):
             raise EngineError("the openai engine continues templated prompts only with the policy's tokenizer")
         if not prompts:
             return []
-        ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        ids = [self.encode(p) for p in prompts]
         workers = min(self.concurrency, len(prompts))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-engine") as pool:
             futures = [pool.submit(self._continue, prompt, prompt_ids, params) for prompt, prompt_ids in zip(prompts, ids)]
@@ -128,8 +148,15 @@ class OpenAIEngine(Engine):
 
     def _continue(self, prompt: str, prompt_ids: list[int], params: SamplingParams) -> Generation:
         start = time.monotonic()
-        completion = self.client.complete_ids(self.model, prompt_ids, temperature=params.temperature, max_tokens=params.max_new_tokens,
-                                              n=params.n, seed=params.seed)
+        completion = self.client.complete_ids(self.model, prompt_ids, **self._token_sampling(params))
+        return self._token_generation(prompt, prompt_ids, params, completion, start)
+
+    @staticmethod
+    def _token_sampling(params: SamplingParams) -> dict:
+        return {"temperature": params.temperature, "max_tokens": params.max_new_tokens, "n": params.n, "seed": params.seed}
+
+    def _token_generation(self, prompt: str, prompt_ids: list[int], params: SamplingParams, completion: TokenCompletion,
+                          start: float) -> Generation:
         if len(completion.choices) != params.n:
             raise EngineError(f"endpoint {self.base_url} sent {len(completion.choices)} choices, asked for {params.n}")
         vocabulary = len(self.tokenizer)
@@ -150,9 +177,10 @@ class OpenAIEngine(Engine):
 
 
 def served_model(base_url: str, api_key: str | None = None) -> str:
-    """The model a server serves, when it lists exactly one (``GET /v1/models``)."""
+    """The model a server serves, when it lists exactly one base model (``GET /v1/models``; the LoRA
+    adapters loaded on it are not counted)."""
     with OpenAIClient(base_url.rstrip("/"), api_key) as client:
-        models = client.list_models()
+        models = client.list_models(adapters=False)
     if len(models) != 1:
         raise EngineError(f"endpoint {base_url} serves {len(models)} models ({', '.join(models[:5]) or 'none'}): name one with --served-model")
     return models[0]

@@ -22,6 +22,17 @@ and ``logprobs.tokens``, the latter as ``"token_id:<id>"`` strings under
     openai_server.set_completion_responder(fn)   # fn(request) -> n dicts: token_ids, logprobs, finish_reason[, text]
     openai_server.token_ids_field = False        # an older vLLM: ids only as "token_id:<id>" strings
     openai_server.token_id_strings = False       # and a server that is not vLLM: tokens as text only
+
+LoRA adapters at run time, as ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve --enable-lora``
+answers them (without it those routes are the web framework's 404, as vLLM's are):
+
+    openai_server.allow_runtime_lora()   # POST /v1/load_lora_adapter, /v1/unload_lora_adapter
+    openai_server.adapters               # name -> folder, of the adapters loaded
+    openai_server.fail_loading = "..."   # the next loads fail as a load error of vLLM's (400)
+
+It then also answers as vLLM always does (left off otherwise, so the other tests may name any
+model): 404 for a request naming a model it does not serve, and /v1/models lists the adapters
+with the base model as their ``parent``.
 """
 from __future__ import annotations
 
@@ -33,6 +44,7 @@ import time
 import uuid
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -91,6 +103,9 @@ class FakeOpenAIServer:
         self.token_ids_field = True  # answer return_token_ids with choices[i].token_ids, as vLLM >= 0.10.2 does
         self.token_id_strings = True  # answer return_tokens_as_token_ids with "token_id:<id>" tokens, as vLLM does
         self._delay: Delay | None = None
+        self.runtime_lora = False
+        self.adapters: dict[str, str] = {}  # LoRA adapters loaded at run time: name -> folder
+        self.fail_loading: str | None = None  # a load error to answer every load with
         self.in_flight = 0  # requests received and not yet answered (hangs and delays included)
         self.in_flight_peak = 0
         self._actions: deque[tuple] = deque()
@@ -137,6 +152,9 @@ class FakeOpenAIServer:
         with self._lock:
             for _ in range(n):
                 self._actions.append(("drop",))
+
+    def allow_runtime_lora(self) -> None:
+        self.runtime_lora = True
 
     @property
     def chat_requests(self) -> list[dict[str, Any]]:
@@ -213,6 +231,28 @@ class FakeOpenAIServer:
                       "total_tokens": prompt_tokens + completion_tokens},
         }
 
+    def _load_adapter(self, request: dict[str, Any]) -> tuple[int, str]:
+        """vLLM's answers to a load (vllm/entrypoints/openai/serving_models.py): a status and its text."""
+        name, path = request.get("lora_name"), request.get("lora_path")
+        if not name or not path:
+            return 400, "Both 'lora_name' and 'lora_path' must be provided."
+        if name in self.adapters:
+            return 400, f"The lora adapter '{name}' has already been loaded."
+        if self.fail_loading:
+            return 400, self.fail_loading
+        if not (Path(path) / "adapter_config.json").is_file():
+            return 404, f"Loading lora {name} failed: No adapter found for {path}"
+        self.adapters[name] = path
+        return 200, f"Success: LoRA adapter '{name}' added successfully."
+
+    def _unload_adapter(self, request: dict[str, Any]) -> tuple[int, str]:
+        name = request.get("lora_name")
+        if not name:
+            return 400, "'lora_name' needs to be provided to unload a LoRA adapter."
+        if self.adapters.pop(name, None) is None:
+            return 404, f"The lora adapter '{name}' cannot be found."
+        return 200, f"Success: LoRA adapter '{name}' removed successfully."
+
     def _text_completion(self, request: dict[str, Any]) -> dict[str, Any]:
         """A vLLM-style reply of /v1/completions."""
         n = int(request.get("n") or 1)
@@ -277,10 +317,42 @@ class FakeOpenAIServer:
                 self._send(status, {"error": {"message": message, "type": kind, "param": None, "code": None}},
                            headers)
 
+            def _text(self, text: str):
+                data = text.encode()
+                self._done()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _adapter_route(self, route: str, raw: bytes):
+                if not server.runtime_lora:  # vLLM adds these routes only when allowed to
+                    self._send(404, {"detail": "Not Found"})
+                    return
+                try:
+                    request = json.loads(raw)
+                except ValueError:
+                    self._error(400, "request body is not JSON")
+                    return
+                with server._lock:
+                    server.requests.append(request)
+                    server.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    load = route == "/v1/load_lora_adapter"
+                    status, text = server._load_adapter(request) if load else server._unload_adapter(request)
+                if status == 200:
+                    self._text(text)
+                else:
+                    self._error(status, text)
+
             def do_GET(self):
                 if self.path.rstrip("/") == "/v1/models":
+                    with server._lock:
+                        adapters = dict(server.adapters)
                     self._send(200, {"object": "list", "data": [
-                        {"id": server.model, "object": "model", "created": 0, "owned_by": "colbench-tests"}]})
+                        {"id": server.model, "object": "model", "created": 0, "owned_by": "colbench-tests", "root": server.model, "parent": None},
+                        *({"id": name, "object": "model", "created": 0, "owned_by": "colbench-tests", "root": path, "parent": server.model}
+                          for name, path in adapters.items())]})
                 else:
                     self._error(404, f"no route {self.path}")
 
@@ -297,6 +369,9 @@ class FakeOpenAIServer:
 
             def _chat(self, raw: bytes):
                 route = self.path.rstrip("/")
+                if route in ("/v1/load_lora_adapter", "/v1/unload_lora_adapter"):
+                    self._adapter_route(route, raw)
+                    return
                 if route not in ("/v1/chat/completions", "/v1/completions"):
                     self._error(404, f"no route {self.path}")
                     return
@@ -332,6 +407,9 @@ class FakeOpenAIServer:
                     return
                 if not completing and (not isinstance(request.get("messages"), list) or not request.get("model")):
                     self._error(400, "'model' and 'messages' are required")
+                    return
+                if server.runtime_lora and request["model"] != server.model and request["model"] not in server.adapters:
+                    self._error(404, f"The model `{request['model']}` does not exist.")
                     return
                 try:
                     if server._delay is not None:
