@@ -115,6 +115,10 @@ class ArmResult:
     success: dict  # mean, low, high
     tests_passed: dict
     facts_obtained: float | None
+    # Success is about P(every fact obtained) x P(solved | every fact obtained): which of the
+    # two a training moved tells asking apart from writing the code.
+    all_facts: float | None  # share of trajectories that obtained every fact
+    success_given_all_facts: float | None
     agent_turns: float
     versus_zero_shot: dict | None  # paired: difference (mean, low, high), p_value, tasks
 
@@ -174,10 +178,14 @@ def report(folder: Path) -> dict:
     for (split, label, arm), mine in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1] != FINAL, item[0][1], _arm_key(item[0][2]))):
         base = groups.get((split, label, "zero-shot")) or _any_zero_shot(groups, split)
         facts = [r["facts_obtained"] for r in mine if r.get("facts_obtained") is not None]
+        informed = [r for r in mine if r.get("facts_obtained") is not None and r["facts_obtained"] >= 1.0]
         results.append(ArmResult(
             arm=arm, label=label, split=split, n=len(mine), tasks=len({r["task_id"] for r in mine}),
             success=_interval([float(r["success"]) for r in mine]), tests_passed=_interval([float(r["tests_passed"]) for r in mine]),
-            facts_obtained=sum(facts) / len(facts) if facts else None, agent_turns=sum(r["agent_turns"] for r in mine) / len(mine),
+            facts_obtained=sum(facts) / len(facts) if facts else None,
+            all_facts=len(informed) / len(facts) if facts else None,
+            success_given_all_facts=sum(r["success"] for r in informed) / len(informed) if informed else None,
+            agent_turns=sum(r["agent_turns"] for r in mine) / len(mine),
             versus_zero_shot=None if arm == "zero-shot" or base is None else _paired(base, mine, "zero-shot", arm),
         ))
     finals = {}
@@ -215,6 +223,10 @@ def _pct(interval: dict) -> str:
     return f"{interval['mean']:.1%} [{interval['low']:.1%}, {interval['high']:.1%}]"
 
 
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
 def _diff(found: dict | None, holm_too: bool = False) -> str:
     if not found:
         return "–"
@@ -231,12 +243,13 @@ def markdown(found: dict) -> str:
         by_table.setdefault((arm["split"], arm["label"]), []).append(arm)
     for (split, label), arms in by_table.items():
         out += ["", f"**{split}, {label}**", "",
-                "| arm | success (95% CI) | tests passed (95% CI) | success − zero-shot, paired (95% CI), p | trajectories | facts obtained | agent turns |",
-                "|---|---|---|---|---|---|---|"]
+                "| arm | success (95% CI) | tests passed (95% CI) | success − zero-shot, paired (95% CI), p | trajectories "
+                "| facts obtained | every fact obtained | success when every fact obtained | agent turns |",
+                "|---|---|---|---|---|---|---|---|---|"]
         for arm in arms:
-            facts = "–" if arm["facts_obtained"] is None else f"{arm['facts_obtained']:.1%}"
             out.append(f"| {arm['arm']} | {_pct(arm['success'])} | {_pct(arm['tests_passed'])} | {_diff(arm['versus_zero_shot'])} | "
-                       f"{arm['n']} | {facts} | {arm['agent_turns']:.2f} |")
+                       f"{arm['n']} | {_share(arm['facts_obtained'])} | {_share(arm.get('all_facts'))} | "
+                       f"{_share(arm.get('success_given_all_facts'))} | {arm['agent_turns']:.2f} |")
     for split, sweet in found["sweet"].items():
         out += ["", f"**SWEET-RL on {split}, paired (95% CI), p (Holm over {', '.join(sweet['sweet_vs'])})**", "",
                 "| SWEET-RL − | difference |", "|---|---|"]

@@ -38,6 +38,8 @@ def test_the_report_pairs_arms_by_task_and_holm_corrects_sweets_comparisons(tmp_
     sweet = by[("lite-test", FINAL, "sweet")]
     assert sweet["success"]["mean"] == pytest.approx(0.75) and sweet["n"] == 40 and sweet["tasks"] == TASKS
     assert sweet["facts_obtained"] == pytest.approx((15 + 0.5 * 5) / 20)
+    # 15 of 20 tasks obtained every fact (and were solved); the other 5 obtained half
+    assert sweet["all_facts"] == pytest.approx(0.75) and sweet["success_given_all_facts"] == pytest.approx(1.0)
     # paired with zero-shot on the same tasks: sweet solves 10 more of 20
     assert sweet["versus_zero_shot"]["difference"]["mean"] == pytest.approx(0.5)
     versus = found["sweet"]["lite-test"]["sweet_vs"]
