@@ -47,7 +47,7 @@ def grade(
 ) -> None:
     """Re-grade stored backend answers in the sandbox (e.g. after importing official trajectories, or under another --grading)."""
     from colbench.grading.grader import Grader
-    from colbench.grading.regrade import regrade
+    from colbench.regrade import regrade
 
     workers = old_workers or workers  # --workers: the name this flag had before it matched rollout's
 

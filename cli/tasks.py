@@ -71,7 +71,7 @@ def tasks_validate(
     References and naive solutions run in the sandbox. Each failure names the task
     (file:line and function) and the rule; exits 1 if any task fails.
     """
-    from colbench.tasks.validate import validate_file, validate_tasks
+    from colbench.authoring.validate import validate_file, validate_tasks
 
     if (builtin or lite) == (file is not None) or (builtin and lite):
         raise typer.BadParameter("give one of a task FILE, --builtin or --lite")
@@ -134,7 +134,7 @@ def tasks_generate(
     passage's file and index); if the model fails midway, nothing is stored.
     """
     from colbench.engines import make_engine
-    from colbench.tasks.generate import generate_tasks, parse_endpoint, read_passages
+    from colbench.authoring.generate import generate_tasks, parse_endpoint, read_passages
 
     max_tokens = old_max_tokens or max_tokens  # --max-tokens: the name this flag had before it matched rollout's
 

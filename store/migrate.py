@@ -5,6 +5,7 @@ newer colbench (a revision this install does not know) is refused rather than to
 """
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,13 +15,14 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
-import colbench.migrations
 from colbench.store.errors import StoreError, one_line
 
 if TYPE_CHECKING:
     from colbench.store.db import Database
 
-MIGRATIONS_DIR = Path(colbench.migrations.__file__).parent
+# Located, not imported: alembic runs the scripts there, and their env.py imports the store,
+# so the store never imports the migrations (no cycle between the two packages).
+MIGRATIONS_DIR = Path(importlib.util.find_spec("colbench.migrations").origin).parent
 # An arbitrary constant: the PostgreSQL advisory lock that serialises upgrades.
 _PG_UPGRADE_LOCK = 7337000
 

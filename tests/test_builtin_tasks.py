@@ -9,7 +9,7 @@ import pytest
 from colbench.grading.sandboxes.bwrap import BwrapBackend
 from colbench.store import queries
 from colbench.tasks.builtin import builtin_files, builtin_tasks, ensure_builtin_tasks, load_builtin, split_of
-from colbench.tasks.validate import RULES, validate_tasks
+from colbench.authoring.validate import RULES, validate_tasks
 
 
 def test_files_are_package_data_and_the_split_is_one_in_six():

@@ -11,7 +11,7 @@ import pytest
 from sqlmodel import select
 
 from colbench.eval import bootstrap, evaluate, pass_at_k, pass_hat_k
-from colbench.grading.regrade import regrade
+from colbench.regrade import regrade
 from colbench.grading.grader import Grader
 from colbench.official import import_trajectories
 from colbench.store.models import Evaluation, TestResult, Trajectory

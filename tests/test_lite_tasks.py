@@ -27,7 +27,7 @@ from colbench.tasks.lite import (
 )
 from colbench.tasks.lite.templates import OPENERS, TEMPLATES
 from colbench.tasks.spec import TaskSpec
-from colbench.tasks.validate import RULES, SIGNATURE, dedupe_key, validate_tasks
+from colbench.authoring.validate import RULES, SIGNATURE, dedupe_key, validate_tasks
 
 NEEDS_BWRAP = pytest.mark.skipif(BwrapBackend.check() is not None, reason=f"bwrap unusable: {BwrapBackend.check()}")
 NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])")

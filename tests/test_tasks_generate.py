@@ -14,7 +14,7 @@ from colbench.grading.sandboxes.bwrap import BwrapBackend
 from colbench.official import spec_of
 from colbench.store import queries
 from colbench.store.db import Database
-from colbench.tasks.generate import (
+from colbench.authoring.generate import (
     UNPARSEABLE,
     generate_tasks,
     parse_candidate,

@@ -11,7 +11,7 @@ import pytest
 
 from colbench.grading.sandboxes.bwrap import BwrapBackend
 from colbench.tasks.spec import TaskSpec
-from colbench.tasks.validate import (
+from colbench.authoring.validate import (
     CLARIFICATION,
     DETERMINISTIC,
     DUPLICATES,

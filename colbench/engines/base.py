@@ -20,6 +20,21 @@ from colbench import protocol
 Message = dict[str, str]
 
 
+def encode_text(tokenizer, text: str) -> list[int]:
+    """Ids of a templated prompt, as the engines encode it: the template writes every special token."""
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def end_of_turn_ids(tokenizer) -> list[int]:
+    """The ids the chat template closes an agent turn with, when that is the tokenizer's EOS (``<|im_end|>``)."""
+    messages = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False)
+    eos = tokenizer.eos_token
+    if eos and "y" + eos in text:
+        return encode_text(tokenizer, eos)
+    return []
+
+
 @dataclass
 class Sample:
     text: str

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from colbench import protocol
-from colbench.engines.base import Engine, EngineError, Generation, Message, Sample, SamplingParams
+from colbench.engines.base import Engine, EngineError, Generation, Message, Sample, SamplingParams, end_of_turn_ids
 from colbench.tasks.spec import TaskSpec
 
 # name -> (knob kind, default): "p" a probability in [0, 1], "k" a count >= 0, None no knob.
@@ -181,8 +181,6 @@ class ScriptedEngine(Engine):
         self.tokenizer = _embedded_tokenizer() if tokenizer == "smollm2" else tokenizer
         self._end_ids: list[int] | None = None
         if self.tokenizer is not None:
-            from colbench.training.sequences import end_of_turn_ids
-
             self._end_ids = end_of_turn_ids(self.tokenizer) or (
                 [self.tokenizer.eos_token_id] if self.tokenizer.eos_token_id is not None else []
             )

@@ -30,20 +30,14 @@ from colbench.training import NothingToTrain
 from colbench.training import data as D
 from colbench.training import sequences as S
 from colbench.training.checkpoints import (
-    card_maker,
     check_artifact_root,
     check_name_free,
-    checkpoint_folder,
-    fail_run,
-    finish_run,
     get_checkpoint,
-    heartbeat,
     normalized_model_ref,
     resolve_base,
-    run_label,
     save_trained,
-    start_run,
 )
+from colbench.training.lifecycle import training_run
 from colbench.training.steplog import StepLog
 from colbench.training.config import CriticConfig
 from colbench.training.losses import bradley_terry_loss, critic_scores
@@ -323,52 +317,21 @@ def fit_critic(
                else f" (the 'margin' pair rule needs two trajectories of a task whose rewards are {D.MIN_REWARD_GAP} apart)")
         )
 
-    from accelerate import PartialState
-
-    state = PartialState(cpu=config.on_cpu)
-    main_process = state.is_main_process  # under accelerate launch, one writer
     recipe = CriticRecipe(db, config, base_model, parent, data, on_progress)
-    run_id = None
-    if main_process:
-        settings = config.to_json() | {"from_scratch": from_scratch}
-        run_id = start_run(db, kind="critic", base_model=base_model, parent_checkpoint_id=parent[0].id if parent else None, config=settings,
-                           name=config.name, tags=config.tags)
-    if state.num_processes > 1:
-        from accelerate.utils import broadcast_object_list
-
-        run_id = broadcast_object_list([run_id])[0]
-    with heartbeat(db, run_id if main_process else None):
-        try:
-            recipe.setup()
-            steplog = StepLog(db, run_id if main_process else None, report_to=config.report_to,
-                              name=run_label(db, "critic", run_id), config=settings if main_process else None)
-            try:
-                recipe.train(steplog)
-            finally:
-                steplog.close()
-            accuracy = recipe.evaluate()
-            metrics = recipe.metrics | {
-                "pairs": len(data.pairs),
-                "train_pairs": len(recipe.train_pairs),
-                "new_trajectories": len(data.new_ids),
-                "pool_trajectories": data.pool_size,
-                "heldout_accuracy": accuracy,
-            }
-            consumed = sorted({i for p in recipe.train_pairs for i in (p.chosen, p.rejected)})
-            card = None
-            if main_process:
-                card = card_maker(db, kind="critic", run_id=run_id, name=config.name, base_model=base_model, config=settings,
-                                  metrics=metrics, trajectory_ids=consumed)
-            folder = checkpoint_folder(db, "critic", run_id, config.out)
-            adapter, digest = recipe.save(folder, card)
-            checkpoint_id = None
-            if main_process:
-                checkpoint_id = finish_run(
-                    db, run_id, kind="critic", base_model=base_model, folder=folder, adapter=adapter, sha256=digest,
-                    metrics=metrics, watermark=data.watermark, lineage=[(i, None) for i in consumed],
-                )
-            return CriticResult(run_id, checkpoint_id, str(folder), metrics)
-        except BaseException as exc:
-            if main_process:
-                fail_run(db, run_id, exc)
-            raise
+    with training_run(db, kind="critic", base_model=base_model, parent_checkpoint_id=parent[0].id if parent else None,
+                      settings=config.to_json() | {"from_scratch": from_scratch}, name=config.name, tags=config.tags,
+                      report_to=config.report_to, out=config.out, on_cpu=config.on_cpu) as run:
+        recipe.setup()
+        with run.step_log() as steps:
+            recipe.train(steps)
+        accuracy = recipe.evaluate()
+        metrics = recipe.metrics | {
+            "pairs": len(data.pairs),
+            "train_pairs": len(recipe.train_pairs),
+            "new_trajectories": len(data.new_ids),
+            "pool_trajectories": data.pool_size,
+            "heldout_accuracy": accuracy,
+        }
+        consumed = sorted({i for p in recipe.train_pairs for i in (p.chosen, p.rejected)})
+        checkpoint_id, folder = run.finish(recipe.save, metrics=metrics, watermark=data.watermark, lineage=[(i, None) for i in consumed])
+        return CriticResult(run.id, checkpoint_id, str(folder), metrics)

@@ -32,6 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
+# Defined with the engines, which encode prompts the same way (the scripted engine closes its turns with these ids).
+from colbench.engines.base import encode_text, end_of_turn_ids
+
 
 @dataclass
 class AgentTurn:
@@ -53,11 +56,6 @@ class Seq:
     @property
     def agent_tokens(self) -> int:
         return sum(1 for t in self.turn_ids if t >= 0)
-
-
-def encode_text(tokenizer, text: str) -> list[int]:
-    """Ids of a templated prompt, as the engines encode it: the template writes every special token."""
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
 def kept_prefix(prefix_len: int, context_len: int, max_len: int | None) -> int:
@@ -131,16 +129,6 @@ def conversation(family: str, dialogue: Sequence[dict]) -> list[dict]:
     """System prompt + the user and agent messages: what a rollout shows the policy (Episode.conversation)."""
     messages = [{"role": m["role"], "content": m["content"]} for m in dialogue if m["role"] in ("user", "assistant")]
     return [{"role": "system", "content": system_prompt(family)}] + messages
-
-
-def end_of_turn_ids(tokenizer) -> list[int]:
-    """The ids the chat template closes an agent turn with, when that is the tokenizer's EOS (``<|im_end|>``)."""
-    messages = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
-    text = tokenizer.apply_chat_template(messages, tokenize=False)
-    eos = tokenizer.eos_token
-    if eos and "y" + eos in text:
-        return encode_text(tokenizer, eos)
-    return []
 
 
 def agent_prompts(tokenizer, family: str, turns: Sequence) -> Iterator[tuple[object, str]]:

@@ -25,21 +25,15 @@ from colbench.training import NothingToTrain
 from colbench.training import data as D
 from colbench.training import sequences as S
 from colbench.training.checkpoints import (
-    card_maker,
     check_artifact_root,
     check_name_free,
-    checkpoint_folder,
-    fail_run,
-    finish_run,
     get_checkpoint,
-    heartbeat,
     normalized_model_ref,
     resolve_base,
-    run_label,
     save_trained,
-    start_run,
 )
 from colbench.training.config import PolicyConfig
+from colbench.training.lifecycle import training_run
 from colbench.training.steplog import StepLog
 from colbench.training.losses import by_owner, policy_dpo_loss, sequence_logps, sft_loss
 from colbench.training.modeling import (
@@ -370,57 +364,27 @@ def train_policy(
     check_artifact_root(db, config.out)
     check_name_free(db, config.name)
 
-    from accelerate import PartialState
-
     from colbench.model_refs import load_tokenizer
 
-    state = PartialState(cpu=config.on_cpu)
     gathered = gather(db, config, watermark, load_tokenizer(source))
-    run_id = None
-    if state.is_main_process:
-        settings = run_settings(config, algo, critic) | {"from_scratch": from_scratch}
-        run_id = start_run(db, kind=f"policy:{algo}", base_model=base_model, parent_checkpoint_id=parent[0].id if parent else None, config=settings,
-                           name=config.name, tags=config.tags)
-    if state.num_processes > 1:
-        from accelerate.utils import broadcast_object_list
-
-        run_id = broadcast_object_list([run_id])[0]
-    with heartbeat(db, run_id if state.is_main_process else None):
-        try:
-            trainer = PolicyTrainer(db, config, algo, source, parent, on_progress)
-            trainer.base_model = base_model
-            trainer.setup_model()
-            if build is None:
-                items, extra = gathered.data, {}
-                lineage = sorted({(i, None) for it in items for i in _trajectories_of(it.source)})
-            else:
-                items, extra, lineage = build(db, trainer, gathered, run_id)
-            trainer.setup_training(items)
-            steplog = StepLog(db, run_id if state.is_main_process else None, report_to=config.report_to,
-                              name=run_label(db, f"policy-{algo}", run_id), config=settings if state.is_main_process else None)
-            try:
-                trainer.train(steplog)
-            finally:
-                steplog.close()
-            size = {"pairs": len(items)} if trainer.dpo else {"trajectories": len({it.source for it in items})}
-            metrics = trainer.metrics | gathered.info | extra | size
-            card = None
-            if state.is_main_process:
-                card = card_maker(db, kind=f"policy:{algo}", run_id=run_id, name=config.name, base_model=base_model, config=settings,
-                                  metrics=metrics, trajectory_ids={trajectory for trajectory, _ in lineage})
-            folder = checkpoint_folder(db, "policy", run_id, config.out)
-            adapter, digest = trainer.save(folder, card)
-            checkpoint_id = None
-            if state.is_main_process:
-                checkpoint_id = finish_run(
-                    db, run_id, kind="policy", base_model=base_model, folder=folder, adapter=adapter, sha256=digest,
-                    metrics=metrics, watermark=gathered.watermark, lineage=lineage,
-                )
-            return PolicyResult(run_id, checkpoint_id, str(folder), metrics)
-        except BaseException as exc:
-            if state.is_main_process:
-                fail_run(db, run_id, exc)
-            raise
+    with training_run(db, kind=f"policy:{algo}", base_model=base_model, parent_checkpoint_id=parent[0].id if parent else None,
+                      settings=run_settings(config, algo, critic) | {"from_scratch": from_scratch}, name=config.name, tags=config.tags,
+                      report_to=config.report_to, out=config.out, on_cpu=config.on_cpu) as run:
+        trainer = PolicyTrainer(db, config, algo, source, parent, on_progress)
+        trainer.base_model = base_model
+        trainer.setup_model()
+        if build is None:
+            items, extra = gathered.data, {}
+            lineage = sorted({(i, None) for it in items for i in _trajectories_of(it.source)})
+        else:
+            items, extra, lineage = build(db, trainer, gathered, run.id)
+        trainer.setup_training(items)
+        with run.step_log() as steps:
+            trainer.train(steps)
+        size = {"pairs": len(items)} if trainer.dpo else {"trajectories": len({it.source for it in items})}
+        metrics = trainer.metrics | gathered.info | extra | size
+        checkpoint_id, folder = run.finish(trainer.save, metrics=metrics, watermark=gathered.watermark, lineage=lineage)
+        return PolicyResult(run.id, checkpoint_id, str(folder), metrics)
 
 
 def _trajectories_of(source) -> tuple[int, ...]:

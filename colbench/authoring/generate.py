@@ -28,9 +28,9 @@ from typing import Any, Sequence
 from colbench.progress import Progress
 from colbench.official import FormatError, read_jsonl, read_text, spec_of, task_from_record, task_row
 from colbench.protocol import strip_code_fences
-from colbench.tasks.prompts import generator_messages
+from colbench.authoring.prompts import generator_messages
 from colbench.tasks.spec import TaskSpec
-from colbench.tasks.validate import validate_tasks
+from colbench.authoring.validate import validate_tasks
 
 MIN_PASSAGE_CHARS = 400
 MAX_PASSAGE_CHARS = 4000
