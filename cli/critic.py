@@ -6,6 +6,7 @@ import typer
 from colbench.cli import views
 from colbench.cli.common import console, fail, main_process, print_json, reporting, state
 from colbench.cli.options import flags_from
+from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, sandbox_help
 from colbench.training.config import CriticConfig
 
 app = typer.Typer(help="The SWEET-RL critic: fit it on graded trajectories, score turns with it, judge it (eval, pairs).", no_args_is_help=True)
@@ -108,7 +109,7 @@ def evaluate(
 def pairs(
     run: str = typer.Argument(..., help="A SWEET-RL training run: train:<id>, ckpt:<id> of its policy, or its name."),
     grade: bool = typer.Option(False, "--grade", help="Also grade the pairs of two answers: did the critic choose the one that passes more tests?"),
-    sandbox: str = typer.Option("auto", "--sandbox", help="With --grade: auto, docker or bwrap."),
+    sandbox: str = typer.Option(AUTO_SANDBOX, "--sandbox", help="With --grade: " + sandbox_help()),
     as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
 ) -> None:
     """What a SWEET-RL run's critic taught its policy (backend-lite): each pair's chosen and rejected

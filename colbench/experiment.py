@@ -32,10 +32,13 @@ from typing import ContextManager
 from colbench import protocol
 from colbench.compare import compare, side_of
 from colbench.eval import PolicyEval, as_dict, evaluate
+from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, CHOICES as SANDBOX_CHOICES, sandbox_help
 from colbench.grading.semantics import DEFAULT_GRADING, GRADINGS
+from colbench.model_refs import DEFAULT_MODEL
 from colbench.options import check, help_of, option
 from colbench.progress import Progress, silent
 from colbench.rollout import RolloutConfig, run as run_rollout
+from colbench.simulators import simulator_help
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.training import NothingToTrain
@@ -119,7 +122,7 @@ class ExperimentConfig:
     """The study's size and settings. Each field's help is its documentation; the trainers'
     settings are the embedded critic and policy configs (``--critic-*``, ``--policy-*``)."""
 
-    model: str = option("smollm2", "The base model every arm starts from: smollm2 (embedded), a local folder, a hub id, or ckpt:<id> (e.g. a warm start from `policy fit --algo sft`).")
+    model: str = option(DEFAULT_MODEL, f"The base model every arm starts from: {DEFAULT_MODEL} (embedded), a local folder, a hub id, or ckpt:<id> (e.g. a warm start from `policy fit --algo sft`).")
     tasks: str = option("backend", "Task set: backend (train, test) or backend-lite (train on lite-train; evaluate on lite-test, unseen instances of seen templates, and lite-novel, unseen templates).", choices=tuple(TASK_SETS))
     evaluate_on: str | None = option(
         None,
@@ -133,8 +136,8 @@ class ExperimentConfig:
     temperature: float = option(protocol.TEMPERATURE, "Sampling temperature of every rollout and of SWEET's candidates (the protocol: 1.0).", min=0.0)
     max_new_tokens: int = option(protocol.MAX_NEW_TOKENS, "Tokens per agent turn, and per SWEET candidate (the protocol: 1024).", min=1)
     batch_size: int = option(16, "Episodes (rollouts) or rows (SWEET sampling) decoded together.", min=1)
-    simulator: str = option("builtin", "The simulated human: builtin, endpoint:<url>#<model> or local:<model>.")
-    sandbox: str = option("auto", "Grading sandbox: auto, docker, bwrap or none (unsafe).", choices=("auto", "docker", "bwrap", "none"))
+    simulator: str = option("builtin", simulator_help())
+    sandbox: str = option(AUTO_SANDBOX, sandbox_help(), choices=SANDBOX_CHOICES)
     grading: str = option(DEFAULT_GRADING, "Backend grading semantics of every rollout: official (the official ColBench grader's outcomes) or strict. A grade is made when its rollout runs; `colbench grade --grading` re-grades stored ones.", choices=GRADINGS)
     arms: list[str] = option(
         list(DEFAULT_ARMS),

