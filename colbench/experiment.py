@@ -34,7 +34,7 @@ from colbench.compare import compare, side_of
 from colbench.eval import PolicyEval, as_dict, evaluate
 from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, CHOICES as SANDBOX_CHOICES, sandbox_help
 from colbench.grading.semantics import DEFAULT_GRADING, GRADINGS
-from colbench.model_refs import DEFAULT_MODEL
+from colbench.model_refs import DEFAULT_MODEL, checkpoint_name
 from colbench.options import check, help_of, option
 from colbench.progress import Progress, silent
 from colbench.rollout import RolloutConfig, run as run_rollout
@@ -75,7 +75,8 @@ def ensemble(critics: list[dict]) -> dict | None:
     skipped = next((critic for critic in critics if "checkpoint" not in critic), None)
     if skipped is not None or len(critics) == 1:
         return skipped or critics[0]
-    return {"checkpoint": ",".join(critic["checkpoint"] for critic in critics), "members": critics}
+    return {"checkpoint": ",".join(critic["checkpoint"] for critic in critics),
+            "checkpoint_id": [critic["checkpoint_id"] for critic in critics], "members": critics}
 
 
 def arm_title(key: str) -> str:
@@ -295,9 +296,9 @@ class Reporter:
 class BackendExperiment:
     def __init__(self, db: Database, config: ExperimentConfig, reporter: Reporter | None = None, folder: Path | None = None):
         """``folder``: where a run with a ``label`` records the study's files (colbench/study.py)."""
-        from colbench.runs import checkpoint_ref
+        from colbench.refs import stored_ref
 
-        config = replace(config, model=checkpoint_ref(db, config.model))  # ckpt:<run name>: the id, stored and matched
+        config = replace(config, model=stored_ref(db, config.model))  # ckpt:<run name>: the id, stored and matched
         self.db, self.config, self.report, self.folder = db, config, reporter or Reporter(), folder
         self.simulator_ref: str | None = None  # set by the first rollout
 
@@ -426,7 +427,8 @@ class BackendExperiment:
                                     on_progress=on_progress)
         except NothingToTrain as why:
             return {"skipped": str(why)}
-        return {"checkpoint": f"ckpt:{result.checkpoint_id}", "run_id": result.run_id, "metrics": result.metrics}
+        return {"checkpoint": checkpoint_name(result.checkpoint_id), "checkpoint_id": result.checkpoint_id, "run_id": result.run_id,
+                "metrics": result.metrics}
 
     def judge_critics(self, critics: dict[str, dict]) -> None:
         """backend-lite: each critic's held-out pair accuracy and turn credit (critic_eval.py) on a
@@ -444,7 +446,7 @@ class BackendExperiment:
             policy = run_rollout(self.db, scripted, on_progress=on_progress).policy
         for name, critic in trained.items():
             with self.report.progress(f"critic {name}: evaluation") as on_progress:
-                found = evaluate_critic(self.db, critic["checkpoint"], tasks=f"backend:{test}", policies=[policy],
+                found = evaluate_critic(self.db, critic["checkpoint_id"], tasks=f"backend:{test}", policies=[policy],
                                         device=cfg.device, on_progress=on_progress)
             critic["eval"] = found.as_dict()
             with self.db.write() as session:  # `colbench runs show` shows it with the critic's run
@@ -462,10 +464,7 @@ class BackendExperiment:
         data = data or self.config.data_policies(self.zero_shot)
         base = base or self.config.model
         config = self.config.policy_settings(data, key)
-        critic_id = None
-        if critic:
-            ids = [int(ref.removeprefix("ckpt:")) for ref in critic["checkpoint"].split(",")]
-            critic_id = ids[0] if len(ids) == 1 else ids
+        critic_id = critic["checkpoint_id"] if critic else None  # an id, or an ensemble's ids
         done = self._finished_run(f"policy:{algo}", run_settings(config, algo, critic_id), data, base)
         if done:
             return Arm(key, model=done["checkpoint"], training=done, critic=critic)
@@ -475,8 +474,9 @@ class BackendExperiment:
                                     on_progress=on_progress)
         except NothingToTrain as why:
             return Arm(key, training={"skipped": str(why)})
-        return Arm(key, model=f"ckpt:{result.checkpoint_id}", critic=critic,
-                   training={"checkpoint": f"ckpt:{result.checkpoint_id}", "run_id": result.run_id, "metrics": result.metrics})
+        return Arm(key, model=checkpoint_name(result.checkpoint_id), critic=critic,
+                   training={"checkpoint": checkpoint_name(result.checkpoint_id), "checkpoint_id": result.checkpoint_id,
+                             "run_id": result.run_id, "metrics": result.metrics})
 
     def record_study(self, arms: list[Arm]) -> None:
         """Each evaluated arm's trajectories, under the run's label, in the study's files; on
@@ -523,4 +523,5 @@ class BackendExperiment:
         checkpoint, run = found
         if newest_data is not None and (run.data_watermark or 0) < newest_data:
             return None  # graded data came after it: the stage runs again
-        return {"checkpoint": f"ckpt:{checkpoint.id}", "run_id": run.id, "metrics": run.metrics, "reused": True}
+        return {"checkpoint": checkpoint_name(checkpoint.id), "checkpoint_id": checkpoint.id, "run_id": run.id, "metrics": run.metrics,
+                "reused": True}

@@ -33,7 +33,7 @@ from colbench.batching import Batcher
 from colbench.progress import Progress, silent
 from colbench.engines import AUTO as AUTO_ENGINE, ENGINES, engine_help
 from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, CHOICES as SANDBOX_CHOICES, sandbox_help
-from colbench.model_refs import DEFAULT_MODEL
+from colbench.model_refs import DEFAULT_MODEL, checkpoint_name
 from colbench.simulators import simulator_help
 from colbench.engines.base import Engine, SamplingParams
 from colbench.envs.base import Env, Episode, Grade
@@ -65,7 +65,7 @@ class RolloutConfig:
     seed: int = option(0, "Base sampling seed.")
     temperature: float = option(protocol.TEMPERATURE, "Sampling temperature (the protocol samples at 1.0, at evaluation too).", min=0.0)
     max_new_tokens: int = option(protocol.MAX_NEW_TOKENS, "Tokens per agent turn (the protocol's limit: 1024).", min=1)
-    batch_size: int = option(16, "Most agent turns in one generate call of a local engine (hf, ct2, vllm).", min=1)
+    batch_size: int = option(16, f"Most agent turns in one generate call of a local engine ({', '.join(c.name for c in ENGINES if c.local)}).", min=1)
     concurrency: int | None = option(None, "Episodes live at once, and the most requests in flight to each server (policy, simulator). Default: 256 with --engine openai, else 4 x --batch-size.", min=1)
     request_timeout_s: float = option(60.0, "Seconds a server request may take before it is retried (openai engine, endpoint simulators).", min=0.1, flags=("--request-timeout",))
     retries: int = option(3, "Retries of a failed server request (connection errors, timeouts, 429, 5xx; Retry-After honoured).", min=0)
@@ -87,7 +87,7 @@ class RolloutConfig:
         check(self)
         check_run_name(self.name)
         if self.rerank_critic and self.rerank_critic.isdigit():
-            self.rerank_critic = f"ckpt:{self.rerank_critic}"
+            self.rerank_critic = checkpoint_name(int(self.rerank_critic))
         if self.engine != AUTO_ENGINE and self.engine not in ENGINES:
             raise ValueError(f"--engine must be {AUTO_ENGINE}, {ENGINES.spellings()}; got {self.engine!r}")
         if self.concurrency is None:  # a server batches hundreds; a local engine needs its next batch ready
@@ -550,11 +550,11 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
     """Roll a policy out as ``config`` says: tasks, engine, simulated human, grader, critic
     for best-of-N; everything is stored, and a rerun finishes what is missing. The one way
     in for `colbench rollout` and the experiment."""
-    from colbench.runs import checkpoint_ref
+    from colbench.refs import stored_ref
     from colbench.wiring import build_engine, build_env, build_simulator, parse_task_selector, select_tasks
 
     # ckpt:<run name> → ckpt:<id>: a rollout is stored under the id (names can be removed, ids cannot).
-    config = replace(config, model=checkpoint_ref(db, config.model), rerank_critic=checkpoint_ref(db, config.rerank_critic))
+    config = replace(config, model=stored_ref(db, config.model), rerank_critic=stored_ref(db, config.rerank_critic))
     family, _ = parse_task_selector(config.tasks)
     chosen = select_tasks(db, config.tasks, config.limit, offset=config.offset)
     env, close_env = build_env(db, family, sandbox=config.sandbox, workers=config.grade_workers, clip=config.clip, grading=config.grading)

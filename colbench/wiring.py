@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from colbench.store import queries
 from colbench.store.db import Database
-from colbench.store.models import Checkpoint, Task
+from colbench.store.models import Task
 from colbench.tasks.spec import FAMILIES, LITE_SPLITS, SPLITS
 
 
@@ -38,33 +38,17 @@ def select_tasks(db: Database, selector: str, limit: int | None, offset: int = 0
     return tasks[:limit] if limit else tasks
 
 
-def checkpoint_lookup(db: Database):
-    """ckpt:<id> → (base model, adapter folder, merged folder), for colbench.model_refs.resolve_model."""
-
-    def lookup(checkpoint_id: str):
-        with db.read() as session:
-            row = session.get(Checkpoint, int(checkpoint_id))
-        if row is None:
-            return None
-        from colbench.weights import verify_checkpoint
-
-        verify_checkpoint(row)
-        return (row.base_model, row.path, None) if row.adapter else (row.base_model, None, row.path)
-
-    return lookup
-
-
 def build_engine(db: Database, kind: str, model: str, *, max_batch_size: int | None = None,
                  compute_type: str = "float32", **options):
     """An engine of ``kind`` (one of colbench.engines.ENGINES, or "auto": default_engine decides) for
     ``model``. A local engine's model is resolved here, once, and --engine auto reads the same
     resolved model. ``max_batch_size`` and ``compute_type`` go to the engines that use them."""
     from colbench.engines import AUTO, ENGINES, default_engine, make_engine
-    from colbench.model_refs import resolve_model
+    from colbench.refs import model_source
 
     if kind != AUTO and not ENGINES.get(kind).local:  # a served model's name or a scripted policy: nothing to load
         return make_engine(kind, model, **options)
-    source = resolve_model(model, checkpoint_lookup(db))
+    source = model_source(db, model)
     if kind == AUTO:
         kind = default_engine(source, options.get("device", "auto"))
     if max_batch_size:

@@ -75,7 +75,7 @@ __all__ = [
 def make_engine(kind: str, model_ref, **opts) -> Engine:
     """Build the engine ``kind`` names (one of ENGINES) for ``model_ref``.
 
-    The local engines (hf, ct2, vllm) take a ModelSource or a reference they resolve with
+    The local engines (registered local=True) take a ModelSource or a reference they resolve with
     ``colbench.model_refs.resolve_model`` (pass ``checkpoint_lookup=`` for ``ckpt:<id>``). For
     ``openai``, ``model_ref`` is the served model's name and ``base_url`` the server's address.
     A kind with an argument names the model itself (``make_engine("scripted:expert", ...)``),
