@@ -30,9 +30,9 @@ class Choice:
 
     @property
     def spelling(self) -> str:
-        if not self.argument:
-            return self.name
-        return f"{self.name}:{self.argument}" if self.argument_required else f"{self.name}[:{self.argument}]"
+        """How a user writes it: ``hf``, ``scripted:<policy>`` (where the argument may be left out,
+        the choice's help says what then takes its place)."""
+        return f"{self.name}:{self.argument}" if self.argument else self.name
 
     def __getattr__(self, trait: str):
         try:
@@ -44,20 +44,26 @@ class Choice:
 class Registry:
     """Choices of one kind, in the order registered."""
 
-    def __init__(self, what: str, *, error: type[Exception] = ValueError):
+    def __init__(self, what: str, *, error: type[Exception] = ValueError, traits: dict[str, Any] | None = None):
+        """``traits``: what every choice of this kind answers (e.g. ``{"local": False}``), with the
+        default a registration may override."""
         self.what = what  # "engine": used in messages ("unknown engine 'x': ...")
         self.error = error
+        self.traits = dict(traits or {})
         self._choices: dict[str, Choice] = {}
         self._aliases: dict[str, str] = {}
 
     def register(self, name: str, help: str, *, argument: str = "", argument_required: bool = False,
                  aliases: tuple[str, ...] = (), hidden: bool = False, **traits):
         """Decorator: register ``factory`` under ``name`` (and ``aliases``, other names for the same)."""
+        unknown = set(traits) - set(self.traits)
+        if unknown:
+            raise ValueError(f"{self.what} {name!r}: unknown traits {sorted(unknown)} (a {self.what} has {sorted(self.traits)})")
 
         def add(factory):
             if name in self._choices or name in self._aliases:
                 raise ValueError(f"{self.what} {name!r} is registered twice")
-            self._choices[name] = Choice(name, factory, help, argument, argument_required, traits, hidden)
+            self._choices[name] = Choice(name, factory, help, argument, argument_required, {**self.traits, **traits}, hidden)
             self._aliases.update({alias: name for alias in aliases})
             return factory
 

@@ -91,11 +91,16 @@ class RolloutConfig:
         if self.engine != AUTO_ENGINE and self.engine not in ENGINES:
             raise ValueError(f"--engine must be {AUTO_ENGINE}, {ENGINES.spellings()}; got {self.engine!r}")
         if self.concurrency is None:  # a server batches hundreds; a local engine needs its next batch ready
-            self.concurrency = SERVED_CONCURRENCY if self.engine == "openai" else 4 * self.batch_size
-        if self.engine == "openai":
+            self.concurrency = SERVED_CONCURRENCY if self.served else 4 * self.batch_size
+        if self.served:
             self.base_url = self.base_url or os.environ.get("OPENAI_BASE_URL")
             if not self.base_url:
-                raise ValueError("--engine openai needs --base-url (or $OPENAI_BASE_URL)")
+                raise ValueError(f"--engine {self.engine} needs --base-url (or $OPENAI_BASE_URL)")
+
+    @property
+    def served(self) -> bool:
+        """The policy runs behind a server (--base-url), not in this process."""
+        return self.engine != AUTO_ENGINE and ENGINES.get(self.engine).served
 
     @property
     def samples_per_turn(self) -> int:
@@ -565,7 +570,7 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
 
             critic = CriticModel.from_checkpoint(db, config.rerank_critic, device=config.device)
         served = {"timeout_s": config.request_timeout_s, "max_retries": config.retries, "concurrency": config.concurrency}
-        if config.engine == "openai":
+        if config.served:
             options = {"base_url": config.base_url, **served}
         else:
             options = {"device": config.device, "max_batch_size": config.batch_size, "compute_type": config.ct2_compute_type}

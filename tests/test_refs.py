@@ -78,3 +78,16 @@ def test_engine_auto_resolves_the_model_once(db, monkeypatch, tmp_path):
     with build_engine(db, "auto", "ckpt:warm", device="cpu", max_batch_size=2) as engine:
         assert engine.kind == "ct2" and engine.model_ref == "ckpt:1"  # the tiny model is a Llama: ct2 on a CPU
     assert calls == ["ckpt:1"]
+
+
+def test_a_critic_ensemble_reaches_sweet_as_the_checkpoints_it_names(db, monkeypatch):
+    """The experiment passes an ensemble's ids as a list, the CLI as comma-separated references:
+    both reach SWEET-RL as the same checkpoints (a list once became "[1, 2]" and failed)."""
+    from colbench.training import policy, sweet
+
+    seen = []
+    monkeypatch.setattr(sweet, "fit", lambda db, config, critic_checkpoint=None, **run: seen.append((critic_checkpoint, run["base_model"])))
+    policy.fit_policy(db, algo="sweet", critic_checkpoint=[1, 3])
+    policy.fit_policy(db, algo="sweet", critic_checkpoint="ckpt:warm, ckpt:3", base_model="ckpt:warm")
+    policy.fit_policy(db, algo="sweet", critic_checkpoint=1)
+    assert seen == [("1,3", None), ("ckpt:1,ckpt:3", "ckpt:1"), ("1", None)]

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def registry() -> Registry:
-    kinds = Registry("gadget", error=LookupError)
+    kinds = Registry("gadget", error=LookupError, traits={"colour": "grey"})
     kinds.register("plain", "no argument", colour="red")(lambda argument: ("plain", argument))
     kinds.register("named", "takes a name", argument="<name>", aliases=("alias",))(lambda argument: ("named", argument))
     kinds.register("needs", "must have one", argument="<x>", argument_required=True)(lambda argument: ("needs", argument))
@@ -43,16 +43,16 @@ def test_a_spec_names_a_choice_and_its_argument():
     assert kinds.parse(" Named:Bob ")[1] == "Bob"  # the name is case-blind, the argument kept as written
     assert kinds.get("alias:x").name == "named"
     assert kinds.get("old").name == "old"  # hidden: still understood
-    assert kinds.get("plain").colour == "red"  # a trait the registration gave it
-    assert "needs:1" in kinds and "needs" not in kinds and "plain:1" not in kinds and "nope" not in kinds
+    assert kinds.get("plain").colour == "red" and kinds.get("named").colour == "grey"  # given, or the kind's default
+    assert "needs:1" in kinds and "needs" not in kinds and "named" in kinds and "plain:1" not in kinds and "nope" not in kinds
 
 
 def test_choices_help_and_errors_are_the_registrations():
     kinds = registry()
     assert kinds.names() == ("plain", "named", "needs")  # hidden ones are not offered
-    assert kinds.spellings() == "plain, named[:<name>], needs:<x>"
-    assert kinds.help() == "plain (no argument), named[:<name>] (takes a name), needs:<x> (must have one)"
-    with pytest.raises(LookupError, match=r"^unknown gadget 'nope': choose one of plain, named\[:<name>\], needs:<x>$"):
+    assert kinds.spellings() == "plain, named:<name>, needs:<x>"
+    assert kinds.help() == "plain (no argument), named:<name> (takes a name), needs:<x> (must have one)"
+    with pytest.raises(LookupError, match=r"^unknown gadget 'nope': choose one of plain, named:<name>, needs:<x>$"):
         kinds.parse("nope")
     with pytest.raises(LookupError, match=r"^bad gadget 'plain:1': write it plain$"):
         kinds.parse("plain:1")
@@ -60,6 +60,8 @@ def test_choices_help_and_errors_are_the_registrations():
         kinds.parse("needs")
     with pytest.raises(ValueError, match="registered twice"):
         kinds.register("alias", "again")(lambda argument: None)
+    with pytest.raises(ValueError, match=r"unknown traits \['color'\]"):  # a misspelt trait is caught where it is registered
+        kinds.register("other", "misspelt", color="blue")
 
 
 def test_the_cli_offers_and_refuses_what_is_registered():

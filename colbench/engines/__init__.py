@@ -19,7 +19,10 @@ CT2_MODEL_TYPES = frozenset({"llama"})
 #: weights here; a served model's name; a scripted policy), the options are the engine's own plus
 #: those every builder may pass (device, max_batch_size, compute_type, checkpoint_lookup), which
 #: each factory takes or drops. Engines import lazily: each pulls in packages a command may not need.
-ENGINES = Registry("engine", error=EngineError)
+ENGINES = Registry("engine", error=EngineError, traits={
+    "local": False,  # loads a model reference here (resolved once, by the builder, to a ModelSource)
+    "served": False,  # the model runs behind a server at --base-url
+})
 
 #: --engine auto, beside the registered engines: the builder picks one (default_engine).
 AUTO = "auto"
@@ -52,7 +55,7 @@ def _vllm(model, *, max_batch_size=None, compute_type=None, **options) -> Engine
     return VLLMEngine(model, **options)  # vLLM schedules its own batches
 
 
-@ENGINES.register("openai", "any OpenAI-compatible server; --model is the served model's name", local=False)
+@ENGINES.register("openai", "any OpenAI-compatible server; --model is the served model's name", served=True)
 def _openai(model, *, checkpoint_lookup=None, device=None, max_batch_size=None, compute_type=None, **options) -> Engine:
     from colbench.engines.openai import OpenAIEngine
 
@@ -60,7 +63,7 @@ def _openai(model, *, checkpoint_lookup=None, device=None, max_batch_size=None, 
 
 
 @ENGINES.register("scripted", "rule-following agents for backend-lite tasks: expert, skip@P, irrelevant@P, early@K, "
-                  "mixed@Q; colbench/engines/scripted.py", argument="<policy>", local=False)
+                  "mixed@Q, or bare scripted with the policy as --model; colbench/engines/scripted.py", argument="<policy>")
 def _scripted(policy, **options) -> Engine:
     from colbench.engines.scripted import ScriptedEngine
 

@@ -16,9 +16,9 @@ from .bwrap import BwrapBackend
 from .docker import DockerBackend
 from .plain import PlainBackend
 
-SANDBOXES = Registry("sandbox")
-SANDBOXES.register("docker", "a container per worker; needs a Docker engine and the grading image", confines=True)(DockerBackend)
-SANDBOXES.register("bwrap", "bubblewrap namespaces, no daemon", confines=True)(BwrapBackend)
+SANDBOXES = Registry("sandbox", traits={"confines": True})  # confines: keeps graded code from this machine
+SANDBOXES.register("docker", "a container per worker; needs a Docker engine and the grading image")(DockerBackend)
+SANDBOXES.register("bwrap", "bubblewrap namespaces, no daemon")(BwrapBackend)
 SANDBOXES.register("none", "unsafe: a plain subprocess that can read this machine's files", confines=False)(PlainBackend)
 
 #: --sandbox auto: the first registered sandbox usable here.
