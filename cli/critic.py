@@ -6,6 +6,8 @@ import typer
 from colbench.cli import views
 from colbench.cli.common import console, fail, main_process, print_json, reporting, state
 from colbench.cli.options import flags_from
+from colbench.model_refs import DEFAULT_MODEL
+from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, sandbox_help
 from colbench.training.config import CriticConfig
 
 app = typer.Typer(help="The SWEET-RL critic: fit it on graded trajectories, score turns with it, judge it (eval, pairs).", no_args_is_help=True)
@@ -15,7 +17,7 @@ app = typer.Typer(help="The SWEET-RL critic: fit it on graded trajectories, scor
 @flags_from(CriticConfig)
 def fit(
     config: CriticConfig,
-    model: str = typer.Option(None, "--model", help="Base model: smollm2 (default), a local folder, a hub id, or ckpt:<id> of a policy. Taken from the parent when continuing."),
+    model: str = typer.Option(None, "--model", help=f"Base model: {DEFAULT_MODEL} (default), a local folder, a hub id, or ckpt:<id> of a policy. Taken from the parent when continuing."),
     parent: str = typer.Option("latest", "--from", help="Critic to continue: ckpt:<id>, or 'latest' (the newest critic with the same base, family and settings; a new one when there is none)."),
     from_scratch: bool = typer.Option(False, "--from-scratch", help="Use all the data. Without an explicit --from: a new critic rather than continuing the latest."),
     as_json: bool = typer.Option(False, "--json", help="Print the run's summary as JSON."),
@@ -54,11 +56,11 @@ def score(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Write the critic's per-turn advantage A(o_t,a_t,c) for stored trajectories (see `colbench inspect`)."""
-    from colbench.runs import checkpoint_ref
+    from colbench.refs import stored_ref
     from colbench.training.scoring import score_turns
 
     with reporting("scoring", enabled=not as_json) as on_progress:
-        summary = score_turns(state.db(), checkpoint_ref(state.db(), critic), policy=policy, limit=limit, device=device, on_progress=on_progress)
+        summary = score_turns(state.db(), stored_ref(state.db(), critic), policy=policy, limit=limit, device=device, on_progress=on_progress)
     if as_json:
         print_json(summary)
         return
@@ -81,12 +83,12 @@ def evaluate(
 ) -> None:
     """How well the critic ranks held-out trajectories (pair accuracy) and credits the turns that
     obtained a hidden fact (backend-lite: rank correlation and within-dialogue AUC)."""
-    from colbench.runs import checkpoint_ref
+    from colbench.refs import stored_ref
     from colbench.training.critic_eval import evaluate_critic
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
     with reporting("critic eval", enabled=not as_json) as on_progress:
-        result = evaluate_critic(state.db(), checkpoint_ref(state.db(), critic), tasks=tasks, policies=chosen, setting=setting, rule=pairs, limit=limit, device=device, on_progress=on_progress)
+        result = evaluate_critic(state.db(), stored_ref(state.db(), critic), tasks=tasks, policies=chosen, setting=setting, rule=pairs, limit=limit, device=device, on_progress=on_progress)
     if as_json:
         print_json(result.as_dict())
         return
@@ -108,7 +110,7 @@ def evaluate(
 def pairs(
     run: str = typer.Argument(..., help="A SWEET-RL training run: train:<id>, ckpt:<id> of its policy, or its name."),
     grade: bool = typer.Option(False, "--grade", help="Also grade the pairs of two answers: did the critic choose the one that passes more tests?"),
-    sandbox: str = typer.Option("auto", "--sandbox", help="With --grade: auto, docker or bwrap."),
+    sandbox: str = typer.Option(AUTO_SANDBOX, "--sandbox", help="With --grade: " + sandbox_help()),
     as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
 ) -> None:
     """What a SWEET-RL run's critic taught its policy (backend-lite): each pair's chosen and rejected

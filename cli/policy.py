@@ -5,6 +5,7 @@ import typer
 
 from colbench.cli.common import console, main_process, print_json, reporting, state
 from colbench.cli.options import flags_from
+from colbench.model_refs import DEFAULT_MODEL
 from colbench.training.config import PolicyConfig
 
 app = typer.Typer(help="Train the agent: SWEET-RL (turn-level DPO with the critic), rft, multi-turn DPO, or sft on demonstrations.", no_args_is_help=True)
@@ -15,7 +16,7 @@ checkpoint_app = typer.Typer(help="Training checkpoints: list them, export them 
 def fit(
     config: PolicyConfig,
     algo: str = typer.Option(..., "--algo", help="sweet (turn-level DPO on critic-ranked candidates), rft (SFT on successful trajectories), mtdpo (trajectory-level DPO), or sft (SFT on demonstrations: successful trajectories of --policies, default scripted:*)."),
-    model: str = typer.Option(None, "--model", help="Base model: smollm2 (default), a local folder, a hub id, or ckpt:<id> (a LoRA policy checkpoint is continued, on all the data)."),
+    model: str = typer.Option(None, "--model", help=f"Base model: {DEFAULT_MODEL} (default), a local folder, a hub id, or ckpt:<id> (a LoRA policy checkpoint is continued, on all the data)."),
     critic: str = typer.Option(None, "--critic", help="sweet: the critic checkpoint that scores the candidates, ckpt:<id>; or several, comma-separated: an ensemble whose scores are averaged."),
     parent: str = typer.Option(None, "--from", help="Policy checkpoint to continue, ckpt:<id>: its adapter, on the data graded since its run."),
     from_scratch: bool = typer.Option(False, "--from-scratch", help="With --from: read all the data, not only what its run has not consumed."),
@@ -83,10 +84,12 @@ def export(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Write a checkpoint as a folder that `--model DIR` loads anywhere (merged weights, or the adapter with its tokenizer)."""
+    from colbench.model_refs import checkpoint_name
+    from colbench.refs import checkpoint_id
     from colbench.training.checkpoints import export_checkpoint
 
     folder = export_checkpoint(state.db(), checkpoint, out, merge=merge)
     if as_json:
         print_json({"checkpoint": checkpoint, "path": str(folder), "merged": merge})
         return
-    console.print(f"{checkpoint if str(checkpoint).startswith('ckpt:') else 'ckpt:' + str(checkpoint)} written to {folder}" + (" (merged)" if merge else ""))
+    console.print(f"{checkpoint_name(checkpoint_id(state.db(), checkpoint))} written to {folder}" + (" (merged)" if merge else ""))

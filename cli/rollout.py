@@ -5,6 +5,7 @@ import typer
 
 from colbench.cli.common import console, print_json, reporting, state
 from colbench.cli.options import flags_from
+from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, sandbox_help
 from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP
 from colbench.protocol import NO_RESPONSE
 from colbench.rollout import RolloutConfig
@@ -39,7 +40,7 @@ def rollout(config: RolloutConfig, as_json: bool = typer.Option(False, "--json",
 def grade(
     policy: str = typer.Option(None, "--policy", help="Only this policy's trajectories."),
     ungraded_only: bool = typer.Option(False, "--ungraded", help="Only trajectories with no grade yet."),
-    sandbox: str = typer.Option("auto", "--sandbox", help="auto, docker, bwrap, or none (unsafe)."),
+    sandbox: str = typer.Option(AUTO_SANDBOX, "--sandbox", help=sandbox_help()),
     workers: int = typer.Option(2, "--grade-workers", min=1, help="Sandboxed grading workers (as rollout's)."),
     old_workers: int = typer.Option(None, "--workers", hidden=True, min=1),
     grading: str = typer.Option(DEFAULT_GRADING, "--grading", help="Grading semantics. " + GRADING_HELP),

@@ -9,9 +9,6 @@ from colbench.cli.common import console, err_console, print_json
 
 app = typer.Typer(help="Grading sandboxes: build the Docker image, check which backends work here.", no_args_is_help=True)
 
-NOT_A_SANDBOX = "runs graded code as a plain subprocess: it can read this machine's files"
-
-
 @app.command("image")
 def image(
     tag: str = typer.Option(None, "--tag", help="Name of the image. Default: $COLBENCH_GRADING_IMAGE, else colbench-grading:latest."),
@@ -39,18 +36,14 @@ def image(
 @app.command("check")
 def check(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Which sandbox backends are usable here, why not, and which one `--sandbox auto` picks."""
-    from colbench.grading.sandboxes import BwrapBackend, DockerBackend, PlainBackend, SandboxUnavailable, resolve
-    from colbench.grading.sandboxes.image import configured_image
+    from colbench.grading.sandboxes import AUTO, SANDBOXES, SandboxUnavailable, resolve
 
     backends = {}
-    for backend in (BwrapBackend, DockerBackend, PlainBackend):
-        why_not = backend.check()
-        backends[backend.name] = {"usable": why_not is None, "why_not": why_not}
-    backends["bwrap"]["confinement"] = BwrapBackend.confinement()
-    backends["docker"]["image"] = configured_image()
-    backends["none"]["warning"] = NOT_A_SANDBOX
+    for choice in SANDBOXES:
+        why_not = choice.factory.check()
+        backends[choice.name] = {"usable": why_not is None, "why_not": why_not, **choice.factory.details()}
     try:
-        auto = resolve("auto").name
+        auto = resolve(AUTO).name
     except SandboxUnavailable:
         auto = None
     if as_json:
@@ -61,7 +54,7 @@ def check(as_json: bool = typer.Option(False, "--json", help="Machine-readable o
     table = Table("backend", "usable", "note", title="grading sandboxes", title_justify="left")
     for name, found in backends.items():
         usable = "[green]yes[/]" if found["usable"] else "[red]no[/]"
-        note = found["why_not"] or found.get("warning") or found.get("confinement") or f"image {found['image']}"
+        note = found["why_not"] or "; ".join(f"{key}: {value}" for key, value in found.items() if key not in ("usable", "why_not"))
         table.add_row(name, usable, note)
     console.print(table)
     console.print(f"--sandbox auto picks: {auto or 'nothing (install bubblewrap or build the Docker image)'}", highlight=False)

@@ -8,6 +8,7 @@ import typer
 
 from colbench.cli import views
 from colbench.cli.common import Family, Split, console, count_lines, fail, print_import, print_json, reporting, state
+from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, CHOICES as SANDBOX_CHOICES, sandbox_help
 
 app = typer.Typer(help="Tasks: import the official format, list what is stored, validate, generate.", no_args_is_help=True)
 
@@ -49,11 +50,8 @@ def tasks_ls(
     console.print(views.tasks_table(shown, total, width=console.width))
 
 
-class SandboxChoice(str, Enum):
-    auto = "auto"
-    bwrap = "bwrap"
-    docker = "docker"
-    none = "none"
+# --sandbox's choices, from the sandbox registry (an Enum: how Typer offers choices).
+SandboxChoice = Enum("SandboxChoice", {name: name for name in SANDBOX_CHOICES}, type=str)
 
 
 @app.command("validate")
@@ -62,7 +60,7 @@ def tasks_validate(
     builtin: bool = typer.Option(False, "--builtin", help="Check the built-in task sets instead of a file."),
     lite: bool = typer.Option(False, "--lite", help="Check the backend-lite tier (colbench/tasks/lite) instead of a file."),
     family: Family = typer.Option(Family.backend, "--family", help="Task family of the file or built-in set."),
-    sandbox: SandboxChoice = typer.Option(SandboxChoice.auto, "--sandbox", help="Where references run: auto (docker, else bwrap), docker, bwrap, or none (unsafe)."),
+    sandbox: SandboxChoice = typer.Option(SandboxChoice(AUTO_SANDBOX), "--sandbox", help="Where references run. " + sandbox_help()),
     tests: int = typer.Option(None, "--tests", min=1, help="Require exactly N tests, test1..testN. Default: 10 with --builtin, at least 1 for a file."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable report."),
 ) -> None:
@@ -117,11 +115,11 @@ def tasks_generate(
     sources: list[Path] = typer.Option(..., "--source", help="Web text: a plain text file (split into passages at blank lines) or JSONL with a 'text' field. Repeat for more files."),
     endpoint: str = typer.Option(None, "--endpoint", help="URL#MODEL of an OpenAI-compatible server (the API key comes from $COLBENCH_API_KEY or $OPENAI_API_KEY)."),
     model: str = typer.Option(None, "--model", help="A local model instead: path, hub id, or ckpt:ID."),
-    engine_kind: str = typer.Option("auto", "--engine", help="Engine for --model: auto, ct2, hf or vllm (as in `colbench rollout --engine`)."),
+    engine_kind: str = typer.Option("auto", "--engine", help="Engine for --model, as in `colbench rollout --engine` (`colbench rollout --help` lists them)."),
     family: Family = typer.Option(Family.backend, "--family", help="Task family (backend only, for now)."),
     split: Split = typer.Option(Split.train, "--split", help="Split the new tasks go into."),
     n: int = typer.Option(None, "--n", min=1, help="Stop once N tasks are accepted. Default: one try per passage."),
-    sandbox: SandboxChoice = typer.Option(SandboxChoice.auto, "--sandbox", help="Where candidates run: auto, docker, bwrap, or none (unsafe)."),
+    sandbox: SandboxChoice = typer.Option(SandboxChoice(AUTO_SANDBOX), "--sandbox", help="Where candidates run. " + sandbox_help()),
     temperature: float = typer.Option(0.7, "--temperature"),
     max_tokens: int = typer.Option(2048, "--max-new-tokens", min=1, help="Most new tokens per candidate."),
     old_max_tokens: int = typer.Option(None, "--max-tokens", hidden=True, min=1),

@@ -82,13 +82,15 @@ class Comparison:
 def side_of(db, ref: str, *, tasks: str | None, setting: str) -> Side:
     """A rollout run (rollout:<id> or its name), or a policy's graded trajectories on ``tasks``
     under ``setting`` (the protocol's defaults: "")."""
-    from colbench.runs import RunNotFound, checkpoint_ref, labelled, named, resolve
+    from colbench.model_refs import checkpoint_part
+    from colbench.refs import stored_ref
+    from colbench.runs import RunNotFound, labelled, named, resolve
     from colbench.store import queries
     from colbench.wiring import parse_task_selector
 
-    is_checkpoint = ref.startswith("ckpt:")  # a policy here, stored by id, not the training run that made it
+    is_checkpoint = checkpoint_part(ref) is not None  # a policy here, stored by id, not the training run that made it
     if is_checkpoint:
-        ref = checkpoint_ref(db, ref)
+        ref = stored_ref(db, ref)
     with db.read() as session:
         try:
             found = None if is_checkpoint else resolve(session, ref)

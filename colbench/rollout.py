@@ -31,7 +31,10 @@ from colbench.runs import check_run_name
 from colbench.processes import worker_abandoned, worker_id
 from colbench.batching import Batcher
 from colbench.progress import Progress, silent
-from colbench.engines import KINDS
+from colbench.engines import AUTO as AUTO_ENGINE, ENGINES, engine_help
+from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, CHOICES as SANDBOX_CHOICES, sandbox_help
+from colbench.model_refs import DEFAULT_MODEL, checkpoint_name
+from colbench.simulators import simulator_help
 from colbench.engines.base import Engine, SamplingParams
 from colbench.envs.base import Env, Episode, Grade
 from colbench.official import spec_of
@@ -49,8 +52,8 @@ SERVED_CONCURRENCY = 256
 class RolloutConfig:
     """How a rollout runs: the flags of `colbench rollout` (each field's help is its documentation)."""
 
-    model: str = option("smollm2", "Policy: 'smollm2' (embedded), a local folder, a hub id, ckpt:<id>, or a served model name with --engine openai.")
-    engine: str = option("auto", "Generation engine: ct2 (CTranslate2, the fast one on a CPU; the same policy as hf), hf (transformers: exact, GPUs), vllm, openai (any OpenAI-compatible server), auto (ct2 on a CPU for the embedded model and Llama-family local models, hf otherwise), or scripted:<policy> (rule-following agents for backend-lite tasks: expert, skip@P, irrelevant@P, early@K, mixed@Q; colbench/engines/scripted.py).")
+    model: str = option(DEFAULT_MODEL, f"Policy: '{DEFAULT_MODEL}' (embedded), a local folder, a hub id, ckpt:<id>, or a served model name with --engine openai.")
+    engine: str = option(AUTO_ENGINE, engine_help())
     ct2_compute_type: str = option("float32", "ct2 engine's weights and arithmetic: float32 (the policy itself) or int8 (~2.5x faster again, but a slightly different model: stored as its own policy, ct2-int8:<model>).", choices=("float32", "int8"))
     base_url: str | None = option(None, "Server URL for --engine openai (default: $OPENAI_BASE_URL).")
     served_model: str | None = option(
@@ -60,7 +63,7 @@ class RolloutConfig:
         "prompts and ids every trainer reads, under --model's name, as --engine vllm would. Unset: --model is the served "
         "name, turns go to /v1/chat/completions, and neither the prompt nor token ids are stored (trainers would re-render "
         "and re-encode the text: fine for evaluation, approximate for training).")
-    simulator: str = option("builtin", "Simulated human: builtin (the family's rule-based one), endpoint:<url>#<model>, local:<model>, or for frontend vision:<url>#<model>.")
+    simulator: str = option("builtin", simulator_help())
     tasks: str = option("backend:test", "Tasks: FAMILY:SPLIT (backend or frontend, train or test) or backend-lite:train|test|novel, the tier a small model can learn (built-in tasks are added on first use).")
     limit: int | None = option(None, "Only the first N tasks of the split (by id).", min=1)
     offset: int = option(0, "Skip the first N tasks of the split (by id) before --limit applies: e.g. demonstrations on "
@@ -69,11 +72,11 @@ class RolloutConfig:
     seed: int = option(0, "Base sampling seed.")
     temperature: float = option(protocol.TEMPERATURE, "Sampling temperature (the protocol samples at 1.0, at evaluation too).", min=0.0)
     max_new_tokens: int = option(protocol.MAX_NEW_TOKENS, "Tokens per agent turn (the protocol's limit: 1024).", min=1)
-    batch_size: int = option(16, "Most agent turns in one generate call of a local engine (hf, ct2, vllm).", min=1)
+    batch_size: int = option(16, f"Most agent turns in one generate call of a local engine ({', '.join(c.name for c in ENGINES if c.local)}).", min=1)
     concurrency: int | None = option(None, "Episodes live at once, and the most requests in flight to each server (policy, simulator). Default: 256 with --engine openai, else 4 x --batch-size.", min=1)
     request_timeout_s: float = option(60.0, "Seconds a server request may take before it is retried (openai engine, endpoint simulators).", min=0.1, flags=("--request-timeout",))
     retries: int = option(3, "Retries of a failed server request (connection errors, timeouts, 429, 5xx; Retry-After honoured).", min=0)
-    sandbox: str = option("auto", "Grading sandbox: auto (docker, else bwrap), docker, bwrap, or none (unsafe).", choices=("auto", "docker", "bwrap", "none"))
+    sandbox: str = option(AUTO_SANDBOX, sandbox_help(), choices=SANDBOX_CHOICES)
     grade_workers: int = option(2, "Sandboxed grading workers.", min=1)
     grading: str = option(DEFAULT_GRADING, "Backend grading semantics. " + GRADING_HELP, choices=GRADINGS)
     clip: str | None = option(None, "Frontend reward: CLIP ViT-B/32 weights (folder or hub id). Default: the weight-free ssim-edges similarity.")
@@ -91,17 +94,22 @@ class RolloutConfig:
         check(self)
         check_run_name(self.name)
         if self.rerank_critic and self.rerank_critic.isdigit():
-            self.rerank_critic = f"ckpt:{self.rerank_critic}"
-        if self.engine not in ("auto", *KINDS) and not self.engine.startswith("scripted:"):
-            raise ValueError(f"--engine must be auto, {', '.join(KINDS)} or scripted:<policy>; got {self.engine!r}")
+            self.rerank_critic = checkpoint_name(int(self.rerank_critic))
+        if self.engine != AUTO_ENGINE and self.engine not in ENGINES:
+            raise ValueError(f"--engine must be {AUTO_ENGINE}, {ENGINES.spellings()}; got {self.engine!r}")
         if self.concurrency is None:  # a server batches hundreds; a local engine needs its next batch ready
-            self.concurrency = SERVED_CONCURRENCY if self.engine == "openai" else 4 * self.batch_size
-        if self.served_model and self.engine != "openai":
-            raise ValueError("--served-model goes with --engine openai")
-        if self.engine == "openai":
+            self.concurrency = SERVED_CONCURRENCY if self.served else 4 * self.batch_size
+        if self.served_model and not self.served:
+            raise ValueError("--served-model goes with --engine openai (a served engine)")
+        if self.served:
             self.base_url = self.base_url or os.environ.get("OPENAI_BASE_URL")
             if not self.base_url:
-                raise ValueError("--engine openai needs --base-url (or $OPENAI_BASE_URL)")
+                raise ValueError(f"--engine {self.engine} needs --base-url (or $OPENAI_BASE_URL)")
+
+    @property
+    def served(self) -> bool:
+        """The policy runs behind a server (--base-url), not in this process."""
+        return self.engine != AUTO_ENGINE and ENGINES.get(self.engine).served
 
     @property
     def samples_per_turn(self) -> int:
@@ -559,11 +567,11 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
     """Roll a policy out as ``config`` says: tasks, engine, simulated human, grader, critic
     for best-of-N; everything is stored, and a rerun finishes what is missing. The one way
     in for `colbench rollout` and the experiment."""
-    from colbench.runs import checkpoint_ref
+    from colbench.refs import stored_ref
     from colbench.wiring import build_engine, build_env, build_simulator, parse_task_selector, select_tasks
 
     # ckpt:<run name> → ckpt:<id>: a rollout is stored under the id (names can be removed, ids cannot).
-    config = replace(config, model=checkpoint_ref(db, config.model), rerank_critic=checkpoint_ref(db, config.rerank_critic))
+    config = replace(config, model=stored_ref(db, config.model), rerank_critic=stored_ref(db, config.rerank_critic))
     family, _ = parse_task_selector(config.tasks)
     chosen = select_tasks(db, config.tasks, config.limit, offset=config.offset)
     env, close_env = build_env(db, family, sandbox=config.sandbox, workers=config.grade_workers, clip=config.clip, grading=config.grading)
@@ -574,12 +582,12 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
 
             critic = CriticModel.from_checkpoint(db, config.rerank_critic, device=config.device)
         served = {"timeout_s": config.request_timeout_s, "max_retries": config.retries, "concurrency": config.concurrency}
-        if config.engine == "openai":
+        if config.served:
             options = {"base_url": config.base_url, "served_model": config.served_model, **served}
         else:
             options = {"device": config.device, "max_batch_size": config.batch_size, "compute_type": config.ct2_compute_type}
         with build_engine(db, config.engine, config.model, **options) as policy:
-            local = config.engine if config.engine in ("ct2", "hf", "transformers", "vllm") else "auto"  # for local:<model>
+            local = config.engine if config.engine != AUTO_ENGINE and ENGINES.get(config.engine).local else AUTO_ENGINE  # for local:<model>
             human = build_simulator(db, config.simulator, local, family=family, **served)
             try:
                 rollout = Rollout(db, policy, human, env, config, critic=critic, on_progress=on_progress)

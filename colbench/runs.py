@@ -73,20 +73,10 @@ def resolve(session, ref: str) -> RunRef:
 
 
 def checkpoint_ref(db, ref):
-    """``ckpt:<run name>`` → ``ckpt:<id>`` of that training run's (last) checkpoint; anything else as given.
-    Stored references keep the id: a name can be removed or taken again, an id cannot."""
-    text = str(ref) if ref is not None else None
-    if not text or not text.startswith("ckpt:") or text[5:].isdigit():
-        return ref
-    from colbench.model_refs import ModelNotFound
-    from colbench.store import queries
+    """``ckpt:<run name>`` → ``ckpt:<id>``; anything else as given (colbench.refs.stored_ref)."""
+    from colbench.refs import stored_ref
 
-    with db.read() as session:
-        holder = queries.name_holder(session, text[5:])
-        found = queries.training_runs(session, run_id=int(holder.partition(":")[2])) if holder and holder.startswith("train:") else []
-    if not found or not found[0][1]:
-        raise ModelNotFound(f"{text}: no checkpoint has that id, and no trained run that name (see `colbench runs ls --kind train`)")
-    return f"ckpt:{found[0][1][-1].id}"
+    return stored_ref(db, ref)
 
 
 def rollout_id_of(db, ref: str) -> int:

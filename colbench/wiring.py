@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from colbench.store import queries
 from colbench.store.db import Database
-from colbench.store.models import Checkpoint, Task
+from colbench.store.models import Task
 from colbench.tasks.spec import FAMILIES, LITE_SPLITS, SPLITS
 
 
@@ -38,47 +38,29 @@ def select_tasks(db: Database, selector: str, limit: int | None, offset: int = 0
     return tasks[:limit] if limit else tasks
 
 
-def checkpoint_lookup(db: Database):
-    """ckpt:<id> → (base model, adapter folder, merged folder), for colbench.model_refs.resolve_model."""
-
-    def lookup(checkpoint_id: str):
-        with db.read() as session:
-            row = session.get(Checkpoint, int(checkpoint_id))
-        if row is None:
-            return None
-        from colbench.weights import verify_checkpoint
-
-        verify_checkpoint(row)
-        return (row.base_model, row.path, None) if row.adapter else (row.base_model, None, row.path)
-
-    return lookup
-
-
 def build_engine(db: Database, kind: str, model: str, *, max_batch_size: int | None = None,
                  compute_type: str = "float32", **options):
-    """An engine of ``kind`` ("auto": colbench.engines.default_engine decides) for ``model``.
-    ``max_batch_size`` goes to the local batching engines, ``compute_type`` to ct2."""
-    from colbench.engines import default_engine, make_engine
+    """An engine of ``kind`` (one of colbench.engines.ENGINES, or "auto": default_engine decides) for
+    ``model``. A local engine's model is resolved here, once, and --engine auto reads the same
+    resolved model. ``max_batch_size`` and ``compute_type`` go to the engines that use them."""
+    from colbench.engines import AUTO, ENGINES, default_engine, make_engine
+    from colbench.refs import model_source
 
-    lookup = checkpoint_lookup(db)
-    if kind == "openai":
-        served = options.pop("served_model", None)
-        if not served:
-            return make_engine(kind, model, **options)
-        # The server serves ``model``'s weights under another name: its tokenizer makes every turn exact.
+    served = options.pop("served_model", None)
+    if served:  # the server serves ``model``'s weights under another name: its tokenizer makes every turn exact
         from colbench.engines.openai import OpenAIEngine
-        from colbench.model_refs import load_tokenizer, resolve_model
+        from colbench.model_refs import load_tokenizer
 
-        source = resolve_model(model, lookup)
+        source = model_source(db, model)
         return OpenAIEngine(served, tokenizer=load_tokenizer(source), model_ref=source.ref, **options)
-    if kind == "auto":
-        kind = default_engine(model, options.get("device", "auto"), checkpoint_lookup=lookup)
-    if kind in ("hf", "transformers", "ct2") and max_batch_size:
+    if kind != AUTO and not ENGINES.get(kind).local:  # a served model's name or a scripted policy: nothing to load
+        return make_engine(kind, model, **options)
+    source = model_source(db, model)
+    if kind == AUTO:
+        kind = default_engine(source, options.get("device", "auto"))
+    if max_batch_size:
         options["max_batch_size"] = max_batch_size
-    if kind == "ct2":
-        options["compute_type"] = compute_type
-    options.setdefault("checkpoint_lookup", lookup)
-    return make_engine(kind, model, **options)
+    return make_engine(kind, source, compute_type=compute_type, **options)
 
 
 def build_simulator(db: Database, spec: str, engine_kind: str = "auto", family: str = "backend", **served):

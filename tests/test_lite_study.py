@@ -11,7 +11,8 @@ from colbench.engines.hf import HFEngine
 from colbench.store.db import Database
 from colbench.official import spec_of
 from colbench.tasks.lite import NOVEL_TEMPLATES, facts_of, template_of
-from colbench.wiring import checkpoint_lookup, select_tasks
+from colbench.refs import checkpoint_lookup
+from colbench.wiring import select_tasks
 
 STUDY = [
     "--tasks", "backend-lite", "--train-tasks", "3", "-k", "1", "--test-tasks", "1", "--max-new-tokens", "4", "--batch-size", "4",

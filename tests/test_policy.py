@@ -351,7 +351,7 @@ def test_export_merge_gives_base_plus_adapter_logps_and_ckpt_works_in_an_engine(
     result = fit_policy(db, PolicyConfig(**dict(SMALL, lr=5e-2), epochs=1), "rft", base_model=str(tiny_model_dir))
     ref = f"ckpt:{result.checkpoint_id}"
     from colbench.model_refs import load_model, resolve_model
-    from colbench.wiring import checkpoint_lookup
+    from colbench.refs import checkpoint_lookup
 
     source = resolve_model(ref, checkpoint_lookup(db))
     assert source.adapter == result.path

@@ -1,7 +1,6 @@
-"""Generation engines, and a factory to build one by name.
+"""Generation engines: the registry of them by name, and a factory to build one.
 
-Engines are imported lazily: each pulls in heavy or optional packages (torch and
-transformers, vLLM, an HTTP client) that a given command may not need.
+A new engine is one module (a subclass of engines.base.Engine) and its registration below.
 """
 from __future__ import annotations
 
@@ -9,59 +8,91 @@ import json
 from pathlib import Path
 
 from colbench.engines.base import Engine, EngineError, Generation, Message, Sample, SamplingParams
-
-KINDS = ("hf", "transformers", "ct2", "vllm", "openai", "scripted")
+from colbench.registry import Registry
 
 # Architectures the ct2 engine is the default for: CTranslate2 converts more, but these are
 # the ones whose converted log-probs were checked against transformers (tests/test_engine_ct2.py).
 CT2_MODEL_TYPES = frozenset({"llama"})
 
+#: Every engine, by the name --engine takes. A factory is called as ``factory(model, **options)``:
+#: ``model`` is the model reference (a resolved ModelSource for the ``local`` engines, which load
+#: weights here; a served model's name; a scripted policy), the options are the engine's own plus
+#: those every builder may pass (device, max_batch_size, compute_type, checkpoint_lookup), which
+#: each factory takes or drops. Engines import lazily: each pulls in packages a command may not need.
+ENGINES = Registry("engine", error=EngineError, traits={
+    "local": False,  # loads a model reference here (resolved once, by the builder, to a ModelSource)
+    "served": False,  # the model runs behind a server at --base-url
+})
+
+#: --engine auto, beside the registered engines: the builder picks one (default_engine).
+AUTO = "auto"
+AUTO_HELP = "ct2 on a CPU for the embedded model and Llama-family local models, hf otherwise"
+
+
+def engine_help() -> str:
+    """--engine's help, read from the registry."""
+    return f"Generation engine: {AUTO} ({AUTO_HELP}), {ENGINES.help()}."
+
+
+@ENGINES.register("hf", "transformers, also named so: exact, GPUs", aliases=("transformers",), local=True)
+def _hf(model, *, compute_type=None, **options) -> Engine:
+    from colbench.engines.hf import HFEngine
+
+    return HFEngine(model, **options)  # compute_type is ct2's: transformers computes in the model's dtype
+
+
+@ENGINES.register("ct2", "CTranslate2, the fast one on a CPU; the same policy as hf", local=True)
+def _ct2(model, **options) -> Engine:
+    from colbench.engines.ct2 import CT2Engine
+
+    return CT2Engine(model, **options)
+
+
+@ENGINES.register("vllm", "GPUs, many samples at once", local=True)
+def _vllm(model, *, max_batch_size=None, compute_type=None, **options) -> Engine:
+    from colbench.engines.vllm import VLLMEngine
+
+    return VLLMEngine(model, **options)  # vLLM schedules its own batches
+
+
+@ENGINES.register("openai", "any OpenAI-compatible server; --model is the served model's name", served=True)
+def _openai(model, *, checkpoint_lookup=None, device=None, max_batch_size=None, compute_type=None, **options) -> Engine:
+    from colbench.engines.openai import OpenAIEngine
+
+    return OpenAIEngine(model, **options)  # the server names, places and batches its model
+
+
+@ENGINES.register("scripted", "rule-following agents for backend-lite tasks: expert, skip@P, irrelevant@P, early@K, "
+                  "mixed@Q, or bare scripted with the policy as --model; colbench/engines/scripted.py", argument="<policy>")
+def _scripted(policy, **options) -> Engine:
+    from colbench.engines.scripted import ScriptedEngine
+
+    return ScriptedEngine(policy, **options)
+
+
 __all__ = [
-    "Engine", "EngineError", "Generation", "Message", "Sample", "SamplingParams", "KINDS", "make_engine", "default_engine",
+    "Engine", "EngineError", "Generation", "Message", "Sample", "SamplingParams", "ENGINES", "AUTO", "make_engine", "default_engine",
 ]
 
 
-def make_engine(kind: str, model_ref: str, **opts) -> Engine:
-    """Build an engine: ``hf`` (alias ``transformers``), ``ct2``, ``vllm``, ``openai`` or ``scripted``.
+def make_engine(kind: str, model_ref, **opts) -> Engine:
+    """Build the engine ``kind`` names (one of ENGINES) for ``model_ref``.
 
-    For ``hf``, ``ct2`` and ``vllm``, ``model_ref`` goes through ``colbench.model_refs.resolve_model``
-    (pass ``checkpoint_lookup=`` to resolve ``ckpt:<id>``); other options go to the
-    engine. For ``openai``, ``model_ref`` is the served model's name and ``base_url``
-    the server's address. For ``scripted`` (a rule-following agent on backend-lite tasks),
-    ``model_ref`` is the policy (``expert``, ``skip@0.5``, ...), or the kind carries it:
-    ``make_engine("scripted:expert", ...)``.
+    The local engines (registered local=True) take a ModelSource or a reference they resolve with
+    ``colbench.model_refs.resolve_model`` (pass ``checkpoint_lookup=`` for ``ckpt:<id>``). For
+    ``openai``, ``model_ref`` is the served model's name and ``base_url`` the server's address.
+    A kind with an argument names the model itself (``make_engine("scripted:expert", ...)``),
+    and then ``model_ref`` is not read.
     """
-    kind = (kind or "").strip().lower()
-    if kind in ("hf", "transformers"):
-        from colbench.engines.hf import HFEngine
-
-        return HFEngine(model_ref, **opts)
-    if kind == "ct2":
-        from colbench.engines.ct2 import CT2Engine
-
-        return CT2Engine(model_ref, **opts)
-    if kind == "vllm":
-        from colbench.engines.vllm import VLLMEngine
-
-        return VLLMEngine(model_ref, **opts)
-    if kind == "openai":
-        from colbench.engines.openai import OpenAIEngine
-
-        opts.pop("checkpoint_lookup", None)  # a served model is named by the server
-        return OpenAIEngine(model_ref, **opts)
-    if kind == "scripted" or kind.startswith("scripted:"):
-        # Scripted agents (engines/scripted.py): the policy is named by the kind ("scripted:skip@0.5",
-        # and then model_ref is not read) or, for the bare kind, by model_ref ("skip@0.5").
-        from colbench.engines.scripted import ScriptedEngine
-
-        return ScriptedEngine(kind.partition(":")[2] or model_ref, **opts)
-    raise EngineError(f"unknown engine {kind!r}: choose one of hf, transformers, ct2, vllm, openai, scripted[:<policy>]")
+    choice, argument = ENGINES.parse(kind)
+    return choice.factory(argument or model_ref, **opts)
 
 
-def default_engine(model: str, device: str = "auto", checkpoint_lookup=None) -> str:
+def default_engine(model, device: str = "auto", checkpoint_lookup=None) -> str:
     """The engine kind to run ``model`` with when none is asked for: ``ct2`` on a CPU (device
     "cpu", or "auto" on a machine without CUDA) for the embedded model and local models of
-    an architecture in CT2_MODEL_TYPES (pass ``checkpoint_lookup`` to look into ``ckpt:<id>``),
+    an architecture in CT2_MODEL_TYPES (``model``: a resolved ModelSource, or a reference; pass
+    ``checkpoint_lookup`` to look into ``ckpt:<id>``),
     where it is 5-6x faster than transformers in float32; ``hf`` otherwise.
     """
     import importlib.util
@@ -74,13 +105,15 @@ def default_engine(model: str, device: str = "auto", checkpoint_lookup=None) -> 
         return "hf"
     if device != "cpu" and model_refs.resolve_device(device) != "cpu":  # imports torch, as the engine would
         return "hf"
-    ref = str(model).strip()
-    if ref.lower() in model_refs.EMBEDDED_ALIASES:  # SmolLM2: a Llama (and resolving it may convert for ~40 s)
+    if isinstance(model, model_refs.ModelSource):
+        source = model
+    elif str(model).strip().lower() in model_refs.EMBEDDED_ALIASES:  # SmolLM2: a Llama (and resolving it may convert for ~40 s)
         return "ct2"
-    try:
-        source = model_refs.resolve_model(ref, checkpoint_lookup)
-    except model_refs.ModelNotFound:
-        return "hf"  # let the transformers engine report it
+    else:
+        try:
+            source = model_refs.resolve_model(model, checkpoint_lookup)
+        except model_refs.ModelNotFound:
+            return "hf"  # let the transformers engine report it
     config = Path(source.base) / "config.json"
     if not config.is_file():  # a hub id: its architecture is not known without fetching it
         return "hf"

@@ -1,61 +1,85 @@
-"""Simulated humans. ``make_simulator`` builds one from a short spec string:
+"""Simulated humans: the registry of them by kind, and ``make_simulator``, which builds one
+from a short spec string (``builtin``, ``endpoint:<base_url>#<model>``, ...; SIMULATORS lists
+them with their help).
 
-- ``builtin``: the deterministic rule-based stand-in of the task family (CPU, CI; not for
-  paper numbers; see ``rulebased/``);
-- ``endpoint:<base_url>#<model>``: a model behind an OpenAI-compatible server,
-  e.g. ``endpoint:http://127.0.0.1:8000/v1#meta-llama/Llama-3.1-70B-Instruct``;
-- ``local:<model_ref>``: a model in this process, built by ``engine_factory(model_ref)``.
-
-Frontend tasks (the simulated human compares screenshots, see ``SimRequest.images``/``dom``):
-
-- ``vision:<base_url>#<model>``: a vision-language model behind an OpenAI-compatible server.
+A new simulator is one module (a subclass of simulators.base.Simulator) and its registration
+below. A factory is called as ``factory(argument, family=..., engine_factory=..., **served)``:
+``argument`` is what follows the kind in the spec, ``family`` the tasks' family, ``served``
+(timeout_s, max_retries, concurrency) what a simulator behind a server takes; each factory
+takes what it uses.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from colbench.engines.base import Engine
+from colbench.registry import Registry
 from colbench.simulators.base import SimReply, SimRequest, Simulator
 
-SPEC_HELP = (
-    "expected 'builtin', 'endpoint:<base_url>#<model>' or 'local:<model_ref>' "
-    "(frontend: 'builtin' or 'vision:<base_url>#<model>')"
-)
+SIMULATORS = Registry("simulator")
+
+
+def simulator_help() -> str:
+    """--simulator's help, read from the registry."""
+    return f"Simulated human: {SIMULATORS.help()}."
+
+
+@SIMULATORS.register("builtin", "the family's rule-based one: deterministic, for CPUs and CI, not for paper numbers")
+def _builtin(argument: str, *, family: str = "backend", engine_factory=None, **served) -> Simulator:
+    if family == "backend":
+        from colbench.simulators.rulebased.backend import BuiltinSimulator
+
+        return BuiltinSimulator()
+    return _builtin_frontend(argument)
+
+
+@SIMULATORS.register("builtin-frontend", "the frontend one's stored name", hidden=True)  # still accepted
+def _builtin_frontend(argument: str, **ignored) -> Simulator:
+    from colbench.simulators.rulebased.frontend import FrontendBuiltinSimulator
+
+    return FrontendBuiltinSimulator()
+
+
+def _server(spec: str, argument: str) -> tuple[str, str]:
+    """``<base_url>#<model>`` → (base_url, model)."""
+    base_url, _, model = argument.partition("#")
+    if not base_url.startswith(("http://", "https://")) or not model:
+        raise ValueError(f"bad simulator {spec!r}: write it {SIMULATORS.get(spec).spelling}")
+    return base_url, model
+
+
+@SIMULATORS.register("endpoint", "a model behind an OpenAI-compatible server, e.g. the paper's Llama-3.1-70B-Instruct",
+                     argument="<base_url>#<model>", argument_required=True)
+def _endpoint(argument: str, *, family: str = "backend", engine_factory=None, **served) -> Simulator:
+    from colbench.simulators.endpoint import EndpointSimulator
+
+    base_url, model = _server(f"endpoint:{argument}", argument)
+    return EndpointSimulator(model, base_url, **served)
+
+
+@SIMULATORS.register("local", "a model in this process, on the policy's local engine", argument="<model>", argument_required=True)
+def _local(argument: str, *, family: str = "backend", engine_factory=None, **served) -> Simulator:
+    if engine_factory is None:
+        raise ValueError(f"simulator spec 'local:{argument}' needs an engine factory to load {argument!r}")
+    from colbench.simulators.local import LocalModelSimulator
+
+    return LocalModelSimulator(engine_factory(argument), owns_engine=True)
+
+
+@SIMULATORS.register("vision", "frontend: a vision-language model behind an OpenAI-compatible server, comparing screenshots",
+                     argument="<base_url>#<model>", argument_required=True)
+def _vision(argument: str, *, family: str = "backend", engine_factory=None, **served) -> Simulator:
+    from colbench.simulators.vision import VisionEndpointSimulator
+
+    base_url, model = _server(f"vision:{argument}", argument)
+    return VisionEndpointSimulator(model, base_url, **served)
 
 
 def make_simulator(spec: str, engine_factory: Callable[[str], Engine] | None = None, family: str = "backend", **served) -> Simulator:
     """The simulator a spec names, for tasks of ``family`` (``builtin`` is the family's rule-based one).
     ``served`` (timeout_s, max_retries, concurrency) goes to a simulator behind a server."""
-    kind, _, rest = spec.strip().partition(":")
-    if kind == "builtin" and not rest and family == "backend":
-        from colbench.simulators.rulebased.backend import BuiltinSimulator
-
-        return BuiltinSimulator()
-    if kind == "endpoint":
-        base_url, _, model = rest.partition("#")
-        if not base_url.startswith(("http://", "https://")) or not model:
-            raise ValueError(f"bad simulator spec {spec!r}: {SPEC_HELP}")
-        from colbench.simulators.endpoint import EndpointSimulator
-
-        return EndpointSimulator(model, base_url, **served)
-    if kind in ("builtin", "builtin-frontend") and not rest:  # the second: its stored name, still accepted
-        from colbench.simulators.rulebased.frontend import FrontendBuiltinSimulator
-
-        return FrontendBuiltinSimulator()
-    if kind == "vision":
-        base_url, _, model = rest.partition("#")
-        if not base_url.startswith(("http://", "https://")) or not model:
-            raise ValueError(f"bad simulator spec {spec!r}: {SPEC_HELP}")
-        from colbench.simulators.vision import VisionEndpointSimulator
-
-        return VisionEndpointSimulator(model, base_url, **served)
-    if kind == "local" and rest:
-        if engine_factory is None:
-            raise ValueError(f"simulator spec {spec!r} needs an engine factory to load {rest!r}")
-        from colbench.simulators.local import LocalModelSimulator
-
-        return LocalModelSimulator(engine_factory(rest), owns_engine=True)
-    raise ValueError(f"bad simulator spec {spec!r}: {SPEC_HELP}")
+    choice, argument = SIMULATORS.parse(spec)
+    return choice.factory(argument, family=family, engine_factory=engine_factory, **served)
 
 
-__all__ = ["SimReply", "SimRequest", "Simulator", "make_simulator"]
+__all__ = ["SIMULATORS", "SimReply", "SimRequest", "Simulator", "make_simulator", "simulator_help"]

@@ -128,33 +128,18 @@ def card_maker(db, *, kind: str, run_id: int, name: str | None, base_model: str,
                                       store_id=db.store_id, config=config, metrics=metrics, data=data)
 
 
-def parse_checkpoint_id(ref) -> int:
-    """``7``, ``"7"`` or ``"ckpt:7"`` → 7."""
-    text = str(ref).strip()
-    if text.startswith("ckpt:"):
-        text = text[5:]
-    try:
-        return int(text)
-    except ValueError:
-        raise ModelNotFound(f"not a checkpoint reference: {ref!r} (expected ckpt:<id>)") from None
-
-
 def get_checkpoint(db, ref) -> tuple[Checkpoint, TrainingRun]:
-    checkpoint_id = parse_checkpoint_id(ref)
-    with db.read() as session:
-        found = queries.checkpoint_and_run(session, checkpoint_id)
-    if found is None:
-        raise ModelNotFound(f"checkpoint ckpt:{checkpoint_id} not found")
-    row, run = found
-    verify_checkpoint(row)
-    return row, run
+    """``7``, ``"ckpt:7"`` or ``"ckpt:<run name>"`` → the checkpoint and its run (colbench.refs.checkpoint)."""
+    from colbench.refs import checkpoint
+
+    return checkpoint(db, ref)
 
 
 def resolve_base(db, ref: str) -> ModelSource:
-    """A base model reference (smollm2, a path, a hub id, ckpt:<id>) → what to load."""
-    from colbench.wiring import checkpoint_lookup
+    """A base model reference (smollm2, a path, a hub id, ckpt:<id>) → what to load (colbench.refs.model_source)."""
+    from colbench.refs import model_source
 
-    return resolve_model(ref, checkpoint_lookup(db))
+    return model_source(db, ref)
 
 
 def fail_run(db, run_id: int | None, exc: BaseException) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from colbench.model_refs import DEFAULT_MODEL
 from colbench.progress import Progress
 from colbench.store import queries
 from colbench.training import NothingToTrain
@@ -304,7 +305,7 @@ def fit_critic(
             raise ValueError(f"ckpt:{checkpoint.id} is a critic of {checkpoint.base_model}, not of {base_model}")
         base_model = checkpoint.base_model
         watermark = None if from_scratch else run.data_watermark
-    base_model = base_model or "smollm2"
+    base_model = base_model or DEFAULT_MODEL
     check_artifact_root(db, config.out)
     check_name_free(db, config.name)
 

@@ -116,7 +116,7 @@ def sampler_kind(db, config: P.PolicyConfig, start: str, device, processes: int 
     if config.sampler != "auto":
         return config.sampler
     from colbench.engines import default_engine
-    from colbench.wiring import checkpoint_lookup
+    from colbench.refs import checkpoint_lookup
 
     kind = getattr(device, "type", str(device).split(":")[0])  # cpu, not cpu:0 (as accelerate names it)
     return default_engine(start, kind, checkpoint_lookup=checkpoint_lookup(db))

@@ -19,6 +19,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import torch
 
+from colbench.model_refs import DEFAULT_MODEL, checkpoint_part
 from colbench.progress import Progress
 from colbench.store import queries
 from colbench.training import NothingToTrain
@@ -347,7 +348,7 @@ def train_policy(
     """
     config = config.for_algo(algo)
     base_model = normalized_model_ref(base_model) if base_model else None
-    if parent_checkpoint is None and base_model and base_model.startswith("ckpt:"):
+    if parent_checkpoint is None and base_model and checkpoint_part(base_model) is not None:
         checkpoint, run = get_checkpoint(db, base_model)
         if checkpoint.adapter:  # an adapter cannot be the base of another: continue it instead
             parent_checkpoint, from_scratch = checkpoint.id, True
@@ -359,7 +360,7 @@ def train_policy(
             raise ValueError(f"ckpt:{checkpoint.id} is a {run.kind} checkpoint, not a policy")
         watermark = None if from_scratch else run.data_watermark
         base_model = checkpoint.base_model if checkpoint.adapter or config.full else f"ckpt:{checkpoint.id}"
-    base_model = base_model or "smollm2"
+    base_model = base_model or DEFAULT_MODEL
     source = resolve_base(db, base_model)
     check_artifact_root(db, config.out)
     check_name_free(db, config.name)

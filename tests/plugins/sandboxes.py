@@ -1,8 +1,10 @@
-"""The grading sandboxes to test against: bwrap, and Docker on a private engine.
+"""The grading sandboxes to test against: every confining sandbox in the registry
+(colbench.grading.sandboxes.SANDBOXES), so a newly registered one runs each grading, attack
+and official-format test with no change here.
 
-`sandbox` is parametrized over both, so each grading, attack and official-format test
-runs on each. bwrap skips only where it cannot start a sandbox; Docker only where the
-private dockerd cannot start (plugins/docker_engine.py says why).
+`sandbox` is parametrized over them. A sandbox skips only where it cannot start here (its
+check() says why); Docker runs on a private engine (plugins/docker_engine.py), which skips
+only where that dockerd cannot start.
 """
 from __future__ import annotations
 
@@ -11,21 +13,23 @@ from pathlib import Path
 
 import pytest
 
-from colbench.grading.sandboxes import cgroups
+from colbench.grading.sandboxes import SANDBOXES, cgroups
 from colbench.grading.sandboxes.base import process_state, slot_uid
-from colbench.grading.sandboxes.bwrap import BwrapBackend
 
-BACKENDS = ["bwrap", "docker"]
+BACKENDS = [choice.name for choice in SANDBOXES if choice.confines]
+# A sandbox that needs a service of its own names the fixture that starts it (and decides
+# whether a missing service skips or fails); any other skips only where its check() says no.
+SERVICES = {"docker": "docker_engine"}
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def sandbox(request) -> str:
-    if request.param == "docker":
-        request.getfixturevalue("docker_engine")
-    else:
-        why = BwrapBackend.check()
-        if why is not None:
-            pytest.skip(f"bwrap cannot start a sandbox here: {why}")
+    if request.param in SERVICES:
+        request.getfixturevalue(SERVICES[request.param])
+        return request.param
+    why = SANDBOXES.get(request.param).factory.check()
+    if why is not None:
+        pytest.skip(f"{request.param} cannot start a sandbox here: {why}")
     return request.param
 
 

@@ -109,6 +109,10 @@ class BwrapBackend:
         return None
 
     @staticmethod
+    def details() -> dict:
+        return {"confinement": BwrapBackend.confinement()}
+
+    @staticmethod
     def confinement() -> str:
         """What bounds a sandbox here beyond bwrap itself, in words."""
         if os.geteuid() != 0:

@@ -142,6 +142,10 @@ class DockerBackend:
     name = "docker"
 
     @staticmethod
+    def details() -> dict:
+        return {"image": configured_image()}
+
+    @staticmethod
     def check() -> str | None:
         """None if a Docker engine answers quickly and holds the grading image, else why not."""
         try:

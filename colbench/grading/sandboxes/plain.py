@@ -30,6 +30,10 @@ class PlainBackend:
     def check() -> str | None:
         return None
 
+    @staticmethod
+    def details() -> dict:
+        return {"warning": "runs graded code as a plain subprocess: it can read this machine's files"}
+
     def start(self, slot: int, memory_mb: int, hash_seed: int = HASH_SEED) -> Channel:
         python = SANDBOX_PYTHON if os.path.exists(SANDBOX_PYTHON) else sys.executable
         workdir = tempfile.mkdtemp(prefix="colbench-grading-")
