@@ -326,18 +326,26 @@ class FakeOpenAIServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def _adapter_route(self, route: str, raw: bytes):
-                if not server.runtime_lora:  # vLLM adds these routes only when allowed to
-                    self._send(404, {"detail": "Not Found"})
-                    return
+            def _received(self, raw: bytes):
+                """The request's JSON, recorded with its headers; None (after a 400) when it is not JSON."""
                 try:
                     request = json.loads(raw)
                 except ValueError:
                     self._error(400, "request body is not JSON")
-                    return
+                    return None
                 with server._lock:
                     server.requests.append(request)
                     server.headers.append({k.lower(): v for k, v in self.headers.items()})
+                return request
+
+            def _adapter_route(self, route: str, raw: bytes):
+                if not server.runtime_lora:  # vLLM adds these routes only when allowed to
+                    self._send(404, {"detail": "Not Found"})
+                    return
+                request = self._received(raw)
+                if request is None:
+                    return
+                with server._lock:
                     load = route == "/v1/load_lora_adapter"
                     status, text = server._load_adapter(request) if load else server._unload_adapter(request)
                 if status == 200:
@@ -375,14 +383,9 @@ class FakeOpenAIServer:
                 if route not in ("/v1/chat/completions", "/v1/completions"):
                     self._error(404, f"no route {self.path}")
                     return
-                try:
-                    request = json.loads(raw)
-                except ValueError:
-                    self._error(400, "request body is not JSON")
+                request = self._received(raw)
+                if request is None:
                     return
-                with server._lock:
-                    server.requests.append(request)
-                    server.headers.append({k.lower(): v for k, v in self.headers.items()})
                 action = server._next_action()
                 if action is not None:
                     kind = action[0]
