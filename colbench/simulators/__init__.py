@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable
 
 from colbench.engines.base import Engine
+from colbench.families import DEFAULT_FAMILY, family as family_named
 from colbench.simulators.base import SimReply, SimRequest, Simulator
 
 SPEC_HELP = (
@@ -23,14 +24,12 @@ SPEC_HELP = (
 )
 
 
-def make_simulator(spec: str, engine_factory: Callable[[str], Engine] | None = None, family: str = "backend", **served) -> Simulator:
+def make_simulator(spec: str, engine_factory: Callable[[str], Engine] | None = None, family: str = DEFAULT_FAMILY, **served) -> Simulator:
     """The simulator a spec names, for tasks of ``family`` (``builtin`` is the family's rule-based one).
     ``served`` (timeout_s, max_retries, concurrency) goes to a simulator behind a server."""
     kind, _, rest = spec.strip().partition(":")
-    if kind == "builtin" and not rest and family == "backend":
-        from colbench.simulators.rulebased.backend import BuiltinSimulator
-
-        return BuiltinSimulator()
+    if kind == "builtin" and not rest:
+        return family_named(family).builtin_simulator()
     if kind == "endpoint":
         base_url, _, model = rest.partition("#")
         if not base_url.startswith(("http://", "https://")) or not model:
@@ -38,7 +37,7 @@ def make_simulator(spec: str, engine_factory: Callable[[str], Engine] | None = N
         from colbench.simulators.endpoint import EndpointSimulator
 
         return EndpointSimulator(model, base_url, **served)
-    if kind in ("builtin", "builtin-frontend") and not rest:  # the second: its stored name, still accepted
+    if kind == "builtin-frontend" and not rest:  # the frontend builtin's stored name, still accepted
         from colbench.simulators.rulebased.frontend import FrontendBuiltinSimulator
 
         return FrontendBuiltinSimulator()

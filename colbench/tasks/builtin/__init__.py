@@ -26,8 +26,11 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 
-from colbench.official import FormatError, task_from_record, task_row
-from colbench.tasks.spec import FAMILIES, TaskSpec
+from colbench.errors import FormatError
+from colbench.families import DEFAULT_FAMILY, family as family_named
+from colbench.families.records import task_from_record
+from colbench.tasks.rows import task_row
+from colbench.tasks.spec import TaskSpec
 
 PACKAGE = "colbench.tasks.builtin"
 SOURCE = "builtin"
@@ -45,10 +48,9 @@ class BuiltinTask:
         return f"{self.file}:{self.line}"
 
 
-def builtin_files(family: str = "backend") -> list:
+def builtin_files(family: str = DEFAULT_FAMILY) -> list:
     """The family's data files (importlib Traversables), in file-name order."""
-    if family not in FAMILIES:
-        raise ValueError(f"family must be one of {', '.join(FAMILIES)}, not {family!r}")
+    family_named(family)  # a one-line error for a family that no module registers
     folder = resources.files(PACKAGE)
     found = [
         entry
@@ -63,7 +65,7 @@ def split_of(position: int) -> str:
     return "test" if position % TEST_EVERY == TEST_EVERY - 1 else "train"
 
 
-def load_builtin(family: str = "backend") -> list[BuiltinTask]:
+def load_builtin(family: str = DEFAULT_FAMILY) -> list[BuiltinTask]:
     """Every built-in task of the family with its file and line. FormatError names the line."""
     tasks: list[BuiltinTask] = []
     for entry in builtin_files(family):
@@ -85,13 +87,13 @@ def load_builtin(family: str = "backend") -> list[BuiltinTask]:
     return tasks
 
 
-def builtin_tasks(family: str = "backend", split: str | None = None) -> list[TaskSpec]:
+def builtin_tasks(family: str = DEFAULT_FAMILY, split: str | None = None) -> list[TaskSpec]:
     """The built-in tasks of a family (all, or one split), naive solutions included."""
     specs = [task.spec for task in load_builtin(family)]
     return [spec for spec in specs if split is None or spec.split == split]
 
 
-def ensure_builtin_tasks(db, family: str = "backend") -> int:
+def ensure_builtin_tasks(db, family: str = DEFAULT_FAMILY) -> int:
     """Store the family's built-in tasks that are missing; returns how many were added.
 
     Idempotent (tasks are keyed by content hash) and all in one transaction.
