@@ -12,6 +12,8 @@ from typing import Any, Iterator, NoReturn
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from colbench.families import DEFAULT_FAMILY, help_text as family_help, names as family_names
+
 INTERRUPTED = "interrupted; everything finished before the interrupt is stored, rerun to go on"
 
 def _console(stderr: bool = False) -> Console:
@@ -254,10 +256,10 @@ def count_lines(path) -> int | None:
         return None
 
 
-# Choices several commands take.
-class Family(str, Enum):
-    backend = "backend"
-    frontend = "frontend"
+# Choices several commands take. The task families are the registry's (colbench.families): one list, not two.
+Family = Enum("Family", {name: name for name in family_names()}, type=str)
+DEFAULT_FAMILY_CHOICE = Family(DEFAULT_FAMILY)
+FAMILY_HELP = family_help()
 
 
 class Split(str, Enum):

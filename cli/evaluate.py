@@ -4,6 +4,7 @@ from __future__ import annotations
 import typer
 
 from colbench.cli import views
+from colbench.families import family as family_named
 from colbench.cli.common import console, fail, print_json, state
 
 
@@ -52,7 +53,7 @@ def without_empty_columns(table):
 def _fact_finding(family: str, split: str, policies, simulator, setting, as_json: bool) -> None:
     from colbench.fact_finding import fact_finding
 
-    if family != "backend":
+    if not family_named(family).tiers:  # the facts are those of a tier's tasks (backend-lite)
         fail(f"--facts reads backend-lite dialogues; {family}:{split} is not a backend split")
     rows = fact_finding(state.db(), split, policies=policies or None, simulator=simulator, setting=setting)
     if as_json:

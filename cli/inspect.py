@@ -6,6 +6,7 @@ from pathlib import Path
 import typer
 
 from colbench.cli import views
+from colbench.families import family as family_named
 from colbench.cli.common import console, fail, print_json, state
 
 
@@ -42,7 +43,7 @@ def inspect(
 def _write_side_by_side(trajectory, task, turns, paths: dict[str, str], out: Path, filmstrip: bool) -> None:
     """The final page (or each turn's page) beside the reference page, rendered now, under a title
     naming the task, the score and its metric."""
-    if task.family != "frontend":
+    if not family_named(task.family).renders_pages:
         fail("--side-by-side is for frontend trajectories")
     from colbench.render.browser import Renderer
     from colbench.render.pictures import contact_sheet

@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 
 from colbench.cli import views
-from colbench.cli.common import Family, Split, console, count_lines, fail, print_import, print_json, reporting, state
+from colbench.families import family as family_named
+from colbench.cli.common import DEFAULT_FAMILY_CHOICE, FAMILY_HELP, Family, Split, console, count_lines, fail, print_import, print_json, reporting, state
 from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, CHOICES as SANDBOX_CHOICES, sandbox_help
 
 app = typer.Typer(help="Tasks: import the official format, list what is stored, validate, generate.", no_args_is_help=True)
@@ -16,7 +17,7 @@ app = typer.Typer(help="Tasks: import the official format, list what is stored, 
 @app.command("import")
 def tasks_import(
     file: Path = typer.Argument(..., help="Official task JSONL: one task a line."),
-    family: Family = typer.Option(..., "--family", help="Which task family the file holds."),
+    family: Family = typer.Option(..., "--family", help=f"Which task family the file holds ({FAMILY_HELP})."),
     split: Split = typer.Option(..., "--split", help="Which split the tasks belong to."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable summary."),
 ) -> None:
@@ -31,7 +32,7 @@ def tasks_import(
 
 @app.command("ls")
 def tasks_ls(
-    family: Family = typer.Option(None, "--family"),
+    family: Family = typer.Option(None, "--family", help=f"Only this task family ({FAMILY_HELP})."),
     split: Split = typer.Option(None, "--split"),
     limit: int = typer.Option(50, "--limit", min=1, help="At most this many rows."),
     show_all: bool = typer.Option(False, "--all", help="Every row (no --limit)."),
@@ -59,7 +60,7 @@ def tasks_validate(
     file: Path = typer.Argument(None, help="Task JSONL to check (official format; naive_solution optional)."),
     builtin: bool = typer.Option(False, "--builtin", help="Check the built-in task sets instead of a file."),
     lite: bool = typer.Option(False, "--lite", help="Check the backend-lite tier (colbench/tasks/lite) instead of a file."),
-    family: Family = typer.Option(Family.backend, "--family", help="Task family of the file or built-in set."),
+    family: Family = typer.Option(DEFAULT_FAMILY_CHOICE, "--family", help=f"Task family of the file or built-in set ({FAMILY_HELP})."),
     sandbox: SandboxChoice = typer.Option(SandboxChoice(AUTO_SANDBOX), "--sandbox", help="Where references run. " + sandbox_help()),
     tests: int = typer.Option(None, "--tests", min=1, help="Require exactly N tests, test1..testN. Default: 10 with --builtin, at least 1 for a file."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable report."),
@@ -81,7 +82,7 @@ def tasks_validate(
             where = [f"lite:{template_of(spec)}#{i}" for i, spec in enumerate(specs)]
             what = "backend-lite tasks"
         else:
-            from colbench.tasks.builtin import load_builtin
+            from colbench.families.builtin import load_builtin
 
             loaded = load_builtin(family.value)
             if not loaded:
@@ -116,7 +117,7 @@ def tasks_generate(
     endpoint: str = typer.Option(None, "--endpoint", help="URL#MODEL of an OpenAI-compatible server (the API key comes from $COLBENCH_API_KEY or $OPENAI_API_KEY)."),
     model: str = typer.Option(None, "--model", help="A local model instead: path, hub id, or ckpt:ID."),
     engine_kind: str = typer.Option("auto", "--engine", help="Engine for --model, as in `colbench rollout --engine` (`colbench rollout --help` lists them)."),
-    family: Family = typer.Option(Family.backend, "--family", help="Task family (backend only, for now)."),
+    family: Family = typer.Option(DEFAULT_FAMILY_CHOICE, "--family", help="Task family: one graded by tests (backend), for now."),
     split: Split = typer.Option(Split.train, "--split", help="Split the new tasks go into."),
     n: int = typer.Option(None, "--n", min=1, help="Stop once N tasks are accepted. Default: one try per passage."),
     sandbox: SandboxChoice = typer.Option(SandboxChoice(AUTO_SANDBOX), "--sandbox", help="Where candidates run. " + sandbox_help()),
@@ -138,7 +139,7 @@ def tasks_generate(
 
     if (endpoint is None) == (model is None):
         raise typer.BadParameter("give --endpoint URL#MODEL or --model REF")
-    if family is not Family.backend:
+    if not family_named(family.value).graded_by_tests:  # the prompt asks for a function and the tests that grade it
         fail("tasks generate makes backend tasks only, for now")
     passages = read_passages(sources)
     if not passages:

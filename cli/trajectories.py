@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from colbench.cli import views
-from colbench.cli.common import Family, Split, Status, console, count_lines, print_import, print_json, reporting, state
+from colbench.cli.common import FAMILY_HELP, Family, Split, Status, console, count_lines, print_import, print_json, reporting, state
 
 app = typer.Typer(help="Trajectories: import the official offline format.", no_args_is_help=True)
 
@@ -16,7 +16,7 @@ app = typer.Typer(help="Trajectories: import the official offline format.", no_a
 def trajectories_import(
     file: Path = typer.Argument(..., help="Official offline trajectory JSONL."),
     policy: str = typer.Option(None, "--policy", help="Name the policy that produced them. Default: import:<file stem>."),
-    family: Family = typer.Option(None, "--family", help="Task family. Default: backend if the task has test_cases."),
+    family: Family = typer.Option(None, "--family", help=f"Task family ({FAMILY_HELP}). Default: backend if the task has test_cases, else frontend."),
     split: Split = typer.Option(Split.train, "--split", help="Split for tasks not stored yet."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable summary."),
 ) -> None:
@@ -38,7 +38,7 @@ class ExportFormat(str, Enum):
 def export(
     out: Path = typer.Option(Path("export"), "--out", help="Folder to write into."),
     fmt: ExportFormat = typer.Option(ExportFormat.official, "--format", help="Output format."),
-    family: Family = typer.Option(None, "--family"),
+    family: Family = typer.Option(None, "--family", help=f"Only this task family ({FAMILY_HELP})."),
     split: Split = typer.Option(None, "--split"),
     policy: str = typer.Option(None, "--policy", help="Only this policy's trajectories."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable summary."),
@@ -64,7 +64,7 @@ def ls(
     policy: str = typer.Option(None, "--policy"),
     run: str = typer.Option(None, "--run", help="Only this rollout run's: rollout:<id> or its name (`colbench runs ls`)."),
     status: Status = typer.Option(None, "--status"),
-    family: Family = typer.Option(None, "--family"),
+    family: Family = typer.Option(None, "--family", help=f"Only this task family ({FAMILY_HELP})."),
     split: Split = typer.Option(None, "--split"),
     min_reward: float = typer.Option(None, "--min-reward"),
     max_reward: float = typer.Option(None, "--max-reward"),

@@ -11,6 +11,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from colbench.families import family as family_named
 from colbench.protocol import ANSWER_MARKER, NO_RESPONSE
 from colbench.recipe import deviations
 from colbench.runs import labelled
@@ -188,7 +189,7 @@ def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple
             items.append(Panel(Text(turn.content), title=title, subtitle=subtitle, title_align="left", subtitle_align="right", border_style="green"))
 
     if trajectory.answer is not None:
-        language = "python" if task.family == "backend" else "html"
+        language = family_named(task.family).answer_language
         verdict = "" if trajectory.success is None else (" · success" if trajectory.success else " · not solved")
         graded = f"reward {_reward(trajectory.reward)} ({trajectory.reward_metric}){verdict}" if trajectory.reward is not None else "not graded yet"
         items.append(Panel(Syntax(trajectory.answer, language, theme="ansi_dark", word_wrap=True), title="[bold magenta]graded answer[/]",
@@ -212,7 +213,7 @@ def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple
             )
         items.append(table)
     if reveal:
-        language = "python" if task.family == "backend" else "html"
+        language = family_named(task.family).answer_language
         items.append(Panel(Syntax(task.ground_truth, language, theme="ansi_dark", word_wrap=True), title="hidden reference", border_style="magenta"))
     else:
         items.append(Text("(hidden reference not shown; pass --reveal to see it)", style="dim"))
@@ -473,10 +474,12 @@ def eval_table(results, family: str, split: str) -> Table:
     table = Table(title=" · ".join([f"{family}:{split}"] + shared), title_justify="left")
     columns = ["policy"] + [name for name in ("simulator", "grading") if len(same[name]) > 1] + ["tasks", "traj."]
     columns += ["sim. fail."] if any(r.simulator_failures for r in results) else []  # a column of zeros says nothing
-    if family == "backend":
-        columns += ["% tests passed (95% CI)", "success (95% CI)", "pass@k", "pass^k"]
+    owner = family_named(family)
+    headline = f"{owner.headline_label} (95% CI)"
+    if owner.graded_by_tests:
+        columns += ["% tests passed (95% CI)", headline, "pass@k", "pass^k"]
     else:
-        columns += ["similarity (95% CI)", "metric", "win rate vs"]
+        columns += [headline, "metric", "win rate vs"]
     for name in columns:
         interval = "CI" in name  # an interval is never broken across lines; names and lists wrap
         table.add_column(name, justify="left" if name in ("policy", "simulator", "grading", "metric", "win rate vs") else "right",
@@ -484,13 +487,13 @@ def eval_table(results, family: str, split: str) -> Table:
     for r in results:
         cells = {"policy": Text(r.label), "simulator": Text(r.simulator), "grading": r.grading or "–", "tasks": str(r.n_tasks),
                  "traj.": str(r.n_trajectories), "sim. fail.": str(r.simulator_failures)}
-        if family == "backend":
+        if owner.graded_by_tests:
             cells |= {"% tests passed (95% CI)": f"{r.reward.mean:.1%} [{r.reward.low:.1%}, {r.reward.high:.1%}]",
-                      "success (95% CI)": f"{r.success.mean:.1%} [{r.success.low:.1%}, {r.success.high:.1%}]",
+                      headline: f"{r.success.mean:.1%} [{r.success.low:.1%}, {r.success.high:.1%}]",
                       "pass@k": "  ".join(f"@{k} {v:.1%}" for k, v in r.pass_at_k.items() if k > 1),
                       "pass^k": "  ".join(f"^{k} {v:.1%}" for k, v in r.pass_hat_k.items() if k > 1)}
         else:
-            cells |= {"similarity (95% CI)": f"{r.reward.mean:.3f} [{r.reward.low:.3f}, {r.reward.high:.3f}]", "metric": r.metric,
+            cells |= {headline: f"{r.reward.mean:.3f} [{r.reward.low:.3f}, {r.reward.high:.3f}]", "metric": r.metric,
                       "win rate vs": Text("  ".join(f"{other} {rate:.1%}" for other, rate in r.win_rate.items()))}
         table.add_row(*(cells[name] for name in columns))
     return table
@@ -555,6 +558,6 @@ def eval_notes(results, family: str) -> list[str]:
     if any(r.simulator_failures for r in results):
         lines.append(f"sim. failures: trajectories where the simulated human failed to reply on some turn; as officially, "
                      f"the dialogue went on with the reply {NO_RESPONSE!r} and they are counted like the others")
-    if family == "frontend" and not any(r.metric.startswith("clip") for r in results):
+    if family_named(family).renders_pages and not any(r.metric.startswith("clip") for r in results):
         lines.append("similarity is the weight-free metric named above, not CLIP (pass --clip to rollout for CLIP)")
     return lines

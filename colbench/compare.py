@@ -25,6 +25,7 @@ import numpy as np
 
 from colbench.eval import BOOTSTRAP_SAMPLES, Interval
 from colbench.errors import ColbenchError
+from colbench.families import family_of_selector
 
 EXACT_UP_TO = 16
 RANDOM_FLIPS = 20_000
@@ -47,8 +48,8 @@ class Side:
 
 
 def default_metric(side: Side) -> str:
-    """success for backend; for frontend, where a page is not solved or not, the similarity."""
-    return "reward" if side.tasks.startswith("frontend") else "success"
+    """The family's headline: success for backend; for frontend, where a page is not solved or not, the similarity."""
+    return family_of_selector(side.tasks).headline_metric
 
 
 @dataclass

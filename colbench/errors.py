@@ -11,3 +11,10 @@ from __future__ import annotations
 
 class ColbenchError(Exception):
     """An error with a one-line message for the user."""
+
+
+class FormatError(ColbenchError, ValueError):
+    """A record that does not follow the official format. The message names file and line.
+
+    Here rather than in colbench.official, so the task families can raise it without importing the formats.
+    """

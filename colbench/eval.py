@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from math import comb
 
 import numpy as np
+from colbench.families import family as family_named
 from colbench.runs import labelled
 from colbench.store import queries
 from colbench.store.db import Database
@@ -90,6 +91,7 @@ def evaluate(
     grading: str | None = None,
     record: bool = True,
 ) -> list[PolicyEval]:
+    owner = family_named(family)
     grouped: dict[tuple, dict[int, list[tuple[int, float, bool]]]] = defaultdict(lambda: defaultdict(list))
     no_replies: dict[tuple, int] = defaultdict(int)
     with db.read() as session:
@@ -118,7 +120,7 @@ def evaluate(
             simulator_failures=no_replies[key],
             task_rewards=rewards,
         )
-        if family == "backend":
+        if owner.graded_by_tests:  # success, pass@k and pass^k exist where tests decide
             result.success = bootstrap([float(np.mean([s for _, _, s in rows])) for rows in samples.values()])
             counts = [(len(rows), sum(s for _, _, s in rows)) for rows in samples.values()]
             fewest = min(n for n, _ in counts)
@@ -126,7 +128,7 @@ def evaluate(
                 result.pass_at_k[k] = float(np.mean([pass_at_k(n, c, k) for n, c in counts]))
                 result.pass_hat_k[k] = float(np.mean([pass_hat_k(n, c, k) for n, c in counts]))
         results.append(result)
-    if family == "frontend":
+    if owner.headline_metric == "reward":  # no task is solved or not: policies are compared task by task
         for result in results:
             for other in results:
                 if other is not result and other.metric == result.metric:

@@ -64,7 +64,7 @@ def judged(task, trajectory, agent_turns: list) -> LiteDialogue:
 
 def lite_dialogues(db, trajectory_ids: list[int]) -> dict[int, LiteDialogue]:
     """trajectory id → its judged dialogue, lite tasks only."""
-    from colbench.official import spec_of
+    from colbench.tasks.rows import spec_of
     from colbench.tasks.lite import is_lite
 
     with db.read() as session:

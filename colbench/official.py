@@ -10,7 +10,7 @@ everything goes in one transaction. A bad line names its file and line number.
 """
 from __future__ import annotations
 
-from colbench.errors import ColbenchError
+from colbench.errors import FormatError
 
 import hashlib
 import json
@@ -23,13 +23,13 @@ from colbench.progress import Progress, Tally
 from colbench.store.db import Database
 from colbench.store.models import Task, Trajectory, utcnow
 from colbench.store import queries
-from colbench.tasks.spec import FAMILIES, SPLITS, TaskSpec
+from colbench.families import family as family_named, family_of_record
+from colbench.families.records import task_from_record  # noqa: F401 - also imported from here
+from colbench.tasks.rows import spec_of, task_row  # noqa: F401 - also imported from here
+from colbench.tasks.spec import SPLITS, TaskSpec
 
+UNGRADED = {"reward_metric": None, "success": None, "grading": None}
 TASK_FIELDS = ("problem_description", "ground_truth", "test_cases", "hidden_information")
-
-
-class FormatError(ColbenchError, ValueError):
-    """A record that does not follow the official format. The message names file and line."""
 
 
 @dataclass
@@ -81,75 +81,9 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             yield number, record
 
 
-def task_from_record(record: dict, *, family: str, split: str, source: str, where: str) -> TaskSpec:
-    def text_field(name: str, required: bool = True) -> str | None:
-        value = record.get(name)
-        if value is None and not required:
-            return None
-        if not isinstance(value, str) or (required and not value.strip()):
-            raise FormatError(f"{where}: field '{name}' must be a non-empty string")
-        return value
-
-    if family not in FAMILIES:
-        raise FormatError(f"{where}: family must be one of {', '.join(FAMILIES)}")
-    description = text_field("problem_description")
-    reference = text_field("ground_truth")
-    hidden = text_field("hidden_information", required=False)
-    tests = record.get("test_cases", {} if family == "frontend" else None)
-    if family == "backend":
-        if not isinstance(tests, dict) or not tests:
-            raise FormatError(f"{where}: field 'test_cases' must be a non-empty object of call strings")
-        bad = [k for k, v in tests.items() if not isinstance(v, str) or not v.strip()]
-        if bad:
-            raise FormatError(f"{where}: test case '{bad[0]}' must be a call expression string")
-    elif tests is not None and not isinstance(tests, dict):
-        raise FormatError(f"{where}: field 'test_cases' must be an object")
-    naive = record.get("naive_solution")
-    return TaskSpec(
-        family=family,
-        split=split,
-        source=source,
-        problem_description=description,
-        ground_truth=reference,
-        hidden_information=hidden,
-        test_cases=dict(tests or {}),
-        naive_solution=naive if isinstance(naive, str) else None,
-    )
-
-
 def _extra_fields(record: dict) -> dict | None:
     extra = {k: v for k, v in record.items() if k not in TASK_FIELDS}
     return extra or None
-
-
-def task_row(spec: TaskSpec, extra: dict | None = None) -> dict[str, Any]:
-    """Column values of the task table for a spec (plain values: imports insert thousands)."""
-    return {
-        "family": spec.family,
-        "split": spec.split,
-        "source": spec.source,
-        "problem_description": spec.problem_description,
-        "ground_truth": spec.ground_truth,
-        "hidden_information": spec.hidden_information,
-        "test_cases": spec.test_cases,
-        "naive_solution": spec.naive_solution,
-        "extra": extra,
-        "content_hash": spec.content_hash,
-        "created_at": utcnow(),
-    }
-
-
-def spec_of(task: Task) -> TaskSpec:
-    return TaskSpec(
-        family=task.family,
-        split=task.split,
-        source=task.source,
-        problem_description=task.problem_description,
-        ground_truth=task.ground_truth,
-        hidden_information=task.hidden_information,
-        test_cases=dict(task.test_cases or {}),
-        naive_solution=task.naive_solution,
-    )
 
 
 def task_record(task: Task) -> dict[str, Any]:
@@ -203,9 +137,7 @@ def _trajectory_hash(policy: str, task_hash: str, record: dict) -> str:
 
 
 def _family_of(task: dict, family: str | None) -> str:
-    if family:
-        return family
-    return "backend" if task.get("test_cases") else "frontend"
+    return family or family_of_record(task).name
 
 
 def _turn_rows(history: list, where: str) -> list[tuple]:
@@ -300,10 +232,7 @@ def import_trajectories(
                     "status": "done",
                     "answer": record.get("answer"),
                     "reward": float(reward) if graded else None,
-                    "reward_metric": ("tests" if spec.family == "backend" else "official") if graded else None,
-                    "success": (float(reward) >= 1.0) if graded and spec.family == "backend" else None,
-                    # A reward in an official file was made by the official grader, unless the record says otherwise.
-                    "grading": record.get("grading", DEFAULT_GRADING) if graded and spec.family == "backend" else None,
+                    **(family_named(spec.family).imported_grade(reward, record, DEFAULT_GRADING) if graded else UNGRADED),
                     "graded_seq": seq if graded else None,
                     "content_hash": digest,
                     "created_at": now,

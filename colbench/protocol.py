@@ -1,7 +1,8 @@
 """The ColBench dialogue rules, in one place.
 
 Everything that decides what a turn means lives here: the answer marker, how many
-turns an agent gets, how long a simulated human's reply may be, and how the final
+turns an agent gets, how a simulated human's reply is cut (each task family sets its
+limit, colbench.families), and how the final
 answer is cut out of the agent's text. The markers match the official data, so
 official trajectories and ours read the same way.
 """
@@ -14,7 +15,6 @@ THINKING_MARKER = "OUTPUT:"
 MAX_AGENT_TURNS = 10
 TEMPERATURE = 1.0  # the agent samples at 1.0, at evaluation too
 MAX_NEW_TOKENS = 1024  # per agent turn
-REPLY_LIMIT = {"backend": 400, "frontend": 1000}
 # The human's reply when the simulator could not give one: as officially, the dialogue
 # goes on with it and the trajectory is graded like any other.
 NO_RESPONSE = "No response."
@@ -63,8 +63,9 @@ def strip_code_fences(answer: str) -> str:
     return answer.strip()
 
 
-def truncate_reply(text: str, family: str) -> str:
-    return text[: REPLY_LIMIT[family]]
+def truncate_reply(text: str, limit: int) -> str:
+    """The part of a simulated human's reply the agent is shown: ``limit`` is the task family's reply limit."""
+    return text[:limit]
 
 
 _HTML = re.compile(r"<html\b.*?</html\s*>", re.DOTALL | re.IGNORECASE)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from colbench.envs.backend import BackendEnv
-from colbench.official import spec_of
+from colbench.tasks.rows import spec_of
 from colbench.rollout import save_grades
 from colbench.progress import Progress
 from colbench.store import queries

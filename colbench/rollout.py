@@ -37,7 +37,8 @@ from colbench.model_refs import DEFAULT_MODEL, checkpoint_name
 from colbench.simulators import simulator_help
 from colbench.engines.base import Engine, SamplingParams
 from colbench.envs.base import Env, Episode, Grade
-from colbench.official import spec_of
+from colbench.families import family as family_named
+from colbench.tasks.rows import spec_of
 from colbench.simulators.base import Simulator
 from colbench.store import queries
 from colbench.store.db import Database
@@ -199,6 +200,7 @@ class Rollout:
         on_progress: Progress | None = None,
     ):
         self.db, self.engine, self.simulator, self.env, self.config = db, engine, simulator, env, config
+        self.family = family_named(env.family)
         self.critic = critic  # colbench.training.scoring.CriticModel, for best-of-N
         if (critic is None) != (config.rerank_critic is None):
             raise ValueError("best-of-N needs both config.rerank_critic and the loaded critic")
@@ -216,10 +218,7 @@ class Rollout:
         s = self.stats
         figures = {"turns": s.agent_turns, "turns_per_s": s.turns_per_s, "tokens_per_s": s.tokens_per_s, "graded": s.graded,
                    "no_replies": s.no_replies}
-        if self.env.family == "frontend":  # a page is not solved or not: its similarity to the reference is the figure
-            figures["similarity"] = s.mean_reward
-        else:
-            figures["success"] = s.success_rate
+        figures[self.family.headline_label] = s.mean_reward if self.family.headline_metric == "reward" else s.success_rate
         left = s.total - s.already_done - s.finished
         if s.finished == 0 and left and s.turns_per_s > 0:
             # Before any dialogue ends, the bar's own estimate has nothing to go on; the turn rate bounds it:
@@ -425,7 +424,7 @@ class Rollout:
         index = len(episode.dialogue)
         # As officially, a simulator that gives no reply (after its retries) does not end the
         # trajectory: the human says "No response." and the agent goes on; the turn keeps why.
-        shown = episode.human_says(protocol.NO_RESPONSE if reply.error else reply.text)
+        shown = episode.human_says(protocol.NO_RESPONSE if reply.error else reply.text, self.family.reply_limit)
         raw = None if reply.error else reply.text
         self.stats.no_replies += bool(reply.error)
         self._write_turn(Turn(trajectory_id=episode.trajectory_id, index=index, role="user", content=shown, raw=raw, error=reply.error, latency_s=reply.latency_s))
@@ -594,7 +593,7 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
                 stats = rollout.run(chosen)
             finally:
                 human.close()
-        graded_by = env.grader.backend if family == "backend" else env.similarity.name
+        graded_by = family_named(family).graded_by(env)
         return RolloutResult(stats, policy.model_ref, human.ref, graded_by, policy.kind, run=f"rollout:{rollout.rollout_id}",
                              name=rollout.run_name, continued=rollout.continued)
     finally:

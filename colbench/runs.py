@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colbench.errors import ColbenchError
+from colbench.families import family_of_selector
 
 KINDS = ("rollout", "train", "eval")
 
@@ -151,9 +152,10 @@ def headline(row: dict) -> str:
     if row["kind"] == "rollout":
         if not row["graded"]:
             return ""
-        if row["tasks"].startswith("frontend"):
-            return f"similarity {row['mean_reward']:.3f} ({row['graded']} graded)"
-        return f"success {row['success_rate']:.1%} ({row['graded']} graded)"
+        owner = family_of_selector(row["tasks"])
+        if owner.headline_metric == "reward":
+            return f"{owner.headline_label} {row['mean_reward']:.3f} ({row['graded']} graded)"
+        return f"{owner.headline_label} {row['success_rate']:.1%} ({row['graded']} graded)"
     if row["kind"] == "train":
         parts = [f"loss {row['train_loss']:.4f}"] if row.get("train_loss") is not None else []
         parts += [f"held-out acc. {row['heldout_accuracy']:.1%}"] if row.get("heldout_accuracy") is not None else []

@@ -44,7 +44,7 @@ class StudyError(ColbenchError, ValueError):
 def trajectory_rows(db, policy: str, setting: str, split: str, simulator: str | None = None) -> list[dict]:
     """The evaluated trajectories of ``policy`` under ``setting`` on a backend split, as rows."""
     from colbench.fact_finding import lite_dialogues
-    from colbench.official import spec_of
+    from colbench.tasks.rows import spec_of
     from colbench.store import queries
     from colbench.tasks.lite import facts_of, is_lite, template_of
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from colbench import viewer_pages as pages
+from colbench.families import family as family_named
 
 HOST = "127.0.0.1"
 PAGE_ROWS = 100
@@ -113,7 +114,7 @@ class Viewer:
         if task_id not in self._references:
             with self.db.read() as session:
                 task = session.get(Task, task_id)
-            if task is None or task.family != "frontend":
+            if task is None or not family_named(task.family).renders_pages:
                 return None
             with self._render_lock:
                 if self._renderer is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from html import escape
 from urllib.parse import urlencode
 
+from colbench.families import names as family_names
 from colbench.runs import headline, labelled, named, progress, what
 
 STYLE = """
@@ -123,7 +124,7 @@ def run_page(run: dict) -> str:
 
 
 TRAJECTORY_FILTERS = [("run", "run", None), ("policy", "policy", None), ("status", "status", ["", "done", "failed", "running", "pending"]),
-                      ("family", "family", ["", "backend", "frontend"]), ("split", "split", None), ("task", "task id", None),
+                      ("family", "family", ["", *family_names()]), ("split", "split", None), ("task", "task id", None),
                       ("min_reward", "min reward", None), ("max_reward", "max reward", None)]
 
 

@@ -4,28 +4,19 @@ from __future__ import annotations
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.store.models import Task
-from colbench.tasks.spec import FAMILIES, LITE_SPLITS, SPLITS
-
-
-TASK_SELECTORS = "FAMILY:SPLIT (backend:train|test, frontend:train|test) or backend-lite:train|val|test|novel"
+from colbench.families import DEFAULT_FAMILY, family as family_named, parse_selector
+from colbench.tasks.spec import LITE_SPLITS
 
 
 def parse_task_selector(selector: str) -> tuple[str, str]:
-    """``FAMILY:SPLIT`` -> (family, stored split). ``backend-lite:<train|val|test|novel>`` is the
-    lite tier (colbench/tasks/lite), stored as backend tasks under splits lite-<...>; its stored
-    split names are accepted too (``backend:lite-test``)."""
-    family, _, split = selector.partition(":")
-    if family == "backend-lite" and split in LITE_SPLITS:
-        return "backend", LITE_SPLITS[split]
-    if family in FAMILIES and (split in SPLITS or (family == "backend" and split in LITE_SPLITS.values())):
-        return family, split
-    raise ValueError(f"--tasks takes {TASK_SELECTORS}; got {selector!r}")
+    """``FAMILY:SPLIT`` -> (family, stored split); the grammar is the families' (colbench.families.parse_selector)."""
+    return parse_selector(selector)
 
 
 def select_tasks(db: Database, selector: str, limit: int | None, offset: int = 0) -> list[Task]:
     """Stored tasks of a family and split by id, from the ``offset``-th, at most ``limit``; the built-in set is added if missing."""
     family, split = parse_task_selector(selector)
-    from colbench.tasks.builtin import ensure_builtin_tasks, ensure_lite_tasks
+    from colbench.families.builtin import ensure_builtin_tasks, ensure_lite_tasks
 
     ensure_lite_tasks(db) if split in LITE_SPLITS.values() else ensure_builtin_tasks(db, family)
     with db.read() as session:
@@ -63,35 +54,23 @@ def build_engine(db: Database, kind: str, model: str, *, max_batch_size: int | N
     return make_engine(kind, source, compute_type=compute_type, **options)
 
 
-def build_simulator(db: Database, spec: str, engine_kind: str = "auto", family: str = "backend", **served):
+def build_simulator(db: Database, spec: str, engine_kind: str = "auto", family: str = DEFAULT_FAMILY, **served):
     """``served``: timeout_s, max_retries, concurrency of a simulator behind a server."""
     from colbench.simulators import make_simulator
 
-    return make_simulator(spec, engine_factory=lambda ref: build_engine(db, engine_kind, ref), family=family, **served)
+    return make_simulator(spec, engine_factory=lambda ref: build_engine(db, engine_kind, ref),
+                          builtin=family_named(family).builtin_simulator, **served)
 
 
 def build_env(
     db: Database, family: str, *, sandbox: str = "auto", workers: int = 2, clip: str | None = None, render_pool: int = 2,
     grading: str = "official",
 ):
-    """The family's environment: the sandboxed grader (backend, under ``grading``) or browser and similarity (frontend).
+    """The family's environment (colbench.families): e.g. the sandboxed grader under ``grading``, or browser and similarity.
 
     Returns (env, close): call close() when done.
     """
-    if family == "backend":
-        from colbench.envs.backend import BackendEnv
-        from colbench.grading.grader import Grader
-
-        grader = Grader(sandbox=sandbox, workers=workers, grading=grading)
-        return BackendEnv(grader), grader.close
-    from colbench.envs.frontend import FrontendEnv
-    from colbench.render.browser import Renderer
-    from colbench.render.storage import ScreenshotStore
-    from colbench.similarity import make_similarity
-
-    renderer = Renderer(pool_size=render_pool).start()
-    env = FrontendEnv(renderer, make_similarity(clip), ScreenshotStore(screenshot_folder(db)))
-    return env, renderer.close
+    return family_named(family).env(db, sandbox=sandbox, workers=workers, clip=clip, render_pool=render_pool, grading=grading)
 
 
 def screenshot_folder(db: Database):

@@ -78,13 +78,13 @@ def unit(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
-def unit_imports(skip: set[tuple[str, str]] = frozenset()) -> dict[tuple[str, str], set[tuple[str, str]]]:
-    """(unit, unit it imports) → the module imports that make the edge, less those in ``skip``."""
+def unit_imports() -> dict[tuple[str, str], set[tuple[str, str]]]:
+    """(unit, unit it imports) → the module imports that make the edge."""
     known = modules()
     edges: dict[tuple[str, str], set[tuple[str, str]]] = {}
     for name, path in known.items():
         for other in imported(path) & known.keys():
-            if unit(name) != unit(other) and (name, other) not in skip:
+            if unit(name) != unit(other):
                 edges.setdefault((unit(name), unit(other)), set()).add((name, other))
     return edges
 
@@ -132,28 +132,15 @@ def cycle_in(knot: set[str], edges: dict[tuple[str, str], set[tuple[str, str]]])
     return " -> ".join(f"{a} ({min(edges[a, b])[0]} imports {min(edges[a, b])[1]})" for a, b in zip(trail, trail[1:])) + f" -> {trail[-1]}"
 
 
-# The module imports that still close a cycle between units, and why each stays for now: official.py (a file
-# format) owns the row ↔ TaskSpec mapping, which tasks/builtin reads (task_from_record, task_row); moving that
-# mapping into the task families removes the edge. Keep this set exactly the remaining ones: empty it, never add.
-ALLOWED_UNTIL_FAMILIES = {("colbench.tasks.builtin", "colbench.official")}
 
 
 def test_no_import_cycles_between_units():
-    """Units form layers: without the known edges, no unit imports (lazily or not) one that imports it back."""
-    remaining = unit_imports(skip=ALLOWED_UNTIL_FAMILIES)
+    """Units form layers: no unit imports (lazily or not) one that imports it back."""
+    edges = unit_imports()
     graph: dict[str, set[str]] = {}
-    for a, b in remaining:
+    for a, b in edges:
         graph.setdefault(a, set()).add(b)
-    assert [cycle_in(knot, remaining) for knot in knots(graph)] == []
-    # Each known edge must still be there and still close a cycle: once one does not, take it off the list.
-    everything = unit_imports()
-    full: dict[str, set[str]] = {}
-    for a, b in everything:
-        full.setdefault(a, set()).add(b)
-    tied = knots(full)
-    stale = {(m, n) for m, n in ALLOWED_UNTIL_FAMILIES if not any(unit(m) in k and unit(n) in k for k in tied)
-             or n not in imported(modules()[m])}
-    assert stale == set(), "no longer closes a cycle: remove from ALLOWED_UNTIL_FAMILIES"
+    assert [cycle_in(knot, edges) for knot in knots(graph)] == []
 
 
 def test_the_unit_check_sees_what_it_looks_for():

@@ -8,7 +8,7 @@ import pytest
 
 from colbench.grading.sandboxes.bwrap import BwrapBackend
 from colbench.store import queries
-from colbench.tasks.builtin import builtin_files, builtin_tasks, ensure_builtin_tasks, load_builtin, split_of
+from colbench.families.builtin import builtin_files, builtin_tasks, ensure_builtin_tasks, load_builtin, split_of
 from colbench.authoring.validate import RULES, validate_tasks
 
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from colbench.protocol import REPLY_LIMIT
+from colbench.families import family
 from colbench.render import Renderer, black_png
 from colbench.simulators import make_simulator
 from colbench.simulators.base import SimRequest
@@ -79,7 +79,7 @@ def builtin_reply(renders, name: str | None) -> str:
                                renders["reference"])
     [reply] = FrontendBuiltinSimulator().reply([request])
     assert reply.error is None and reply.text
-    assert len(reply.text) <= REPLY_LIMIT["frontend"]
+    assert len(reply.text) <= family("frontend").reply_limit
     for leak in ("<", ">", "class", "bg-", "text-3xl", "grid-cols", "tailwind", "#"):
         assert leak not in reply.text, (leak, reply.text)
     return reply.text
@@ -146,7 +146,7 @@ def test_vision_simulator_sends_both_screenshots(openai_server, renders):
     request = frontend_request(TASK, dialogue, renders["white_header"], renders["reference"])
     [reply] = sim.reply([request])
     sim.close()
-    assert reply.error is None and len(reply.text) > REPLY_LIMIT["frontend"]  # the env cuts it
+    assert reply.error is None and len(reply.text) > family("frontend").reply_limit  # the env cuts it
     [body] = seen
     assert body["model"] == "qwen2-vl" and body["temperature"] == 0.0
     [message] = body["messages"]
@@ -208,7 +208,7 @@ def test_builtin_does_not_send_the_same_message_twice(renders):
     dialogue = [{"role": "user", "content": "Build my bakery site."}, {"role": "assistant", "content": "OUTPUT: ..."},
                 {"role": "user", "content": first}, {"role": "assistant", "content": "OUTPUT: ..."}]
     [again] = FrontendBuiltinSimulator().reply([frontend_request(TASK, dialogue, renders["no_cta"], renders["reference"])])
-    assert again.text and again.text != first and len(again.text) <= REPLY_LIMIT["frontend"]
+    assert again.text and again.text != first and len(again.text) <= family("frontend").reply_limit
     assert again.text.startswith("That is still as I described") or not any(p in again.text for p in first.split(". ")[1:] if p)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from colbench.protocol import REPLY_LIMIT
+from colbench.families import family
 from colbench.simulators.base import SimRequest
 from colbench.simulators.rulebased.backend import BuiltinSimulator
 from colbench.simulators.rulebased.lite import DONT_KNOW, revealed_facts
@@ -111,7 +111,7 @@ def ask(sim, spec: TaskSpec, message: str, history: list[dict] | None = None) ->
     [reply] = sim.reply([SimRequest(spec, dialogue)])
     assert reply.error is None
     text = reply.text
-    assert "def " not in text and "```" not in text and len(text) <= REPLY_LIMIT["backend"]
+    assert "def " not in text and "```" not in text and len(text) <= family("backend").reply_limit
     return text
 
 

@@ -75,7 +75,7 @@ def test_a_store_made_before_lite_val_gets_its_validation_tasks_moved_out_of_lit
     from colbench.store.models import Task
     from sqlmodel import select
 
-    from colbench.tasks.builtin import ensure_lite_tasks
+    from colbench.families.builtin import ensure_lite_tasks
     from colbench.wiring import select_tasks
 
     db = Database(sqlite_url)

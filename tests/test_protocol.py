@@ -1,4 +1,5 @@
 """The dialogue rules: answer extraction, fences, truncation."""
+from colbench.families import family
 from colbench.protocol import ANSWER_MARKER, extract_answer, strip_code_fences, truncate_reply
 
 
@@ -34,8 +35,8 @@ def test_fences_are_stripped_only_where_they_are_markdown():
 
 
 def test_replies_are_cut_by_family():
-    assert len(truncate_reply("x" * 1000, "backend")) == 400
-    assert len(truncate_reply("x" * 2000, "frontend")) == 1000
+    assert len(truncate_reply("x" * 1000, family("backend").reply_limit)) == 400
+    assert len(truncate_reply("x" * 2000, family("frontend").reply_limit)) == 1000
 
 
 def test_frontend_page_is_the_html_after_the_thinking():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench import protocol
+from colbench import families, protocol
 from colbench.engines import ENGINES, EngineError, make_engine
 from colbench.engines.base import Engine, Generation, Sample, SamplingParams
 from colbench.grading.sandboxes import CHOICES, SANDBOXES, resolve
@@ -244,7 +244,7 @@ SPECS = {
 def test_every_simulator_meets_the_contract(name, request):
     assert name in SPECS, f"add a way to build the {name} simulator here to SPECS"
     spec, family, engine_factory = SPECS[name](request)
-    simulator = make_simulator(spec, engine_factory=engine_factory, family=family)
+    simulator = make_simulator(spec, engine_factory=engine_factory, builtin=families.family(family).builtin_simulator)
     try:
         assert isinstance(simulator, Simulator)
         assert simulator.ref.split(":")[0] == name and "\n" not in simulator.ref

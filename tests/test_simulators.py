@@ -376,14 +376,14 @@ def test_local_simulator_uses_engine_greedily_with_same_prompt(openai_server):
 
 
 def test_make_simulator(openai_server):
-    assert isinstance(make_simulator("builtin"), BuiltinSimulator)
+    assert isinstance(make_simulator("builtin", builtin=BuiltinSimulator), BuiltinSimulator)
     sim = make_simulator(f"endpoint:{openai_server.base_url}#meta-llama/Llama-3.1-70B-Instruct")
     assert isinstance(sim, EndpointSimulator) and sim.model == "meta-llama/Llama-3.1-70B-Instruct"
     assert sim.base_url == openai_server.base_url
     built = []
     local = make_simulator("local:hf:/models/x", engine_factory=lambda ref: built.append(ref) or OpenAIEngine("x", openai_server.base_url))
     assert isinstance(local, LocalModelSimulator) and built == ["hf:/models/x"]
-    for bad in ("", "nope", "endpoint:http://h/v1", "endpoint:#m", "endpoint:ftp://h#m", "local:", "builtin:x"):
+    for bad in ("", "nope", "endpoint:http://h/v1", "endpoint:#m", "endpoint:ftp://h#m", "local:", "builtin:x", "builtin"):
         with pytest.raises(ValueError) as err:
             make_simulator(bad)
         assert "\n" not in str(err.value)

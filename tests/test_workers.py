@@ -20,7 +20,7 @@ from colbench.rollout import _abandoned
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.store.models import Trajectory, Turn
-from colbench.tasks.builtin import ensure_lite_tasks
+from colbench.families.builtin import ensure_lite_tasks
 
 COLBENCH = [sys.executable, "-m", "colbench.cli.app"]
 

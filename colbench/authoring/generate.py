@@ -26,7 +26,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from colbench.progress import Progress
-from colbench.official import FormatError, read_jsonl, read_text, spec_of, task_from_record, task_row
+from colbench.errors import FormatError
+from colbench.families import DEFAULT_FAMILY, family as family_named
+from colbench.families.records import task_from_record
+from colbench.official import read_jsonl, read_text
+from colbench.tasks.rows import spec_of, task_row
 from colbench.protocol import strip_code_fences
 from colbench.authoring.prompts import generator_messages
 from colbench.tasks.spec import TaskSpec
@@ -209,7 +213,7 @@ def generate_tasks(
     passages: Sequence[Passage],
     *,
     model_name: str,
-    family: str = "backend",
+    family: str = DEFAULT_FAMILY,
     split: str = "train",
     n: int | None = None,
     sandbox: str = "auto",
@@ -224,8 +228,8 @@ def generate_tasks(
     from colbench.engines import SamplingParams
     from colbench.store import queries
 
-    if family != "backend":
-        raise ValueError("tasks generate makes backend tasks only, for now")
+    if not family_named(family).graded_by_tests:  # its prompt asks for a function and the tests that grade it
+        raise ValueError(f"tasks generate makes tasks graded by tests only, for now; {family} tasks are not")
     source = f"generated:{model_name}"
     summary = GenerateSummary(model=model_name, source=source)
     with db.read() as session:

@@ -54,6 +54,7 @@ from typing import Any, Iterable, Sequence
 
 from colbench.progress import Progress, Tally
 from colbench.protocol import strip_code_fences
+from colbench.families import DEFAULT_FAMILY, registry as family_registry
 from colbench.tasks.spec import TaskSpec
 
 WELL_FORMED = "well-formed"
@@ -518,14 +519,15 @@ def validate_tasks(
     checks = [TaskCheck(i, labels[i], None) for i in range(len(specs))]
     parsed: list[_Parsed | None] = [None] * len(specs)
     for i, spec in enumerate(specs):
-        if spec.family == "backend":
-            parsed[i] = _check_backend_static(spec, checks[i], exact_tests, require_naive)
-        elif spec.family == "frontend":
-            _check_frontend_static(spec, checks[i])
-        else:
+        owner = family_registry().get(spec.family)
+        if owner is None:
             checks[i].findings.append(Finding(WELL_FORMED, f"unknown family {spec.family!r}"))
+        elif owner.graded_by_tests:
+            parsed[i] = _check_backend_static(spec, checks[i], exact_tests, require_naive)
+        elif owner.renders_pages:
+            _check_frontend_static(spec, checks[i])
 
-    frontend = [i for i, spec in enumerate(specs) if spec.family == "frontend"]
+    frontend = [i for i, spec in enumerate(specs) if _renders_pages(spec)]
     if frontend:
         check_frontend_rendering([specs[i] for i in frontend], [checks[i] for i in frontend])
     for i in frontend:
@@ -701,11 +703,23 @@ def _clip(text: str, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _graded_by_tests(spec: TaskSpec) -> bool:
+    """A task whose reference is code run against tests (colbench.families); the code checks apply to it."""
+    owner = family_registry().get(spec.family)
+    return owner is not None and owner.graded_by_tests
+
+
+def _renders_pages(spec: TaskSpec) -> bool:
+    """A task whose reference is a page (colbench.families); the browser checks apply to it."""
+    owner = family_registry().get(spec.family)
+    return owner is not None and owner.renders_pages
+
+
 def _check_duplicates(specs, checks, parsed, existing) -> None:
     by_reference: dict[str, str] = {}
     by_description: dict[str, str] = {}
     for spec in existing:
-        if spec.family != "backend":
+        if not _graded_by_tests(spec):
             by_description.setdefault(_description_key(spec.problem_description), "a stored task")
             continue
         key = dedupe_key(spec.ground_truth)
@@ -733,7 +747,7 @@ def _settle_rules(check: TaskCheck, spec: TaskSpec, parsed: _Parsed | None, ran:
     for finding in check.findings:
         if levels.get(finding.rule) != FAIL:
             levels[finding.rule] = finding.level
-    if spec.family != "backend":
+    if not _graded_by_tests(spec):
         checked = {WELL_FORMED, DUPLICATES} | ({PROTOCOL, DETERMINISTIC} if check.rendered else set())
         check.rules = {rule: levels.get(rule, PASS if rule in checked else SKIP) for rule in RULES}
         return
@@ -753,13 +767,15 @@ def _settle_rules(check: TaskCheck, spec: TaskSpec, parsed: _Parsed | None, ran:
 # ---------------------------------------------------------------- files
 
 
-def validate_file(path, *, family: str = "backend", **options) -> ValidationReport:
+def validate_file(path, *, family: str = DEFAULT_FAMILY, **options) -> ValidationReport:
     """Validate a task JSONL file. A line that cannot be read (bad JSON, missing or
     mistyped fields) is a well-formed failure of that line, not an error of the file."""
     import json
     from pathlib import Path
 
-    from colbench.official import FormatError, read_text, task_from_record
+    from colbench.errors import FormatError
+    from colbench.families.records import task_from_record
+    from colbench.official import read_text
 
     path = Path(path)
     text = read_text(path)

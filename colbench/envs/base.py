@@ -66,8 +66,9 @@ class Episode:
         self.answer = protocol.extract_answer(shown, last_turn=self.agent_turns >= protocol.MAX_AGENT_TURNS)
         return shown
 
-    def human_says(self, raw: str) -> str:
-        shown = protocol.truncate_reply(raw, self.task.family)
+    def human_says(self, raw: str, reply_limit: int) -> str:
+        """Take the simulated human's reply, cut to the family's ``reply_limit`` (colbench.families)."""
+        shown = protocol.truncate_reply(raw, reply_limit)
         self.dialogue.append({"role": "user", "content": shown})
         return shown
 

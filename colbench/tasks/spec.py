@@ -11,7 +11,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-FAMILIES = ("backend", "frontend")
 SPLITS = ("train", "test")
 # The backend-lite tier (colbench/tasks/lite) lives beside the built-in tasks under splits of
 # its own, so `backend:train` never reads a lite task and a trainer's --split picks the tier.
@@ -54,7 +53,7 @@ class TaskSpec:
             "problem_description": self.problem_description,
             "ground_truth": self.ground_truth,
         }
-        if self.family == "backend":
+        if self.test_cases:  # a family graded by tests always has some (colbench.families); the others carry none
             record["test_cases"] = self.test_cases
         if self.hidden_information is not None:
             record["hidden_information"] = self.hidden_information

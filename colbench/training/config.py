@@ -12,7 +12,8 @@ from colbench import protocol
 from colbench.errors import ColbenchError
 from colbench.options import check, help_of, option
 from colbench.runs import check_run_name
-from colbench.tasks.spec import FAMILIES, is_held_out
+from colbench.families import DEFAULT_FAMILY, family as family_named, help_text as family_help, names as family_names
+from colbench.tasks.spec import is_held_out
 
 LORA_LR = 2e-5
 FULL_LR = 2e-7
@@ -20,7 +21,6 @@ DEFAULT_BATCH_SIZE = 8  # the paper's critic and DPO batch; rejection fine-tunin
 NORMALIZATIONS = ("turn", "trajectory", "none")
 MIN_REWARD_GAP = 0.1
 PAIR_RULES = ("correct", "margin")
-PAIR_RULE_BY_FAMILY = {"backend": "correct", "frontend": "margin"}  # the paper's
 PAIR_RULE_HELP = (
     "How trajectories of the same task make preference pairs. 'correct' (backend default, the paper's): only tasks "
     "with a fully correct trajectory; the first one is chosen against every lower one. 'margin' (frontend default, "
@@ -172,7 +172,7 @@ class DataError(ColbenchError, ValueError):
 
 def pair_rule(family: str, rule: str | None = None) -> str:
     """The rule to use: ``rule`` when given, else the family's paper rule."""
-    rule = rule or PAIR_RULE_BY_FAMILY.get(family)
+    rule = rule or family_named(family).pair_rule  # the paper's, per family
     if rule not in PAIR_RULES:
         raise DataError(f"pair rule must be one of {', '.join(PAIR_RULES)}; got {rule!r}")
     return rule
@@ -191,7 +191,7 @@ class CriticConfig(TrainingConfig):
     """How to fit a critic. Each field's help is its documentation (``CriticConfig.help()``);
     the optimisation fields are :class:`~colbench.training.config.TrainingConfig`'s."""
 
-    family: str = option("backend", "Task family whose trajectories make the pairs: backend (best fully correct vs each lower) or frontend (every pair ≥ 0.1 apart).", choices=FAMILIES)
+    family: str = option(DEFAULT_FAMILY, f"Task family whose trajectories make the pairs ({family_help()}); its pair rule is --pairs' default.", choices=family_names())
     split: str = option("train", "Task split to train on: train, or lite-train for the backend-lite tier. Never a held-out split: the critic reads the reference solution.")
     beta: float = option(0.1, "β in Σ_t β·A(o_t,a_t,c), the score Bradley-Terry compares (paper: 0.1).", min=0.0)
     normalize: str = option(
@@ -235,7 +235,7 @@ class PolicyConfig(TrainingConfig):
     """How to train a policy. Each field's help is its documentation (``PolicyConfig.help()``);
     the optimisation fields are :class:`~colbench.training.config.TrainingConfig`'s."""
 
-    family: str = option("backend", "Task family whose stored trajectories are the training data (backend or frontend).", choices=FAMILIES)
+    family: str = option(DEFAULT_FAMILY, f"Task family whose stored trajectories are the training data ({family_help()}).", choices=family_names())
     split: str = option("train", "Task split to read: train, or lite-train for the backend-lite tier. Never a held-out split.")
     beta: float = option(0.1, "DPO β (sweet, mtdpo; paper: 0.1).", min=0.0)
     nll_weight: float = option(

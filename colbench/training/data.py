@@ -26,6 +26,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from colbench.families import DEFAULT_FAMILY
 from colbench.store import queries
 from colbench.training import sequences as S
 from colbench.training.config import MIN_REWARD_GAP, PAIR_RULES, DataError, pair_rule
@@ -164,7 +165,7 @@ class CriticData:
 
 
 def read_pairs(
-    db, *, family: str = "backend", split: str = "train", watermark: int | None = None, rule: str | None = None,
+    db, *, family: str = DEFAULT_FAMILY, split: str = "train", watermark: int | None = None, rule: str | None = None,
     policies: list[str] | None = None,
 ) -> CriticData:
     """Pairs for a run that continues from ``watermark`` (None: all the data).

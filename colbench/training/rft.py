@@ -4,24 +4,25 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from colbench.families import family as family_named
 from colbench.store.models import Trajectory
 from colbench.training.trainer import Gathered, PolicyConfig, PolicyResult, SftItem, nothing_to_train, train_policy, trained_data, trajectory_rows
 
-FRONTEND_RFT_THRESHOLD = 0.8
 _EPS = 1e-9
 
 
 def successful(trajectories: Sequence[Trajectory], family: str, threshold: float | None = None) -> list[Trajectory]:
     """What rejection fine-tuning trains on.
 
-    - ``threshold`` unset, backend: every trajectory whose tests all passed (``success``;
-      reward 1.0 when success was not recorded), the paper's definition;
+    - ``threshold`` unset, the family's (colbench.families): None (backend) keeps every
+      trajectory whose tests all passed (``success``; reward 1.0 when success was not
+      recorded), the paper's definition;
     - otherwise, per task, the best trajectory (lowest id among ties) when its reward
       reaches ``threshold`` (frontend default: 0.8).
     """
-    if family == "backend" and threshold is None:
+    threshold = family_named(family).rft_threshold if threshold is None else threshold
+    if threshold is None:
         return [t for t in trajectories if (t.success if t.success is not None else t.reward >= 1.0 - _EPS)]
-    threshold = FRONTEND_RFT_THRESHOLD if threshold is None else threshold
     best: dict[int, Trajectory] = {}
     for t in sorted(trajectories, key=lambda t: t.id):
         if t.task_id not in best or t.reward > best[t.task_id].reward + _EPS:

@@ -117,12 +117,9 @@ def _first_not_a_target(seq: Seq) -> Seq:
 def system_prompt(family: str) -> str:
     """The family's agent instructions, exactly as a rollout shows them."""
     from colbench import protocol
+    from colbench.families import family as family_named
 
-    if family == "backend":
-        from colbench.envs.backend import BACKEND_SYSTEM_PROMPT as prompt
-    else:
-        from colbench.envs.frontend import FRONTEND_SYSTEM_PROMPT as prompt
-    return prompt.format(turns=protocol.MAX_AGENT_TURNS)
+    return family_named(family).system_prompt().format(turns=protocol.MAX_AGENT_TURNS)
 
 
 def conversation(family: str, dialogue: Sequence[dict]) -> list[dict]:

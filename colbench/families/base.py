@@ -1,0 +1,58 @@
+"""The interface every task family implements (the registry is colbench.families)."""
+from __future__ import annotations
+
+from typing import Any
+
+from colbench.errors import ColbenchError
+
+
+class UnknownFamily(ColbenchError, ValueError):
+    """A family name that no registered family has."""
+
+
+class TaskFamily:
+    """One task family. Subclasses set every attribute and implement every method."""
+
+    name: str  # as stored in Task.family and typed after --family
+    summary: str  # a few words for help texts: what the agent makes and how it is scored
+    reply_limit: int  # characters of a simulated human's reply the agent is shown
+    pair_rule: str  # the paper's rule for DPO pairs (colbench.training.config.PAIR_RULES)
+    headline_metric: str  # the per-trajectory figure a comparison leads with: "success" or "reward"
+    headline_label: str  # that figure's name in tables and progress lines
+    graded_by_tests: bool  # answers run against hidden unit tests: success, pass@k, test rows, grading semantics
+    renders_pages: bool  # answers are pages rendered in a browser: screenshots, similarity, reference renders
+    answer_language: str  # syntax highlighting of answers and references
+    rft_threshold: float | None  # rejection fine-tuning's default: per task, the best trajectory reaching it;
+    # None: every trajectory that passed all its tests (the paper's rule; a family graded by tests)
+    tiers: dict[str, dict[str, str]] = {}  # extra task-selector prefixes → {their split: stored split}
+
+    def env(self, db, *, sandbox: str, workers: int, clip: str | None, render_pool: int, grading: str):
+        """The family's environment and the function that closes it: (env, close)."""
+        raise NotImplementedError
+
+    def builtin_simulator(self):
+        """The deterministic rule-based simulated human of this family (simulator spec ``builtin``)."""
+        raise NotImplementedError
+
+    def system_prompt(self) -> str:
+        """The agent's instructions, unformatted (``{turns}`` left in), as a rollout shows them."""
+        raise NotImplementedError
+
+    def tests_from_record(self, record: dict, where: str) -> dict[str, str]:
+        """The official record's ``test_cases``, checked (FormatError naming ``where`` if bad)."""
+        raise NotImplementedError
+
+    def claims(self, record: dict) -> bool:
+        """Whether an official task record with no family given is one of this family's."""
+        raise NotImplementedError
+
+    def imported_grade(self, reward: float, record: dict, default_grading: str) -> dict[str, Any]:
+        """The trajectory columns an official record's reward fills: reward_metric, success, grading."""
+        raise NotImplementedError
+
+    def graded_by(self, env) -> str:
+        """What graded a rollout in ``env``, in a word (the sandbox, or the similarity's name)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<family {self.name}>"
