@@ -15,5 +15,7 @@ demo: install
 	.venv/bin/colbench eval
 	@.venv/bin/python -m colbench.demo --run demo
 
+# The linter first (its settings: pyproject.toml's [tool.ruff]), then the suite.
 test: install
+	.venv/bin/ruff check .
 	.venv/bin/python -m pytest

@@ -247,7 +247,11 @@ def run_mix(name: str, tasks: list[TaskSpec], answers: list[str], workers: int, 
                               ("fresh interpreter per task (python3 -I -S)", ["/usr/bin/python3", "-I", "-S"])):
             with ThreadPoolExecutor(workers) as pool:
                 key = "fresh" if python == [sys.executable] else "fresh_isolated"
-                figures[key], _ = timed(label, lambda: list(pool.map(lambda p: grade_fresh(*p, python), pairs)), len(pairs))
+
+                def grade_all(python=python, pool=pool):
+                    return list(pool.map(lambda p: grade_fresh(*p, python), pairs))
+
+                figures[key], _ = timed(label, grade_all, len(pairs))
 
     for sandbox in sandboxes:
         print(f"  {sandbox} / in-process:                {figures[sandbox] / figures['in_process']:.2f}x"

@@ -29,7 +29,6 @@ import tempfile
 import time
 import uuid
 from contextlib import contextmanager
-from pathlib import Path
 
 COLBENCH = [sys.executable, "-m", "colbench.cli.app"]
 

@@ -66,7 +66,7 @@ SETTINGS: tuple[Setting, ...] = (
     ("policy lr", lambda c: c.get("policy") and _lr(c["policy"]), PAPER_LR, lambda v: f"policy learning rate {v:g} (official: {PAPER_LR:g} for 8B)"),
     ("critic normalisation", lambda c: (c.get("critic") or {}).get("normalize"), "trajectory",
      lambda v: f"the critic's advantage is normalised per {v} (the paper's formula; the official code: over the trajectory's agent tokens)"
-     if v == "turn" else f"the critic's advantage is not length-normalised (official: over the trajectory's agent tokens)"),
+     if v == "turn" else "the critic's advantage is not length-normalised (official: over the trajectory's agent tokens)"),
     ("SWEET fraction", lambda c: (c.get("policy") or {}).get("fraction"), PAPER_FRACTION,
      lambda v: f"SWEET samples candidates for {v:.0%} of the data (official: {PAPER_FRACTION:.0%})"),
     ("SWEET selection", lambda c: (c.get("policy") or {}).get("selection"), "trajectories",

@@ -10,6 +10,7 @@ import pytest
 import torch
 from sqlmodel import select
 
+from colbench.model_refs import ModelNotFound
 from colbench.official import import_trajectories
 from colbench.store.db import Database
 from colbench.store.models import Checkpoint, CriticScore, Lineage, TrainingRun, Trajectory, Turn
@@ -253,7 +254,7 @@ def test_a_crash_marks_the_run_failed_and_a_bad_model_writes_no_run(sqlite_url, 
 
     db = Database(sqlite_url)
     import_records(db, tmp_path, "first", first_batch()[:3])
-    with pytest.raises(Exception):
+    with pytest.raises(ModelNotFound):
         fit_critic(db, CriticConfig(**SMALL), base_model=str(tmp_path))  # not a model folder: refused up front
     with db.read() as session:
         assert session.exec(select(TrainingRun)).all() == []

@@ -74,7 +74,7 @@ def test_two_processes_train_each_recipe_as_one_does(store, tiny_model_dir):
     }
     for name, command in commands.items():
         two = run(launch(), url, *command, *TINY)
-        assert two.returncode == 0, two.stderr[-3000:]
+        assert two.returncode == 0, (name, two.stderr[-3000:])
         summary = json.loads(two.stdout)  # one document: rank 1 prints nothing
         one = json.loads(run(COLBENCH, url, *command, *TINY).stdout)
         assert summary["checkpoint"].startswith("ckpt:") and summary["checkpoint"] != one["checkpoint"]

@@ -176,7 +176,7 @@ def test_system_v_and_posix_ipc_are_unavailable(serial_grader):
     hog, look, posix = serial_grader.grade([(ONE, SYSV_HOG), (ONE, SYSV_LOOK), (ONE, POSIX_IPC)])
     made = eval(hog.tests[0].actual)
     assert {(result, errno) for _, result, errno in made} == {(-1, DENIED_ERRNO)}, made
-    assert look.tests[0].actual == f"[-1, -1, 1]"  # nothing by that key; only the table's header
+    assert look.tests[0].actual == "[-1, -1, 1]"  # nothing by that key; only the table's header
     assert posix.tests[0].actual == "[]"
     assert shmem_kb() - shmem_before < 64 << 10
 

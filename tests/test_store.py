@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from colbench.official import import_tasks, import_trajectories
@@ -33,7 +34,7 @@ def test_sqlite_pragmas_for_many_processes(sqlite_url):
 
 
 def test_foreign_keys_are_enforced(db):
-    with pytest.raises(Exception):
+    with pytest.raises(IntegrityError):
         with db.write() as session:
             session.add(Turn(trajectory_id=12345, index=0, role="user", content="orphan"))
     with db.read() as session:

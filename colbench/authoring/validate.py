@@ -530,7 +530,7 @@ def validate_tasks(
     frontend = [i for i, spec in enumerate(specs) if _renders_pages(spec)]
     if frontend:
         check_frontend_rendering([specs[i] for i in frontend], [checks[i] for i in frontend])
-    for i in frontend:
+    for _ in frontend:
         tally(1)
 
     _check_duplicates(specs, checks, parsed, existing)

@@ -16,8 +16,8 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from colbench.model_refs import ModelNotFound, ModelSource, resolve_model
-from colbench.weights import verify_checkpoint, weights_digest
+from colbench.model_refs import ModelSource
+from colbench.weights import weights_digest
 from colbench.processes import worker_abandoned, worker_id
 from colbench.store import queries
 from colbench.store.models import Checkpoint, TrainingRun
@@ -45,7 +45,7 @@ def check_artifact_root(db, out: str | None) -> None:
     """Before a run starts: the store must have somewhere to put its checkpoint (a
     PostgreSQL store needs --artifacts), so no training is lost to a late refusal."""
     if not out:
-        db.folder
+        db.folder  # noqa: B018 -- the property raises StoreError for a store without a folder
 
 
 def check_name_free(db, name: str | None) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from dataclasses import asdict, dataclass, replace
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from colbench import protocol
 from colbench.errors import ColbenchError
@@ -14,6 +14,9 @@ from colbench.options import check, help_of, option
 from colbench.runs import check_run_name
 from colbench.families import DEFAULT_FAMILY, family as family_named, help_text as family_help, names as family_names
 from colbench.tasks.spec import is_held_out
+
+if TYPE_CHECKING:  # torch is imported where it is used, so `colbench --help` stays fast
+    import torch
 
 LORA_LR = 2e-5
 FULL_LR = 2e-7
@@ -110,7 +113,7 @@ class TrainingConfig:
 
         return self.device == "cpu" or (self.device == "auto" and not torch.cuda.is_available())
 
-    def autocast_dtype(self, device) -> "torch.dtype | None":
+    def autocast_dtype(self, device) -> torch.dtype | None:
         """The dtype the decoder computes in under autocast on ``device``, or None for none."""
         import torch
 

@@ -69,10 +69,9 @@ def colour_name(rgb: list[int] | tuple[int, int, int] | None) -> str:
             if light > limit:
                 return name
         return "black"
-    for limit, name in ((15, "red"), (40, "orange"), (65, "yellow"), (170, "green"), (195, "teal"),
-                        (232, "blue"), (255, "indigo"), (295, "purple"), (345, "pink"), (361, "red")):
-        if hue < limit:
-            break
+    name = next(name for limit, name in ((15, "red"), (40, "orange"), (65, "yellow"), (170, "green"), (195, "teal"),
+                                         (232, "blue"), (255, "indigo"), (295, "purple"), (345, "pink"), (361, "red"))
+                if hue < limit)
     if light >= 92:
         return f"pale {name}"
     if light >= 78:
@@ -314,7 +313,7 @@ def describe(ref: dict) -> str:
     """The reference page in words, top to bottom (for when there is no page to compare)."""
     parts = []
     sections = ref.get("sections") or []
-    for k, s in enumerate(sections[:6]):
+    for s in sections[:6]:
         piece = f"a {_bg_phrase(s)}{_kind(s)}"
         if s.get("headings"):
             piece += f" titled {_quote(s['headings'][0])}"
