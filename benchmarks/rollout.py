@@ -50,7 +50,7 @@ def benchmark_conversations(count: int) -> list[list[dict]]:
     from importlib import resources
 
     from colbench import protocol
-    from colbench.envs.backend import BACKEND_SYSTEM_PROMPT
+    from colbench.families.backend import BACKEND_SYSTEM_PROMPT
 
     lines = resources.files("colbench.tasks.builtin").joinpath("backend_a.jsonl").read_text().splitlines()
     exchange = [
@@ -150,7 +150,7 @@ def measure_rollout(args) -> dict:
     from sqlmodel import select
 
     from colbench.engines.base import SamplingParams
-    from colbench.envs.backend import BackendEnv
+    from colbench.families.backend import BackendEnv
     from colbench.grading.grader import Grader
     from colbench.rollout import Rollout, RolloutConfig
     from colbench.simulators.rulebased.backend import BuiltinSimulator

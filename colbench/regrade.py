@@ -1,7 +1,7 @@
 """Re-grading stored answers: the same sandbox and rows as rollouts use."""
 from __future__ import annotations
 
-from colbench.envs.backend import BackendEnv
+from colbench.families.backend import BackendEnv
 from colbench.tasks.rows import spec_of
 from colbench.rollout import save_grades
 from colbench.progress import Progress

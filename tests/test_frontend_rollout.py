@@ -11,7 +11,7 @@ import pytest
 from sqlmodel import select
 
 from colbench.engines.openai import OpenAIEngine
-from colbench.envs.frontend import FrontendEnv
+from colbench.families.frontend import FrontendEnv
 from colbench.official import import_tasks, spec_of
 from colbench.protocol import ANSWER_MARKER
 from colbench.render.browser import Renderer

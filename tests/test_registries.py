@@ -151,7 +151,7 @@ CONVERSATIONS = [[{"role": "user", "content": "Hi"}], [{"role": "system", "conte
 
 def lite_conversation() -> tuple[list, TaskSpec]:
     """A backend-lite task's opening: what a scripted agent can answer."""
-    from colbench.envs.backend import BACKEND_SYSTEM_PROMPT
+    from colbench.families.backend import BACKEND_SYSTEM_PROMPT
     from colbench.tasks import lite
 
     spec = next(task for task in lite.lite_tasks() if task.split == "train")

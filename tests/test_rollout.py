@@ -13,7 +13,7 @@ from sqlmodel import select
 
 from colbench.engines.openai import OpenAIEngine
 from colbench.eval import evaluate
-from colbench.envs.backend import BackendEnv
+from colbench.families.backend import BackendEnv
 from colbench.grading.grader import Grader
 from colbench.official import import_tasks, import_trajectories, spec_of
 from colbench.protocol import ANSWER_MARKER, MAX_AGENT_TURNS, NO_RESPONSE

@@ -15,7 +15,7 @@ from colbench import protocol
 from colbench.engines import EngineError, make_engine
 from colbench.engines.base import SamplingParams
 from colbench.engines.scripted import POLICIES, ScriptedEngine, answer_text, naive_code
-from colbench.envs.backend import BACKEND_SYSTEM_PROMPT, BackendEnv
+from colbench.families.backend import BACKEND_SYSTEM_PROMPT, BackendEnv
 from colbench.grading.grader import Grader
 from colbench.official import task_row
 from colbench.rollout import Rollout, RolloutConfig

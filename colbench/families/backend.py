@@ -1,11 +1,54 @@
 """Backend programming: the agent writes a Python function; hidden unit tests in a sandbox grade it."""
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import Any
 
+from colbench import protocol
+from colbench.envs.base import Env, Episode, Grade
 from colbench.errors import FormatError
 from colbench.families.base import TaskFamily
-from colbench.tasks.spec import LITE_SPLITS
+from colbench.tasks.spec import LITE_SPLITS, TaskSpec
+
+BACKEND_SYSTEM_PROMPT = (
+    "You are a programmer working with a person who needs a Python function written for them. "
+    "They know exactly what they want, but their first message leaves details out: units, thresholds, "
+    "rounding, edge cases, the exact output format. Ask short, specific questions to find those details, "
+    "one or two per message. You have at most {turns} messages in total, so be concise. "
+    "When you are ready, write a message that starts with `" + protocol.ANSWER_MARKER + "` followed by the "
+    "complete function as raw Python code, with no explanation."
+)
+
+
+class BackendEpisode(Episode):
+    system_prompt = BACKEND_SYSTEM_PROMPT
+
+
+class BackendEnv(Env):
+    family = "backend"
+    episode_class = BackendEpisode
+
+    def __init__(self, grader):
+        self.grader = grader  # colbench.grading.grader.Grader: the sandbox
+
+    def grade(self, task: TaskSpec, answer: str) -> "Future[Grade]":
+        graded: Future = Future()
+
+        def convert(done: Future) -> None:
+            try:
+                report = done.result()
+            except BaseException as exc:  # handed to whoever waits on the grade
+                graded.set_exception(exc)
+                return
+            graded.set_result(
+                Grade(
+                    reward=report.fraction_passed, metric="tests", success=report.success, error=report.error,
+                    tests=report.tests, grading=report.grading,
+                )
+            )
+
+        self.grader.submit(task, answer).add_done_callback(convert)
+        return graded
 
 
 class BackendFamily(TaskFamily):
@@ -22,7 +65,6 @@ class BackendFamily(TaskFamily):
     tiers = {"backend-lite": LITE_SPLITS}  # colbench/tasks/lite, stored as backend tasks under splits lite-<...>
 
     def env(self, db, *, sandbox: str, workers: int, clip: str | None, render_pool: int, grading: str):
-        from colbench.envs.backend import BackendEnv
         from colbench.grading.grader import Grader
 
         grader = Grader(sandbox=sandbox, workers=workers, grading=grading)
@@ -34,8 +76,6 @@ class BackendFamily(TaskFamily):
         return BuiltinSimulator()
 
     def system_prompt(self) -> str:
-        from colbench.envs.backend import BACKEND_SYSTEM_PROMPT
-
         return BACKEND_SYSTEM_PROMPT
 
     def tests_from_record(self, record: dict, where: str) -> dict[str, str]:
