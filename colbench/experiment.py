@@ -488,6 +488,12 @@ class BackendExperiment:
         from colbench.training.critic_eval import evaluate_critic
 
         trained = {name: critic for name, critic in critics.items() if "checkpoint" in critic}
+        for name, critic in list(trained.items()):  # judged by an earlier run of this study: not again
+            with self.db.read() as session:
+                judged = queries.run_metrics(session, critic["run_id"]).get("eval")
+            if judged:
+                critic["eval"] = judged
+                del trained[name]
         if not trained:
             return
         cfg = self.config

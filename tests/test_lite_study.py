@@ -58,7 +58,7 @@ def mean_logprob(engine: HFEngine, turn) -> float:
     return sum(logps) / len(logps)
 
 
-def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny_model_dir, tmp_path, cli):
+def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny_model_dir, tmp_path, cli, monkeypatch):
     db_url = f"sqlite:///{tmp_path / 'colbench.db'}"
     # Demonstrations: the expert on the first three train tasks (each template's instances are
     # spread over the tier, so these are three templates), and noisy agents for failures.
@@ -131,6 +131,16 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
     assert "judged on 2 dialogues of backend:lite-test" in markdown
     assert "**backend:lite-test**" in markdown and "**backend:lite-novel**" in markdown and "| best-of-N with the critic |" in markdown
     assert "success − zero-shot, paired (95% CI), p" in markdown
+
+    # A rerun judges no critic again (minutes each at the study's scale): the judgement is read back from its run.
+    def judged_again(*args, **kwargs):
+        raise AssertionError("a critic was judged again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("colbench.training.critic_eval.evaluate_critic", judged_again)
+        again = cli("--db", db_url, "experiment", "backend", "--model", warm["checkpoint"], "--dir", str(folder), "--json",
+                    "--evaluate-on", "test", *STUDY)
+    assert {name: c["eval"] for name, c in again["critics"].items()} == {name: c["eval"] for name, c in result["critics"].items()}
 
     # The warm start's test dialogues and its best-of-N ones share its name; --setting tells them apart.
     critic = result["critics"]["with c"]["checkpoint"]

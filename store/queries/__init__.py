@@ -67,6 +67,7 @@ from colbench.store.queries.runs import (
     fail_stale_runs,
     finish_run,
     add_run_metrics,
+    run_metrics,
     fail_run,
     checkpoint_and_run,
     checkpoints_with_runs,

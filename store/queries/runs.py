@@ -65,6 +65,11 @@ def finish_run(
     return checkpoint.id
 
 
+def run_metrics(session: Session, run_id: int) -> dict:
+    run = session.get(TrainingRun, run_id)
+    return dict(run.metrics or {}) if run is not None else {}
+
+
 def add_run_metrics(session: Session, run_id: int, extra: dict) -> None:
     """Figures measured after a run finished (a critic's evaluation), added to its metrics."""
     run = session.get(TrainingRun, run_id)
