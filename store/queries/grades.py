@@ -79,12 +79,13 @@ def graded_rewards(
     return found
 
 
-def answers_to_grade(session: Session, *, policy: str | None = None, ungraded_only: bool = False) -> list[tuple[Trajectory, Task]]:
-    """Finished backend trajectories with an answer (optionally only ungraded ones), by id."""
+def answers_to_grade(session: Session, *, family: str, policy: str | None = None,
+                     ungraded_only: bool = False) -> list[tuple[Trajectory, Task]]:
+    """Finished trajectories of ``family``'s tasks with an answer (optionally only ungraded ones), by id."""
     query = (
         select(Trajectory, Task)
         .join(Task, Task.id == Trajectory.task_id)
-        .where(Task.family == "backend", Trajectory.status == "done", col(Trajectory.answer).is_not(None))
+        .where(Task.family == family, Trajectory.status == "done", col(Trajectory.answer).is_not(None))
         .order_by(Trajectory.id)
     )
     if policy:
