@@ -43,19 +43,33 @@ def make_inputs(tokenizer, prefix_tokens: int, candidates: int, candidate_tokens
     from colbench.training import sequences as S
 
     def critic_prefix(dialogue, reference):  # c + the prompt the policy would be given
-        prompt = tokenizer.apply_chat_template(S.conversation("backend", dialogue), tokenize=False, add_generation_prompt=True)
+        prompt = tokenizer.apply_chat_template(S.conversation("backend", dialogue), tokenize=False,
+                                               add_generation_prompt=True)
         return D.training_info_ids(tokenizer, reference) + S.encode_text(tokenizer, prompt)
 
     reference = "\n".join(
-        f"def step_{i}(orders, rate):\n    total = sum(o['qty'] * o['price'] for o in orders)\n    return round(total * (1 + rate / 100), 2)"
+        (
+            f"def step_{i}(orders, rate):\n    total = sum(o['qty'] * o['price'] for o in orders)\n    return"
+            " round(total * (1 + rate / 100), 2)"
+        )
         for i in range(40)
     )
-    dialogue = [{"role": "user", "content": "I need a function that prices an order with tax. The signature of the function is: def price(orders, rate)"}]
+    dialogue = [
+        {
+            "role": "user",
+            "content": (
+                "I need a function that prices an order with tax. The signature of the function is: def price(orders,"
+                " rate)"
+            )
+        }
+    ]
     turn = 0
     while len(critic_prefix(dialogue, reference)) < prefix_tokens:
         dialogue += [
-            {"role": "assistant", "content": f"Question {turn}: should the tax rate be a percentage, and how should I round the total?"},
-            {"role": "user", "content": "It is a percentage; round to two decimals. Orders are dicts with qty and price."},
+            {"role": "assistant",
+             "content": f"Question {turn}: should the tax rate be a percentage, and how should I round the total?"},
+            {"role": "user",
+             "content": "It is a percentage; round to two decimals. Orders are dicts with qty and price."},
         ]
         turn += 1
     # Shorten c until the prefix fits.

@@ -67,15 +67,22 @@ def make_pairs(folder: str, count: int, prompt_tokens: int, completion_tokens: i
     words = ("weight", "express", "rate", "total", "shipping", "round", "kilograms", "price", "zone", "discount")
     pairs = []
     for i in range(count):
-        dialogue = [{"role": "user", "content": f"I need a function for shop {i} that works out shipping. The signature of the function is: def ship(weight, express)"}]
+        dialogue = [{"role": "user", "content": (
+            f"I need a function for shop {i} that works out shipping. The signature of the function is: def"
+            " ship(weight, express)"
+        )}]
         k = 0
-        while len(tokenizer(tokenizer.apply_chat_template(conversation("backend", dialogue), tokenize=False, add_generation_prompt=True), add_special_tokens=False)["input_ids"]) < prompt_tokens:
+        while len(tokenizer(tokenizer.apply_chat_template(conversation("backend", dialogue), tokenize=False,
+                                                          add_generation_prompt=True),
+                                                          add_special_tokens=False)["input_ids"]) < prompt_tokens:
             dialogue += [
-                {"role": "assistant", "content": f"Question {k}: is the {words[(i + k) % 10]} in {words[(i + 2 * k) % 10]}?"},
+                {"role": "assistant",
+                 "content": f"Question {k}: is the {words[(i + k) % 10]} in {words[(i + 2 * k) % 10]}?"},
                 {"role": "user", "content": f"Yes, and round the {words[(i + 3 * k) % 10]} to {k % 3} decimals."},
             ]
             k += 1
-        prompt = tokenizer.apply_chat_template(conversation("backend", dialogue), tokenize=False, add_generation_prompt=True)
+        prompt = tokenizer.apply_chat_template(conversation("backend", dialogue), tokenize=False,
+                                               add_generation_prompt=True)
 
         def completion(seed: int) -> str:
             text, n = "I WANT TO ANSWER:\ndef ship(weight, express):\n", 0
@@ -128,12 +135,14 @@ class Peak:
             self._stop.set()
             self._thread.join()
             self.peak = max(self.peak, self.rss())
-        return {"peak_mib": self.peak / 2**20, "rise_mib": (self.peak - self.base) / 2**20, "kind": "cuda allocated" if self.cuda else "cpu rss"}
+        return {"peak_mib": self.peak / 2**20, "rise_mib": (self.peak - self.base) / 2**20,
+                "kind": "cuda allocated" if self.cuda else "cpu rss"}
 
 
 def summary(times: list[float], tokens: list[int], warmup: int, extra: dict | None = None) -> dict:
     t, n = times[warmup:], tokens[warmup:]
-    return {"steps": len(t), "seconds_per_step": sum(t) / len(t), "tokens_per_step": sum(n) / len(n), "tokens_per_second": sum(n) / sum(t)} | (extra or {})
+    return {"steps": len(t), "seconds_per_step": sum(t) / len(t), "tokens_per_step": sum(n) / len(n),
+            "tokens_per_second": sum(n) / sum(t)} | (extra or {})
 
 
 # ---------------------------------------------------------------- workers
@@ -149,16 +158,23 @@ def worker_trl(args, pairs: list[dict]) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(args.folder)
     model = AutoModelForCausalLM.from_pretrained(args.folder, dtype=torch.float32).to(args.device)
     config = DPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="dpo-bench-trl-"), per_device_train_batch_size=args.pairs, max_steps=args.warmup + args.steps,
-        learning_rate=LR, lr_scheduler_type="constant", warmup_steps=0, beta=BETA, loss_type=["sigmoid", "sft"], loss_weights=[1.0, NLL],
+        output_dir=tempfile.mkdtemp(prefix="dpo-bench-trl-"), per_device_train_batch_size=args.pairs,
+        max_steps=args.warmup + args.steps,
+        learning_rate=LR, lr_scheduler_type="constant", warmup_steps=0, beta=BETA, loss_type=["sigmoid", "sft"],
+        loss_weights=[1.0, NLL],
         max_length=None, report_to="none", logging_steps=10_000, save_strategy="no", use_cpu=not cuda, bf16=cuda,
-        gradient_checkpointing=args.gradient_checkpointing, dataloader_num_workers=0, seed=0, adam_beta1=0.9, adam_beta2=0.95,
+        gradient_checkpointing=args.gradient_checkpointing, dataloader_num_workers=0, seed=0, adam_beta1=0.9,
+        adam_beta2=0.95,
         max_grad_norm=1.0, dataset_num_proc=None, remove_unused_columns=False,
     )
-    lora = LoraConfig(r=args.lora_rank, lora_alpha=2 * args.lora_rank, lora_dropout=0.0, target_modules="all-linear", bias="none")
-    trainer = DPOTrainer(model=model, args=config, train_dataset=Dataset.from_list(pairs), processing_class=tokenizer, peft_config=lora)
+    lora = LoraConfig(r=args.lora_rank, lora_alpha=2 * args.lora_rank, lora_dropout=0.0, target_modules="all-linear",
+                      bias="none")
+    trainer = DPOTrainer(model=model, args=config, train_dataset=Dataset.from_list(pairs), processing_class=tokenizer,
+                         peft_config=lora)
     data = trainer.train_dataset
-    ids = [{"prompt_ids": r["prompt_ids"], "chosen_ids": r["chosen_ids"], "rejected_ids": r["rejected_ids"]} for r in data]
+    ids = [
+        {"prompt_ids": r["prompt_ids"], "chosen_ids": r["chosen_ids"], "rejected_ids": r["rejected_ids"]} for r in data
+    ]
     Path(args.ids).write_text(json.dumps(ids))
     # The trainer reads pairs in a shuffled order; the token count is the same per batch on average,
     # so count each step's own tokens from its input batch.
@@ -188,7 +204,9 @@ def worker_trl(args, pairs: list[dict]) -> dict:
     trainer.add_callback(Clock())
     trainer.train()
     memory = peak.stop()
-    return summary(times, tokens, args.warmup, {"memory": memory, "trainable_parameters": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)})
+    return summary(times, tokens, args.warmup,
+                   {"memory": memory,
+                    "trainable_parameters": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)})
 
 
 def _our_items(args):
@@ -196,14 +214,26 @@ def _our_items(args):
     from colbench.training.sequences import turn_row
 
     rows = json.loads(Path(args.ids).read_text())
-    return [PairItem([turn_row([], r["prompt_ids"], r["chosen_ids"], None)], [turn_row([], r["prompt_ids"], r["rejected_ids"], None)]) for r in rows]
+    return [
+        PairItem(
+            [turn_row([], r["prompt_ids"], r["chosen_ids"], None)],
+            [turn_row([], r["prompt_ids"], r["rejected_ids"], None)]
+        )
+        for r in rows
+    ]
 
 
 def worker_ours(args) -> dict:
     """Like for like: the reference forward (adapter disabled) inside every step."""
     from colbench.model_refs import ModelSource, load_tokenizer
     from colbench.training.losses import sequence_logps
-    from colbench.training.modeling import TokenLogProbs, adapter_disabled, attach_lora, enable_activation_checkpointing, load_base
+    from colbench.training.modeling import (
+        TokenLogProbs,
+        adapter_disabled,
+        attach_lora,
+        enable_activation_checkpointing,
+        load_base
+    )
     from colbench.training.data import collate
     from colbench.training.losses import policy_dpo_loss
 
@@ -244,7 +274,8 @@ def worker_ours(args) -> dict:
         times.append(time.perf_counter() - t0)
         tokens.append(int(mask.sum()))
     memory = peak.stop()
-    return summary(times, tokens, args.warmup, {"memory": memory, "trainable_parameters": sum(p.numel() for p in params)})
+    return summary(times, tokens, args.warmup,
+                   {"memory": memory, "trainable_parameters": sum(p.numel() for p in params)})
 
 
 def worker_recipe(args) -> dict:
@@ -254,7 +285,8 @@ def worker_recipe(args) -> dict:
 
     cuda = args.device.startswith("cuda")
     items = _our_items(args)[: args.pairs * (args.warmup + args.steps)]
-    config = PolicyConfig(lr=LR, epochs=1, batch_size=args.pairs, lora_rank=args.lora_rank, device=args.device, warmup_ratio=0.0,
+    config = PolicyConfig(lr=LR, epochs=1, batch_size=args.pairs, lora_rank=args.lora_rank, device=args.device,
+                          warmup_ratio=0.0,
                           gradient_checkpointing=args.gradient_checkpointing, max_len=100_000)
     times, tokens, peak = [], [], Peak(args.device)
     clock = {"t": 0.0}
@@ -289,7 +321,9 @@ def worker_recipe(args) -> dict:
     memory = peak.stop()
     result = summary(times, tokens, args.warmup, {"memory": memory, "reference_seconds": reference_seconds})
     per_step_reference = reference_seconds / max(len(times), 1)
-    result["tokens_per_second_with_reference"] = result["tokens_per_step"] / (result["seconds_per_step"] + per_step_reference)
+    result["tokens_per_second_with_reference"] = result["tokens_per_step"] / (
+        result["seconds_per_step"] + per_step_reference
+    )
     return result
 
 
@@ -298,7 +332,8 @@ def worker_recipe(args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="tiny", help="tiny (random 2-layer Llama, SmolLM2 tokenizer), smollm2, or a model folder")
+    parser.add_argument("--model", default="tiny",
+                        help="tiny (random 2-layer Llama, SmolLM2 tokenizer), smollm2, or a model folder")
     parser.add_argument("--pairs", type=int, default=4, help="pairs per step (batch)")
     parser.add_argument("--prompt-tokens", type=int, default=256)
     parser.add_argument("--completion-tokens", type=int, default=64)
@@ -307,7 +342,8 @@ def main() -> None:
     parser.add_argument("--lora-rank", type=int, default=16)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--gradient-checkpointing", action="store_true")
-    parser.add_argument("--repeats", type=int, default=1, help="rounds of the three workers; each worker's best round is reported")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="rounds of the three workers; each worker's best round is reported")
     parser.add_argument("--worker", choices=("trl", "ours", "ours-recipe"), help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     parser.add_argument("--ids", help=argparse.SUPPRESS)
@@ -331,8 +367,10 @@ def main() -> None:
     pairs = make_pairs(folder, args.pairs * (args.warmup + args.steps), args.prompt_tokens, args.completion_tokens)
     (work / "pairs.json").write_text(json.dumps(pairs))
     common = [
-        "--folder", folder, "--ids", str(work / "ids.json"), "--pairs-file", str(work / "pairs.json"), "--pairs", str(args.pairs),
-        "--steps", str(args.steps), "--warmup", str(args.warmup), "--lora-rank", str(args.lora_rank), "--device", args.device,
+        "--folder", folder, "--ids", str(work / "ids.json"), "--pairs-file", str(work / "pairs.json"), "--pairs",
+        str(args.pairs),
+        "--steps", str(args.steps), "--warmup", str(args.warmup), "--lora-rank", str(args.lora_rank), "--device",
+        args.device,
     ] + (["--gradient-checkpointing"] if args.gradient_checkpointing else [])
     results: dict[str, dict] = {}
     workers = ["trl", "ours", "ours-recipe"]  # trl first: its tokenization is what all three train on
@@ -340,7 +378,8 @@ def main() -> None:
         # On a shared, noisy machine: alternate the order and keep each worker's best round.
         for worker in workers if repeat % 2 == 0 else [workers[0]] + workers[:0:-1]:
             out = work / f"{worker}.json"
-            done = subprocess.run([sys.executable, __file__, "--worker", worker, "--result", str(out), *common], capture_output=True, text=True)
+            done = subprocess.run([sys.executable, __file__, "--worker", worker, "--result", str(out), *common],
+                                  capture_output=True, text=True)
             if done.returncode != 0:
                 sys.exit(f"{worker} worker failed:\n{done.stderr[-4000:]}")
             result = json.loads(out.read_text())
@@ -348,20 +387,33 @@ def main() -> None:
                 results[worker] = result
 
     trl, ours, recipe = results["trl"], results["ours"], results["ours-recipe"]
-    print(f"model {args.model} on {args.device}: {args.pairs} pairs/step, prompt ~{args.prompt_tokens} + completion ~{args.completion_tokens} tokens, "
-          f"LoRA r{args.lora_rank}, {args.steps} measured steps after {args.warmup} warm-up, checkpointing {'on' if args.gradient_checkpointing else 'off'}, "
-          f"best of {args.repeats} round(s)")
+    print(
+        f"model {args.model} on {args.device}: {args.pairs} pairs/step, prompt ~{args.prompt_tokens} + completion"
+        f" ~{args.completion_tokens} tokens, LoRA r{args.lora_rank}, {args.steps} measured steps after"
+        f" {args.warmup} warm-up, checkpointing {'on' if args.gradient_checkpointing else 'off'}, best of"
+        f" {args.repeats} round(s)"
+    )
     print(f"{'':34} {'tokens/step':>11} {'s/step':>8} {'tokens/s':>10} {'peak MiB':>9} {'rise MiB':>9}")
-    rows = [("TRL DPOTrainer (ref on the fly)", trl), ("ours, ref on the fly", ours), ("ours, fit_policy recipe (ref once)", recipe)]
+    rows = [("TRL DPOTrainer (ref on the fly)", trl), ("ours, ref on the fly", ours),
+            ("ours, fit_policy recipe (ref once)", recipe)]
     for name, r in rows:
         m = r["memory"]
-        print(f"{name:34} {r['tokens_per_step']:11.0f} {r['seconds_per_step']:8.3f} {r['tokens_per_second']:10.1f} {m['peak_mib']:9.0f} {m['rise_mib']:9.0f}")
-    print(f"recipe incl. its one-off reference pass spread over the steps: {recipe['tokens_per_second_with_reference']:.1f} tokens/s")
+        print(
+            f"{name:34} {r['tokens_per_step']:11.0f} {r['seconds_per_step']:8.3f} {r['tokens_per_second']:10.1f}"
+            f" {m['peak_mib']:9.0f} {m['rise_mib']:9.0f}"
+        )
+    print(
+        "recipe incl. its one-off reference pass spread over the steps:"
+        f" {recipe['tokens_per_second_with_reference']:.1f} tokens/s"
+    )
     print(f"memory is {trl['memory']['kind']}")
     print(f"ratio ours/TRL tokens/s: {ours['tokens_per_second'] / trl['tokens_per_second']:.2f}x like for like; "
           f"{recipe['tokens_per_second'] / trl['tokens_per_second']:.2f}x for the recipe's step "
           f"({recipe['tokens_per_second_with_reference'] / trl['tokens_per_second']:.2f}x with its reference pass)")
-    print(f"peak memory rise ours/TRL: {ours['memory']['rise_mib'] / max(trl['memory']['rise_mib'], 1e-9):.2f}x like for like")
+    print(
+        f"peak memory rise ours/TRL: {ours['memory']['rise_mib'] / max(trl['memory']['rise_mib'], 1e-9):.2f}x like for"
+        " like"
+    )
     print(json.dumps(results))
 
 

@@ -62,7 +62,10 @@ def word_stats(text):
             counts[word] = counts.get(word, 0) + 1
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:{top}]
 """,
-        lambda r: "word_stats(%r)" % " ".join(r.choice(["apple", "Pear", "kiwi", "fig", "plum", "date,", "lime!"]) for _ in range(r.randint(0, 30))),
+        lambda r: "word_stats(%r)"
+        % " ".join(
+            r.choice(["apple", "Pear", "kiwi", "fig", "plum", "date,", "lime!"]) for _ in range(r.randint(0, 30))
+        ),
     ),
     (
         """
@@ -89,7 +92,8 @@ def rotate_text(text, shift):
             out.append(ch)
     return "".join(out)
 """,
-        lambda r: "rotate_text(%r, %d)" % ("".join(r.choice("abcXYZ -!") for _ in range(r.randint(0, 40))), r.randint(-30, 30)),
+        lambda r: "rotate_text(%r, %d)"
+        % ("".join(r.choice("abcXYZ -!") for _ in range(r.randint(0, 40))), r.randint(-30, 30)),
     ),
     (
         """
@@ -101,7 +105,8 @@ def schedule(tasks, limit):
             used += minutes * {overhead}
     return {{"done": done, "minutes": used, "left": limit - used}}
 """,
-        lambda r: "schedule(%r, %d)" % ([(f"t{i}", r.randint(5, 90)) for i in range(r.randint(0, 9))], r.randint(30, 300)),
+        lambda r: "schedule(%r, %d)"
+        % ([(f"t{i}", r.randint(5, 90)) for i in range(r.randint(0, 9))], r.randint(30, 300)),
     ),
 ]
 
@@ -132,7 +137,8 @@ def make_answers(tasks: list[TaskSpec], hang_share: float, seed: int = 1) -> lis
             name = task.ground_truth.split("def ", 1)[1].split("(", 1)[0]
             answers.append(f"```python\ndef {name}(*args):\n    while True:\n        pass\n```")
         elif draw < hang_share + 0.25:
-            answers.append(task.ground_truth.replace(" 1.5", " 1.6").replace("26", "25").replace("sum(scores)", "sum(scores) + 5")
+            answers.append(task.ground_truth.replace(" 1.5", " 1.6").replace("26", "25").replace("sum(scores)",
+                                                                                                 "sum(scores) + 5")
                            .replace("[:", "[1:").replace("<= limit", "< limit"))
         else:
             answers.append("```python\n# my answer\n" + task.ground_truth.replace("    ", "\t") + "\n```")
@@ -214,8 +220,11 @@ def timed(label: str, grade_all, count: int) -> tuple[float, list[float]]:
     started = time.perf_counter()
     rewards = grade_all()
     seconds = time.perf_counter() - started
-    print(f"  {label:<38} {count / seconds:8.1f} tasks/s   ({seconds:6.2f} s, mean reward {sum(rewards) / len(rewards):.3f})",
-          flush=True)
+    print(
+        f"  {label:<38} {count / seconds:8.1f} tasks/s   ({seconds:6.2f} s, mean reward"
+        f" {sum(rewards) / len(rewards):.3f})",
+        flush=True
+    )
     return count / seconds, rewards
 
 
@@ -229,10 +238,16 @@ def run_mix(name: str, tasks: list[TaskSpec], answers: list[str], workers: int, 
             warm_up = make_tasks(2 * workers, seed=99)  # start every sandbox before timing
             grader.grade([(t, t.ground_truth) for t in warm_up])
             figures[sandbox], rewards[sandbox] = timed(
-                f"sandboxed ({sandbox}, cold reference cache)", lambda: [r.fraction_passed for r in grader.grade(pairs)], len(pairs))
+                f"sandboxed ({sandbox}, cold reference cache)",
+                lambda: [r.fraction_passed for r in grader.grade(pairs)],
+                len(pairs)
+            )
             if not hangs:
                 figures[sandbox + " warm"], _ = timed(
-                    f"sandboxed ({sandbox}, references cached)", lambda: [r.fraction_passed for r in grader.grade(pairs)], len(pairs))
+                    f"sandboxed ({sandbox}, references cached)",
+                    lambda: [r.fraction_passed for r in grader.grade(pairs)],
+                    len(pairs)
+                )
     if not baselines:
         return figures
 
@@ -267,8 +282,12 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--mix", choices=["benign", "hang", "both"], default="both")
-    parser.add_argument("--sandbox", action="append", choices=["bwrap", "docker"],
-                        help="sandboxes to time (repeatable); default bwrap, and docker where an engine and the image answer")
+    parser.add_argument(
+        "--sandbox",
+        action="append",
+        choices=["bwrap", "docker"],
+        help="sandboxes to time (repeatable); default bwrap, and docker where an engine and the image answer"
+    )
     parser.add_argument("--no-baselines", action="store_true", help="time only the sandboxed grader")
     args = parser.parse_args()
     sandboxes = args.sandbox or ["bwrap"] + (["docker"] if DockerBackend.check() is None else [])

@@ -100,7 +100,8 @@ class _Server(ThreadingHTTPServer):
 
 
 class LatencyServer:
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, median: float = 1.0, sigma: float = 0.5, seed: int = 0):
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, median: float = 1.0, sigma: float = 0.5,
+                 seed: int = 0):
         self.model = LatencyModel(median, sigma, seed)
         self.requests: list[dict[str, Any]] = []  # one small record per answered request, in arrival order
         self.in_flight = 0
@@ -214,7 +215,9 @@ class LatencyServer:
                 self.wfile.write(data)
 
             def _error(self, status: int, message: str) -> None:
-                self._send(status, {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}})
+                self._send(status,
+                           {"error": {"message": message, "type": "invalid_request_error", "param": None,
+                                      "code": None}})
 
             def do_GET(self):
                 path = self.path.rstrip("/")

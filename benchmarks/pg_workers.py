@@ -49,9 +49,11 @@ def postgres_server():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     data = os.path.join(folder, "data")
-    subprocess.run(run_as + [f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"], check=True, capture_output=True)
+    subprocess.run(run_as + [f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"], check=True,
+                   capture_output=True)
     options = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off -c max_connections=200"
-    subprocess.run(run_as + [f"{bindir}/pg_ctl", "-D", data, "-o", options, "-w", "-l", os.path.join(folder, "log"), "start"], check=True, capture_output=True)
+    subprocess.run(run_as + [f"{bindir}/pg_ctl", "-D", data, "-o", options, "-w", "-l", os.path.join(folder, "log"),
+                             "start"], check=True, capture_output=True)
     try:
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
     finally:
@@ -86,10 +88,14 @@ def pending(url: str) -> int:
 def trial(server: str, workers: int, tasks: int) -> dict:
     url = fresh_database(server)
     env = dict(os.environ, COLBENCH_DB=url, NO_COLOR="1")
-    command = COLBENCH + ["rollout", "--engine", "scripted:expert", "--tasks", "backend-lite:train", "--limit", str(tasks), "-k", "2",
+    command = COLBENCH + ["rollout", "--engine", "scripted:expert", "--tasks", "backend-lite:train", "--limit",
+                          str(tasks), "-k", "2",
                           "--sandbox", "bwrap", "--grade-workers", "1", "--concurrency", "2", "--json"]
     started = time.perf_counter()
-    processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(workers)]
+    processes = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for _ in range(workers)
+    ]
     failed = idle = 0
     left = set(range(workers))
     while left:
@@ -124,7 +130,10 @@ def main() -> None:
     for r in results:
         print(f"{r['workers']} worker(s): {r['wall_s']:.1f} s, {r['failed']} failed, {r['idle_exits']} idle exits, "
               f"every (task, sample) exactly once: {r['exactly_once']}")
-    print(f"wall({args.workers}) / wall(1) = {results[1]['wall_s'] / results[0]['wall_s']:.2f} ({2 * args.tasks} trajectories)")
+    print(
+        f"wall({args.workers}) / wall(1) = {results[1]['wall_s'] / results[0]['wall_s']:.2f} ({2 * args.tasks}"
+        " trajectories)"
+    )
 
 
 if __name__ == "__main__":

@@ -40,18 +40,21 @@ def make_page(seed: int) -> str:
     dark = rng.choice([700, 800, 900])
     cols = rng.choice([2, 3, 4])
     cards = "\n".join(
-        f'<div class="bg-white rounded-lg shadow p-6">'
-        f'<img src="https://source.unsplash.com/random/400x300?{rng.choice(WORDS)}" class="w-full h-40 object-cover mb-4">'
-        f'<h3 class="text-xl font-semibold text-{c1}-{dark}">{phrase(rng, 2)}</h3>'
-        f'<p class="text-gray-600 mt-2">{phrase(rng, 12)}.</p></div>'
+        '<div class="bg-white rounded-lg shadow p-6"><img'
+        f' src="https://source.unsplash.com/random/400x300?{rng.choice(WORDS)}" class="w-full h-40 object-cover'
+        f' mb-4"><h3 class="text-xl font-semibold text-{c1}-{dark}">{phrase(rng, 2)}</h3><p class="text-gray-600'
+        f' mt-2">{phrase(rng, 12)}.</p></div>'
         for _ in range(cols * rng.choice([1, 2]))
     )
     items = "\n".join(f'<li class="py-2 border-b">{phrase(rng, 6)}</li>' for _ in range(rng.randint(3, 8)))
     extra = (
-        f'<section class="bg-{c2}-100 p-10 text-center"><h2 class="text-3xl font-bold">{phrase(rng, 4)}</h2>'
-        f'<button class="mt-6 bg-{c2}-500 hover:bg-{c2}-700 text-white py-2 px-6 rounded">{phrase(rng, 2)}</button></section>'
-        if rng.random() < 0.6 else
-        f'<section class="max-w-3xl mx-auto p-8"><h2 class="text-2xl mb-4">{phrase(rng, 3)}</h2><ul>{items}</ul></section>'
+        f'<section class="bg-{c2}-100 p-10 text-center"><h2 class="text-3xl font-bold">{phrase(rng, 4)}</h2><button'
+        f' class="mt-6 bg-{c2}-500 hover:bg-{c2}-700 text-white py-2 px-6 rounded">{phrase(rng, 2)}</button></section>'
+        if rng.random() < 0.6
+        else (
+            '<section class="max-w-3xl mx-auto p-8"><h2 class="text-2xl'
+            f' mb-4">{phrase(rng, 3)}</h2><ul>{items}</ul></section>'
+        )
     )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="UTF-8">
@@ -61,13 +64,15 @@ def make_page(seed: int) -> str:
 <header class="bg-{c1}-{dark} text-white">
   <div class="container mx-auto flex justify-between items-center p-6">
     <h1 class="text-{rng.choice(['2xl', '3xl', '4xl'])} font-bold">{phrase(rng, 2)}</h1>
-    <nav class="space-x-6">{''.join(f'<a href="#" class="hover:underline">{phrase(rng, 1)}</a>' for _ in range(4))}</nav>
+    <nav \
+class="space-x-6">{''.join(f'<a href="#" class="hover:underline">{phrase(rng, 1)}</a>' for _ in range(4))}</nav>
   </div>
 </header>
 <section class="container mx-auto py-16 px-6 flex items-center">
   <div class="w-1/2"><h2 class="text-5xl font-bold text-gray-800">{phrase(rng, 5)}</h2>
   <p class="mt-4 text-lg text-gray-600">{phrase(rng, 20)}.</p></div>
-  <div class="w-1/2"><img src="https://source.unsplash.com/random/800x600?{rng.choice(WORDS)}" class="rounded-lg shadow-lg"></div>
+  <div class="w-1/2"><img src="https://source.unsplash.com/random/800x600?{rng.choice(WORDS)}" class="rounded-lg \
+shadow-lg"></div>
 </section>
 <section class="container mx-auto px-6 grid grid-cols-{cols} gap-8">
 {cards}
@@ -103,7 +108,8 @@ def run(pages: list[str], pool_size: int, fresh_pages: int) -> dict:
     fresh_s = time.monotonic() - t0
     out["fresh_pages"] = fresh_pages
     out["fresh_browser_pages_per_s"] = round(fresh_pages / fresh_s, 3)
-    out["ratio_pool_sequential_vs_fresh"] = round(out["pool_sequential_pages_per_s"] / out["fresh_browser_pages_per_s"], 1)
+    out["ratio_pool_sequential_vs_fresh"] = round(out["pool_sequential_pages_per_s"] / out["fresh_browser_pages_per_s"],
+                                                  1)
     out["ratio_pool_batched_vs_fresh"] = round(out["pool_batched_pages_per_s"] / out["fresh_browser_pages_per_s"], 1)
 
     sim = SsimSimilarity()

@@ -124,7 +124,8 @@ class TransformersGenerate:
             )
             for row in out.sequences[:, batch["input_ids"].shape[1] :].tolist():
                 ids = row[: next((i + 1 for i, t in enumerate(row) if t in eos), len(row))]
-                results.append(Generation(prompt_text="", prompt_tokens=0, samples=[Sample(text="", token_ids=ids)], latency_s=0.0))
+                results.append(Generation(prompt_text="", prompt_tokens=0, samples=[Sample(text="", token_ids=ids)],
+                                          latency_s=0.0))
         return results
 
     def close(self):
@@ -175,7 +176,8 @@ def measure_rollout(args) -> dict:
             bare_tokens += len(generation.samples[0].token_ids)
     bare_s = time.perf_counter() - before
     engine.close()
-    return {"rollout_tokens": stats.generated_tokens, "rollout_s": rollout_s, "bare_tokens": bare_tokens, "bare_s": bare_s}
+    return {"rollout_tokens": stats.generated_tokens, "rollout_s": rollout_s, "bare_tokens": bare_tokens,
+            "bare_s": bare_s}
 
 
 # ---------------------------------------------------------------------------- the parent
@@ -195,7 +197,8 @@ def busy_cores(count: int):
 
 def child(args, name: str, round_: int, mode: str) -> dict:
     command = [sys.executable, __file__, "--one", name, "--round", str(round_), "--mode", mode, "--model", args.model,
-               "--batch-size", str(args.batch_size), "--max-new-tokens", str(args.max_new_tokens), "--tasks", str(args.tasks)]
+               "--batch-size", str(args.batch_size), "--max-new-tokens", str(args.max_new_tokens), "--tasks",
+               str(args.tasks)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{name} failed:\n{done.stderr[-2000:]}")
@@ -212,14 +215,21 @@ def compare_engines(args) -> None:
                     got = child(args, name, round_, "bare")
                     totals[name][0] += got["tokens"]
                     totals[name][1] += got["seconds"]
-                    print(f"busy {busy}, round {round_}: {name:>11}: {got['tokens']} tokens in {got['seconds']:.1f} s", flush=True)
+                    print(f"busy {busy}, round {round_}: {name:>11}: {got['tokens']} tokens in {got['seconds']:.1f} s",
+                          flush=True)
         rates = {name: tokens / seconds for name, (tokens, seconds) in totals.items()}
-        print(f"-- {busy} busy processes beside the engine; {args.batch_size} prompts, {args.max_new_tokens} new tokens at T=1.0, {args.rounds} rounds")
+        print(
+            f"-- {busy} busy processes beside the engine; {args.batch_size} prompts, {args.max_new_tokens} new tokens"
+            f" at T=1.0, {args.rounds} rounds"
+        )
         for name, rate in rates.items():
             against = "".join(f", {rate / rates[b]:.1f}x {b}" for b in ("generate", "hf") if b in rates and b != name)
             print(f"{name:>11}: {rate:6.1f} tokens/s{against}")
         if "generate" in rates and "ct2-float32" in rates:
-            print(f"ct2 float32 / transformers generate: {rates['ct2-float32'] / rates['generate']:.1f}x (target >= 4x), {busy} busy")
+            print(
+                f"ct2 float32 / transformers generate: {rates['ct2-float32'] / rates['generate']:.1f}x (target >= 4x),"
+                f" {busy} busy"
+            )
 
 
 def compare_rollouts(args) -> None:
@@ -232,7 +242,10 @@ def compare_rollouts(args) -> None:
                 totals[name][i] += got[key]
             print(f"round {round_}: {name:>11}: rollout {got['rollout_tokens']} tokens in {got['rollout_s']:.1f} s, "
                   f"bare replay {got['bare_tokens']} in {got['bare_s']:.1f} s", flush=True)
-    print(f"-- {args.tasks} tasks x 10 turns, batch {args.batch_size}, {args.max_new_tokens} new tokens, {args.rounds} rounds")
+    print(
+        f"-- {args.tasks} tasks x 10 turns, batch {args.batch_size}, {args.max_new_tokens} new tokens, {args.rounds}"
+        " rounds"
+    )
     rollout_rates = {}
     for name, (r_tokens, r_s, b_tokens, b_s) in totals.items():
         rollout_rates[name] = r_tokens / r_s

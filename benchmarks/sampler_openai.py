@@ -10,7 +10,8 @@ the same server and prompts:
 The server (tests/plugins/openai_server.py) answers each request after ``--delay`` seconds, standing in
 for a model's time to sample n candidates, with ``--tokens`` token ids per candidate and their
 log-probs, in vLLM's format. It runs in a process of its own, as a real one would (its threads do not
-take the client's GIL), but on the same cores. ``ideal`` is turns x delay / concurrency: the wall time if only the server's
+take the client's GIL), but on the same cores. ``ideal`` is turns x delay / concurrency: the wall time if only the
+server's
 delay counted.
 
     .venv/bin/python benchmarks/sampler_openai.py                 # 256 turns x 16 candidates, 50 ms each
@@ -52,7 +53,8 @@ def serve(tokens: int, eos: int, delay: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--turns", type=int, default=256, help="stored turns to sample candidates for (one request each)")
+    parser.add_argument("--turns", type=int, default=256,
+                        help="stored turns to sample candidates for (one request each)")
     parser.add_argument("--candidates", type=int, default=16)
     parser.add_argument("--tokens", type=int, default=64, help="token ids per candidate")
     parser.add_argument("--delay", type=float, default=0.05, help="seconds the server takes per request")
@@ -67,9 +69,13 @@ def main() -> None:
     from colbench.model_refs import embedded_tokenizer_dir
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_tokenizer_dir())  # SmolLM2's
-    prompts = [f"<|im_start|>user\nTurn {i}: what unit is the weight in, and how is shipping priced?<|im_end|>\n<|im_start|>assistant\n"
-               for i in range(args.turns)]
-    process = subprocess.Popen([sys.executable, __file__, "--serve", str(tokenizer.eos_token_id), "--tokens", str(args.tokens),
+    prompts = [
+        f"<|im_start|>user\nTurn {i}: what unit is the weight in, and how is shipping"
+        " priced?<|im_end|>\n<|im_start|>assistant\n"
+        for i in range(args.turns)
+    ]
+    process = subprocess.Popen([sys.executable, __file__, "--serve", str(tokenizer.eos_token_id), "--tokens",
+                                str(args.tokens),
                                 "--delay", str(args.delay)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     base_url = process.stdout.readline().strip()
     model = "test-model"
@@ -91,9 +97,11 @@ def main() -> None:
             ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
 
             def raw(prompt_ids):
-                return client.completions.create(model=model, prompt=prompt_ids, n=args.candidates, max_tokens=args.tokens,
+                return client.completions.create(model=model, prompt=prompt_ids, n=args.candidates,
+                                                 max_tokens=args.tokens,
                                                  temperature=1.0, seed=0, logprobs=1,
-                                                 extra_body={"return_token_ids": True, "return_tokens_as_token_ids": True})
+                                                 extra_body={"return_token_ids": True,
+                                                             "return_tokens_as_token_ids": True})
 
             with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
                 list(pool.map(raw, ids[:4]))
@@ -111,16 +119,23 @@ def main() -> None:
         process.wait(timeout=30)
 
     ideal = args.turns * args.delay / args.concurrency
-    print(f"{args.turns} turns x {args.candidates} candidates x {args.tokens} tokens, server delay {args.delay * 1000:g} ms, "
-          f"concurrency {args.concurrency}")
+    print(
+        f"{args.turns} turns x {args.candidates} candidates x {args.tokens} tokens, server delay"
+        f" {args.delay * 1000:g} ms, concurrency {args.concurrency}"
+    )
     for name in ("engine", "raw", "sequential"):
         print(f"  {name:<10} {figures[name]:7.2f} s  {candidates / figures[name]:9.0f} candidates/s  "
               f"{candidates * args.tokens / figures[name]:10.0f} tokens/s")
     print(f"  ideal      {ideal:7.2f} s  (turns x delay / concurrency)")
-    print(f"engine / raw SDK throughput: {figures['raw'] / figures['engine']:.2f}   "
-          f"engine / sequential: {figures['sequential'] / figures['engine']:.1f}x   wall / ideal: {figures['engine'] / ideal:.2f}"
-          if ideal > 0 else f"engine / raw SDK throughput: {figures['raw'] / figures['engine']:.2f}   "
-          f"engine / sequential: {figures['sequential'] / figures['engine']:.1f}x")
+    print(
+        f"engine / raw SDK throughput: {figures['raw'] / figures['engine']:.2f}   engine / sequential:"
+        f" {figures['sequential'] / figures['engine']:.1f}x   wall / ideal: {figures['engine'] / ideal:.2f}"
+        if ideal > 0
+        else (
+            f"engine / raw SDK throughput: {figures['raw'] / figures['engine']:.2f}   "
+            f"engine / sequential: {figures['sequential'] / figures['engine']:.1f}x"
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -84,7 +84,8 @@ def rollout_config(args, url: str, limit: int, k: int) -> tuple[RolloutConfig, s
     """The config, and which setting bounds the episodes in flight (the rollout may or may not have `concurrency`)."""
     fields = {f.name for f in dataclasses.fields(RolloutConfig)}
     options = dict(model="policy", engine="openai", base_url=url, simulator=f"endpoint:{url}#human", tasks=TASKS,
-                   limit=limit, samples_per_task=k, seed=args.seed, sandbox=args.sandbox, grade_workers=args.grade_workers)
+                   limit=limit, samples_per_task=k, seed=args.seed, sandbox=args.sandbox,
+                   grade_workers=args.grade_workers)
     if args.batch_size:
         options["batch_size"] = args.batch_size
     if "concurrency" in fields:
@@ -122,11 +123,14 @@ def trajectory_latencies(db: Database, drawn: dict[str, float]) -> tuple[dict[in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trajectories", type=int, default=100, help="at least this many (tasks x samples per task)")
-    parser.add_argument("--memory", action="store_true", help=f"{MEMORY_TRAJECTORIES:,} trajectories; report the peak RSS")
-    parser.add_argument("--median", type=float, default=1.0, help="median request latency, seconds (0.2 for quick runs)")
+    parser.add_argument("--memory", action="store_true",
+                        help=f"{MEMORY_TRAJECTORIES:,} trajectories; report the peak RSS")
+    parser.add_argument("--median", type=float, default=1.0,
+                        help="median request latency, seconds (0.2 for quick runs)")
     parser.add_argument("--sigma", type=float, default=0.5, help="lognormal spread of the latencies")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--concurrency", type=int, default=None, help="RolloutConfig.concurrency, where it exists (default: every trajectory at once)")
+    parser.add_argument("--concurrency", type=int, default=None,
+                        help="RolloutConfig.concurrency, where it exists (default: every trajectory at once)")
     parser.add_argument("--batch-size", type=int, default=None, help="RolloutConfig.batch_size (default: its own)")
     parser.add_argument("--sandbox", default="auto", help="grading sandbox (answers are short text: grading is cheap)")
     parser.add_argument("--grade-workers", type=int, default=4)
@@ -142,7 +146,10 @@ def main() -> None:
     try:
         config, setting = rollout_config(args, url, limit, k)
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MB (Linux reports KB)
-        print(f"{limit * k} trajectories ({limit} tasks x k={k}), latency median {args.median:g} s sigma {args.sigma:g}; {setting}", flush=True)
+        print((
+            f"{limit * k} trajectories ({limit} tasks x k={k}), latency median {args.median:g} s sigma {args.sigma:g};"
+            f" {setting}"
+        ), flush=True)
         started_at, started, cpu_before = time.time(), time.perf_counter(), time.process_time()
         run(db, config)
         wall = time.perf_counter() - started
@@ -174,7 +181,9 @@ def main() -> None:
           f"(mean trajectory {statistics.mean(by_server.values()):.1f} s; from stored latency_s: {ideal_client:.1f} s)")
     print(f"wall / ideal: {wall / ideal:.2f} (target <= 1.2)")
     print(f"peak in flight at the server: {stats['in_flight_peak']} requests")
-    print(f"turns/s: {roles.count('assistant') / wall:.1f} agent turns, {len(roles) / wall:.1f} turns (agent and human)")
+    print(
+        f"turns/s: {roles.count('assistant') / wall:.1f} agent turns, {len(roles) / wall:.1f} turns (agent and human)"
+    )
     print(f"CPU during the run: {cpu:.1f} s in this process ({cpu / wall:.0%} of the wall time: near 100% means "
           f"the rollout itself is the bottleneck), {stats['cpu_s']:.1f} s in the latency server")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -22,7 +22,10 @@ from colbench.official import import_trajectories
 from colbench.store import queries
 from colbench.store.db import Database
 
-WORDS = "the a price order customer weight should return when if list value total rate each item over under discount".split()
+WORDS = (
+    "the a price order customer weight should return when if list value total rate each item over under"
+    " discount"
+).split()
 
 
 def sentence(rng: random.Random, chars: int) -> str:
@@ -50,7 +53,8 @@ def record(rng: random.Random, i: int, turns: int = 10) -> dict:
         content = sentence(rng, rng.randint(120, 380))
         if t == turns - 1:
             content = "I WANT TO ANSWER:\n" + code
-        history.append({"role": "assistant", "content": content, "input": prompt + "<|start_header_id|>assistant<|end_header_id|>\n\n", "output": content})
+        history.append({"role": "assistant", "content": content,
+                        "input": prompt + "<|start_header_id|>assistant<|end_header_id|>\n\n", "output": content})
         prompt += f"<|start_header_id|>assistant<|end_header_id|>\n\n{content}<|eot_id|>"
         if t < turns - 1:
             history.append({"role": "user", "content": sentence(rng, rng.randint(60, 400))})
@@ -98,9 +102,12 @@ def main() -> None:
         everything = queries.graded_since(session, None)
     full_time = time.perf_counter() - started
     n_turns = sum(len(v) for v in turns.values())
-    print(f"incremental read: {len(fresh)} new trajectories with {n_turns} turns on top of {len(everything) - len(fresh)} "
-          f"in {read_time * 1000:.0f} ms; reading all {len(everything)} trajectory rows takes {full_time * 1000:.0f} ms "
-          f"(new-rows read is {full_time / read_time:.1f}x cheaper than a full pass over rows alone)")
+    print(
+        f"incremental read: {len(fresh)} new trajectories with {n_turns} turns on top of"
+        f" {len(everything) - len(fresh)} in {read_time * 1000:.0f} ms; reading all {len(everything)} trajectory rows"
+        f" takes {full_time * 1000:.0f} ms (new-rows read is {full_time / read_time:.1f}x cheaper than a full pass over"
+        " rows alone)"
+    )
 
 
 if __name__ == "__main__":

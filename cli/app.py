@@ -16,7 +16,24 @@ import click
 import typer
 
 from colbench.cli.common import INTERRUPTED
-from colbench.cli import common, compare, critic, db, evaluate, experiment, inspect, launch, policy, rollout, runs, sandbox, study, tasks, trajectories, view
+from colbench.cli import (
+    common,
+    compare,
+    critic,
+    db,
+    evaluate,
+    experiment,
+    inspect,
+    launch,
+    policy,
+    rollout,
+    runs,
+    sandbox,
+    study,
+    tasks,
+    trajectories,
+    view
+)
 
 
 app = typer.Typer(
@@ -31,11 +48,15 @@ app = typer.Typer(
 @app.callback()
 def root(
     database: str = typer.Option(
-        None, "--db", envvar="COLBENCH_DB", help="SQLAlchemy URL of the store. Default: sqlite:///colbench.db in the working directory."
+        None, "--db", envvar="COLBENCH_DB",
+        help="SQLAlchemy URL of the store. Default: sqlite:///colbench.db in the working directory."
     ),
     artifacts: str = typer.Option(
         None, "--artifacts", envvar="COLBENCH_ARTIFACTS",
-        help="Folder for the store's files (checkpoints, screenshots). Default: the SQLite file's folder; a PostgreSQL store needs it.",
+        help=(
+            "Folder for the store's files (checkpoints, screenshots). Default: the SQLite file's folder; a PostgreSQL"
+            " store needs it."
+        ),
     ),
 ) -> None:
     common.state.db_url = database

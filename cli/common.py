@@ -59,7 +59,9 @@ def main_process() -> bool:
 def fail(message: str, code: int = 1) -> NoReturn:
     from rich.markup import escape
 
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)  # user text is never markup
+    err_console.print(
+        f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True
+    )  # user text is never markup
     sys.exit(code)
 
 
@@ -98,7 +100,8 @@ def plain_progress_interval() -> float:
 
 
 @contextmanager
-def reporting(description: str, total: int | None = None, *, enabled: bool = True, interval_s: float | None = None) -> Iterator[Any]:
+def reporting(description: str, total: int | None = None, *, enabled: bool = True,
+              interval_s: float | None = None) -> Iterator[Any]:
     """The one progress display, fed by colbench.progress's protocol.
 
     Yields ``on_progress(stage, done, total, figures)``. On a terminal: a Rich bar on stderr
@@ -280,7 +283,8 @@ def print_import(summary, as_json: bool, what: str) -> None:
     if summary.records == 0:
         from rich.markup import escape
 
-        err_console.print(f"[bold yellow]warning:[/] {escape(str(summary.path))} holds no records: nothing to import", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold yellow]warning:[/] {escape(str(summary.path))} holds no records: nothing to import",
+                          highlight=False, soft_wrap=True)
     if as_json:
         print_json(summary.__dict__)
         return

@@ -10,16 +10,37 @@ from colbench.model_refs import DEFAULT_MODEL
 from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, sandbox_help
 from colbench.training.config import CriticConfig
 
-app = typer.Typer(help="The SWEET-RL critic: fit it on graded trajectories, score turns with it, judge it (eval, pairs).", no_args_is_help=True)
+app = typer.Typer(
+    help="The SWEET-RL critic: fit it on graded trajectories, score turns with it, judge it (eval, pairs).",
+    no_args_is_help=True
+)
 
 
 @app.command("fit")
 @flags_from(CriticConfig)
 def fit(
     config: CriticConfig,
-    model: str = typer.Option(None, "--model", help=f"Base model: {DEFAULT_MODEL} (default), a local folder, a hub id, or ckpt:<id> of a policy. Taken from the parent when continuing."),
-    parent: str = typer.Option("latest", "--from", help="Critic to continue: ckpt:<id>, or 'latest' (the newest critic with the same base, family and settings; a new one when there is none)."),
-    from_scratch: bool = typer.Option(False, "--from-scratch", help="Use all the data. Without an explicit --from: a new critic rather than continuing the latest."),
+    model: str = typer.Option(
+        None,
+        "--model",
+        help=(
+            f"Base model: {DEFAULT_MODEL} (default), a local folder, a hub id, or ckpt:<id> of a policy. Taken from the"
+            " parent when continuing."
+        )
+    ),
+    parent: str = typer.Option(
+        "latest",
+        "--from",
+        help=(
+            "Critic to continue: ckpt:<id>, or 'latest' (the newest critic with the same base, family and settings; a"
+            " new one when there is none)."
+        )
+    ),
+    from_scratch: bool = typer.Option(
+        False,
+        "--from-scratch",
+        help="Use all the data. Without an explicit --from: a new critic rather than continuing the latest."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the run's summary as JSON."),
 ) -> None:
     """Fit the critic with Bradley-Terry on pairs of graded trajectories of the same task.
@@ -31,12 +52,14 @@ def fit(
     from colbench.training.critic import fit_critic
 
     with reporting("critic", enabled=not as_json and main_process()) as on_progress:
-        result = fit_critic(state.db(), config, base_model=model, parent_checkpoint=parent, from_scratch=from_scratch, on_progress=on_progress)
+        result = fit_critic(state.db(), config, base_model=model, parent_checkpoint=parent, from_scratch=from_scratch,
+                            on_progress=on_progress)
     if not main_process():
         return
     metrics = result.metrics
     if as_json:
-        print_json({"run_id": result.run_id, "checkpoint": f"ckpt:{result.checkpoint_id}", "path": result.path, "metrics": metrics})
+        print_json({"run_id": result.run_id, "checkpoint": f"ckpt:{result.checkpoint_id}", "path": result.path,
+                    "metrics": metrics})
         return
     accuracy = metrics.get("heldout_accuracy")
     shown = "n/a (no held-out tasks)" if accuracy is None else f"{accuracy:.1%} of {metrics['heldout_pairs']} pairs"
@@ -60,7 +83,8 @@ def score(
     from colbench.training.scoring import score_turns
 
     with reporting("scoring", enabled=not as_json) as on_progress:
-        summary = score_turns(state.db(), stored_ref(state.db(), critic), policy=policy, limit=limit, device=device, on_progress=on_progress)
+        summary = score_turns(state.db(), stored_ref(state.db(), critic), policy=policy, limit=limit, device=device,
+                              on_progress=on_progress)
     if as_json:
         print_json(summary)
         return
@@ -73,10 +97,30 @@ def score(
 @app.command("eval")
 def evaluate(
     critic: str = typer.Option(..., "--critic", help="The critic checkpoint: ckpt:<id>, or ckpt:<its run's name>."),
-    tasks: str = typer.Option("backend-lite:test", "--tasks", help="Whose graded trajectories to judge, as rollout's --tasks (held-out tasks: never the critic's training split)."),
-    policies: str = typer.Option(None, "--policies", help="Only trajectories of these policies (comma-separated, a trailing * matches a prefix, e.g. scripted:*)."),
-    setting: str = typer.Option(None, "--setting", help="Only rollouts made with this setting (as shown in brackets after the policy, e.g. max=256,seed=1; '' for the protocol's defaults): a policy's best-of-N rollouts share its name."),
-    pairs: str = typer.Option(None, "--pairs", help="Pair rule for the accuracy: correct or margin (default: the family's, as in training)."),
+    tasks: str = typer.Option(
+        "backend-lite:test",
+        "--tasks",
+        help=(
+            "Whose graded trajectories to judge, as rollout's --tasks (held-out tasks: never the critic's training"
+            " split)."
+        )
+    ),
+    policies: str = typer.Option(
+        None,
+        "--policies",
+        help="Only trajectories of these policies (comma-separated, a trailing * matches a prefix, e.g. scripted:*)."
+    ),
+    setting: str = typer.Option(
+        None,
+        "--setting",
+        help=(
+            "Only rollouts made with this setting (as shown in brackets after the policy, e.g. max=256,seed=1; '' for"
+            " the protocol's defaults): a policy's best-of-N rollouts share its name."
+        )
+    ),
+    pairs: str = typer.Option(
+        None, "--pairs", help="Pair rule for the accuracy: correct or margin (default: the family's, as in training)."
+    ),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the newest N trajectories."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
@@ -88,7 +132,8 @@ def evaluate(
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
     with reporting("critic eval", enabled=not as_json) as on_progress:
-        result = evaluate_critic(state.db(), stored_ref(state.db(), critic), tasks=tasks, policies=chosen, setting=setting, rule=pairs, limit=limit, device=device, on_progress=on_progress)
+        result = evaluate_critic(state.db(), stored_ref(state.db(), critic), tasks=tasks, policies=chosen,
+                                 setting=setting, rule=pairs, limit=limit, device=device, on_progress=on_progress)
     if as_json:
         print_json(result.as_dict())
         return
@@ -98,10 +143,11 @@ def evaluate(
 
     info = "with" if result.training_info else "without"
     console.print(
-        f"critic {result.checkpoint} ({info} training-time information) on {result.trajectories} trajectories of {result.tasks}: "
-        f"pair accuracy {shown(result.pair_accuracy, '.1%')} over {result.pairs} pairs; turn credit over "
-        f"{result.labelled_turns} turns ({result.fact_turns} obtained a fact): Spearman {shown(result.turn_spearman, '+.3f')}, "
-        f"within-dialogue AUC {shown(result.turn_auc, '.3f')} ({result.auc_trajectories} dialogues)",
+        f"critic {result.checkpoint} ({info} training-time information) on {result.trajectories} trajectories of"
+        f" {result.tasks}: pair accuracy {shown(result.pair_accuracy, '.1%')} over {result.pairs} pairs; turn credit"
+        f" over {result.labelled_turns} turns ({result.fact_turns} obtained a fact): Spearman"
+        f" {shown(result.turn_spearman, '+.3f')}, within-dialogue AUC"
+        f" {shown(result.turn_auc, '.3f')} ({result.auc_trajectories} dialogues)",
         markup=False,
     )
 
@@ -109,7 +155,11 @@ def evaluate(
 @app.command("pairs")
 def pairs(
     run: str = typer.Argument(..., help="A SWEET-RL training run: train:<id>, ckpt:<id> of its policy, or its name."),
-    grade: bool = typer.Option(False, "--grade", help="Also grade the pairs of two answers: did the critic choose the one that passes more tests?"),
+    grade: bool = typer.Option(
+        False,
+        "--grade",
+        help="Also grade the pairs of two answers: did the critic choose the one that passes more tests?"
+    ),
     sandbox: str = typer.Option(AUTO_SANDBOX, "--sandbox", help="With --grade: " + sandbox_help()),
     as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
 ) -> None:

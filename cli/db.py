@@ -21,12 +21,17 @@ def status(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
     if as_json:
         print_json(payload)
     elif newer:
-        console.print(f"database  {db.safe_url}\nrevision  {current}\nhead      {head}  [red]newer than this colbench[/]")
+        console.print(
+            f"database  {db.safe_url}\nrevision  {current}\nhead      {head}  [red]newer than this colbench[/]"
+        )
     else:
         mark = "[green]up to date[/]" if current == head else "[yellow]needs `colbench db upgrade`[/]"
         console.print(f"database  {db.safe_url}\nrevision  {current or '(empty)'}\nhead      {head}  {mark}")
     if newer:
-        fail(f"database {db.safe_url} is at revision {current}, newer than this colbench knows (head {head}): upgrade colbench to use it")
+        fail(
+            f"database {db.safe_url} is at revision {current}, newer than this colbench knows (head {head}): upgrade"
+            " colbench to use it"
+        )
 
 
 @app.command("upgrade")

@@ -10,13 +10,39 @@ from colbench.cli.common import console, fail, print_json, state
 
 def evaluate(
     tasks: str = typer.Option("backend:test", "--tasks", help="FAMILY:SPLIT to evaluate on."),
-    policy: list[str] = typer.Option(None, "--policy", help="Only these policies (repeat the flag). Default: every policy with graded trajectories."),
+    policy: list[str] = typer.Option(
+        None, "--policy", help="Only these policies (repeat the flag). Default: every policy with graded trajectories."
+    ),
     simulator: str = typer.Option(None, "--simulator", help="Only trajectories with this simulator."),
-    setting: str = typer.Option(None, "--setting", help="Only rollouts made with this setting (as shown in brackets after the policy; '' for the protocol's defaults)."),
-    k: int = typer.Option(None, "--max-k", min=1, help="Report pass@k and pass^k up to this k (default: the fewest samples any task has)."),
+    setting: str = typer.Option(
+        None,
+        "--setting",
+        help=(
+            "Only rollouts made with this setting (as shown in brackets after the policy; '' for the protocol's"
+            " defaults)."
+        )
+    ),
+    k: int = typer.Option(
+        None, "--max-k", min=1, help="Report pass@k and pass^k up to this k (default: the fewest samples any task has)."
+    ),
     old_k: int = typer.Option(None, "--k", hidden=True, min=1),
-    grading: str = typer.Option(None, "--grading", help="Backend: only grades made under this grading (official or strict). Default: every grading, each in its own rows."),
-    facts: bool = typer.Option(False, "--facts", help="backend-lite: instead of the scores, what the dialogues did with the hidden facts: facts obtained, dialogues with every fact, success with and without them, questions that re-asked a known fact or obtained nothing (colbench/fact_finding.py)."),
+    grading: str = typer.Option(
+        None,
+        "--grading",
+        help=(
+            "Backend: only grades made under this grading (official or strict). Default: every grading, each in its own"
+            " rows."
+        )
+    ),
+    facts: bool = typer.Option(
+        False,
+        "--facts",
+        help=(
+            "backend-lite: instead of the scores, what the dialogues did with the hidden facts: facts obtained,"
+            " dialogues with every fact, success with and without them, questions that re-asked a known fact or"
+            " obtained nothing (colbench/fact_finding.py)."
+        )
+    ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Per policy, side by side: backend % tests passed and success (95% bootstrap CIs), pass@k and pass^k
@@ -32,7 +58,8 @@ def evaluate(
         _fact_finding(family, split, policy, simulator, setting, as_json)
         return
     k = old_k or k  # --k: the name this flag had (beside rollout's -k, which means samples per task)
-    results = run_eval(state.db(), family, split, policies=policy or None, simulator=simulator, setting=setting, max_k=k, grading=grading)
+    results = run_eval(state.db(), family, split, policies=policy or None, simulator=simulator, setting=setting,
+                       max_k=k, grading=grading)
     if as_json:
         print_json([as_dict(r) for r in results])
         return
@@ -60,7 +87,10 @@ def _fact_finding(family: str, split: str, policies, simulator, setting, as_json
         print_json([row.as_dict() for row in rows])
         return
     if not rows:
-        fail(f"no graded backend-lite dialogues on {family}:{split}" + (" match the filters" if policies or simulator or setting is not None else ""))
+        fail(
+            f"no graded backend-lite dialogues on {family}:{split}"
+            + (" match the filters" if policies or simulator or setting is not None else "")
+        )
     console.print(views.facts_table(rows, f"{family}:{split}"))
     for line in views.FACTS_NOTES:
         console.print(line, highlight=False)
@@ -74,13 +104,30 @@ def _nothing_matched(family: str, split: str, policies, simulator, setting, grad
     with state.db().read() as session:
         groups = queries.graded_groups(session)
     here = [(policy, how, n) for fam, spl, policy, how, n in groups if (fam, spl) == (family, split)]
-    asked = ", ".join(f"{name} {value!r}" for name, value in (("--policy", policies and " ".join(policies)), ("--simulator", simulator),
-                                                              ("--setting", setting), ("--grading", grading)) if value is not None)
+    asked = ", ".join(
+        f"{name} {value!r}"
+        for name, value in (
+            ("--policy", policies and " ".join(policies)),
+            ("--simulator", simulator),
+            ("--setting", setting),
+            ("--grading", grading)
+        )
+        if value is not None
+    )
     message = f"no graded trajectories on {family}:{split}" + (f" match {asked}" if asked else "")
     if here:
-        return message + "; graded there: " + ", ".join(f"{labelled(policy, how)} ({n})" for policy, how, n in here[:12]) + (" …" if len(here) > 12 else "")
+        return (
+            message
+            + "; graded there: "
+            + ", ".join(f"{labelled(policy, how)} ({n})" for policy, how, n in here[:12])
+            + (" …" if len(here) > 12 else "")
+        )
     elsewhere = sorted({f"{fam}:{spl}" for fam, spl, *_ in groups})
-    return message + ("; graded trajectories are on " + ", ".join(elsewhere) + " (--tasks)" if elsewhere else "; nothing is graded yet (colbench rollout)")
+    return message + (
+        "; graded trajectories are on " + ", ".join(elsewhere) + " (--tasks)"
+        if elsewhere
+        else "; nothing is graded yet (colbench rollout)"
+    )
 
 
 def register(app: typer.Typer) -> None:

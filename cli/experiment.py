@@ -15,7 +15,8 @@ from colbench.experiment import CRITIC_SET, POLICY_SET, ExperimentConfig, study_
 from colbench.recipe import deviations
 from colbench.training.config import CriticConfig, PolicyConfig
 
-app = typer.Typer(help="Whole studies: rollouts, critics, policies and evaluation in one resumable command.", no_args_is_help=True)
+app = typer.Typer(help="Whole studies: rollouts, critics, policies and evaluation in one resumable command.",
+                  no_args_is_help=True)
 
 
 class _RichReporter:
@@ -38,7 +39,10 @@ def backend(
     study: ExperimentConfig,
     critic: CriticConfig,
     policy: PolicyConfig,
-    folder: Path = typer.Option(None, "--dir", help="Where the study keeps its store (unless --db is given), checkpoints and results.md/json. Default: experiments/backend-<model>."),
+    folder: Path = typer.Option(None, "--dir", help=(
+        "Where the study keeps its store (unless --db is given), checkpoints and results.md/json. Default:"
+        " experiments/backend-<model>."
+    )),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
 ) -> None:
     """Zero-shot rollouts on train (k per task) → critic (and its ablation) → rft, mtdpo and
@@ -54,7 +58,8 @@ def backend(
 
     model = study.model
     folder = (folder or Path("experiments") / f"backend-{_slug(model)}").resolve()
-    config = replace(study, critic=critic, policy=policy, tags=list(dict.fromkeys([*study.tags, f"study:{folder.name}"])))
+    config = replace(study, critic=critic, policy=policy,
+                     tags=list(dict.fromkeys([*study.tags, f"study:{folder.name}"])))
     folder.mkdir(parents=True, exist_ok=True)
     db = state.db() if state.db_url else Database(f"sqlite:///{folder / 'colbench.db'}", artifacts=state.artifacts)
     started = time.perf_counter()
@@ -72,7 +77,8 @@ def backend(
     console.print(Text("deviations from the official run's recipe:", style="bold"))
     for line in deviations(payload["config"]):
         console.print(f"- {line}", highlight=False)
-    console.print(f"results: {folder / 'results.md'}; store: {db.url} (colbench --db {db.url} inspect <id>)", highlight=False)
+    console.print(f"results: {folder / 'results.md'}; store: {db.url} (colbench --db {db.url} inspect <id>)",
+                  highlight=False)
 
 
 def _slug(model: str) -> str:

@@ -13,8 +13,16 @@ from colbench.cli.common import console, fail, print_json, state
 def inspect(
     trajectory_id: int = typer.Argument(..., metavar="TRAJ_ID", help="Trajectory id (see `colbench ls`)."),
     reveal: bool = typer.Option(False, "--reveal", help="Also show the hidden reference solution."),
-    side_by_side: Path = typer.Option(None, "--side-by-side", help="Frontend: write a PNG of the final page beside the reference page, titled with the task, score and metric."),
-    filmstrip: bool = typer.Option(False, "--filmstrip", help="With --side-by-side: every page the agent showed, turn by turn, then the reference."),
+    side_by_side: Path = typer.Option(
+        None,
+        "--side-by-side",
+        help=(
+            "Frontend: write a PNG of the final page beside the reference page, titled with the task, score and metric."
+        )
+    ),
+    filmstrip: bool = typer.Option(
+        False, "--filmstrip", help="With --side-by-side: every page the agent showed, turn by turn, then the reference."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Show a trajectory: header, every turn (agent and human), critic scores, test results."""
@@ -52,7 +60,10 @@ def _write_side_by_side(trajectory, task, turns, paths: dict[str, str], out: Pat
         return Path(paths[sha]).read_bytes() if sha in paths else None
 
     score = "not graded" if trajectory.reward is None else f"{trajectory.reward_metric} {trajectory.reward:.3f}"
-    title = f"trajectory {trajectory.id} · task {task.id}: {' '.join(task.problem_description.split())[:160]} · {trajectory.policy} · {score}"
+    title = (
+        f"trajectory {trajectory.id} · task {task.id}: {' '.join(task.problem_description.split())[:160]} ·"
+        f" {trajectory.policy} · {score}"
+    )
     with Renderer(pool_size=1) as renderer:
         reference = renderer.render(task.ground_truth).png_bytes
     if filmstrip:
@@ -60,8 +71,10 @@ def _write_side_by_side(trajectory, task, turns, paths: dict[str, str], out: Pat
         frames = [(f"turn {k}", page(t.screenshot)) for k, t in enumerate(shown, 1)] + [("reference", reference)]
         out.write_bytes(contact_sheet(frames, title=title, frame_width=480))
     else:
-        out.write_bytes(contact_sheet([("agent: final page", page(trajectory.screenshot)), ("reference", reference)], title=title))
-    console.print(f"wrote {out} ({'each turn' if filmstrip else 'final page'} | reference)", highlight=False, markup=False)
+        out.write_bytes(contact_sheet([("agent: final page", page(trajectory.screenshot)), ("reference", reference)],
+                                      title=title))
+    console.print(f"wrote {out} ({'each turn' if filmstrip else 'final page'} | reference)", highlight=False,
+                  markup=False)
 
 
 def register(app: typer.Typer) -> None:

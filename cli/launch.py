@@ -29,13 +29,17 @@ def register(app: typer.Typer) -> None:
 
 def launch(
     ctx: typer.Context,
-    processes: int = typer.Option(2, "--processes", "-n", min=2, help="Processes to train in: one per GPU on a GPU machine, else CPU processes."),
+    processes: int = typer.Option(2, "--processes", "-n", min=2,
+                                  help="Processes to train in: one per GPU on a GPU machine, else CPU processes."),
 ) -> None:
     """Run `critic fit` or `policy fit` in several processes, e.g. `colbench launch -n 2 critic fit --model smollm2`.
     The figures, checkpoint and lineage are those of one run; rank 0 prints the result."""
     args = list(ctx.args)
     if tuple(args[:2]) not in TRAINING_COMMANDS:
-        fail("launch runs `critic fit ...` or `policy fit ...` in several processes; got " + (" ".join(args[:2]) or "nothing"))
+        fail(
+            "launch runs `critic fit ...` or `policy fit ...` in several processes; got "
+            + (" ".join(args[:2]) or "nothing")
+        )
     import torch
 
     if torch.cuda.is_available() and torch.cuda.device_count() < processes:

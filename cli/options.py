@@ -26,7 +26,8 @@ import typer
 from colbench.options import default_of
 
 
-def flags_from(config_cls, *, into: str | None = None, prefix: str = "", exclude: set[str] = frozenset(), defaults=None):
+def flags_from(config_cls, *, into: str | None = None, prefix: str = "", exclude: set[str] = frozenset(),
+               defaults=None):
     hints = typing.get_type_hints(config_cls)
     chosen = [f for f in fields(config_cls) if f.init and f.name not in exclude]
     key = prefix.replace("-", "_")
@@ -35,20 +36,37 @@ def flags_from(config_cls, *, into: str | None = None, prefix: str = "", exclude
         own_hints = typing.get_type_hints(command)
         params = list(inspect.signature(command).parameters.values())
         target = into or params[0].name
-        own = [p.replace(annotation=own_hints.get(p.name, p.annotation), kind=inspect.Parameter.KEYWORD_ONLY) for p in params if p.name != target]
+        own = [
+            p.replace(annotation=own_hints.get(p.name, p.annotation), kind=inspect.Parameter.KEYWORD_ONLY)
+            for p in params
+            if p.name != target
+        ]
         taken = {p.name for p in own}
         generated = []
         for f in chosen:
             if key + f.name in taken:
-                raise TypeError(f"{command.__name__} declares --{key + f.name} itself and through {config_cls.__name__}")
+                raise TypeError(
+                    f"{command.__name__} declares --{key + f.name} itself and through {config_cls.__name__}"
+                )
             generated.append(_parameter(f, hints[f.name], key + f.name, prefix, defaults))
         # The first (innermost) layer declares --config; stacked layers read the same file, each its own section.
         declares_file = CONFIG_FILE not in taken
         if declares_file:
             generated += [
-                inspect.Parameter(CONFIG_FILE, inspect.Parameter.KEYWORD_ONLY, annotation=Path, default=typer.Option(
-                    None, "--config", help="A YAML file of settings: the flags' names (with _ or -), prefixed ones "
-                    "(--critic-*, --policy-*) in a section of that name (critic:, policy:). Flags typed on the command line win.")),
+                inspect.Parameter(
+                    CONFIG_FILE,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    annotation=Path,
+                    default=typer.Option(
+                        None,
+                        "--config",
+                        help=(
+                            "A YAML file of settings: the flags' names (with _ or -), prefixed ones (--critic-*,"
+                            " --policy-*) in a section of that name (critic:, policy:). Flags typed on the command line"
+                            " win."
+                        )
+                    )
+                ),
                 inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context),
             ]
         section = prefix.rstrip("-") or None
@@ -56,7 +74,11 @@ def flags_from(config_cls, *, into: str | None = None, prefix: str = "", exclude
         @functools.wraps(command)
         def run(**values):
             settings = {f.name: values.pop(key + f.name) for f in chosen}
-            path, context = (values.pop(CONFIG_FILE), values.pop(CONTEXT)) if declares_file else (values[CONFIG_FILE], values[CONTEXT])
+            path, context = (
+                (values.pop(CONFIG_FILE), values.pop(CONTEXT))
+                if declares_file
+                else (values[CONFIG_FILE], values[CONTEXT])
+            )
             if path is not None:
                 given = {f.name: _given(context, key + f.name) for f in chosen}
                 from_file = read_settings(path, section, {f.name: hints[f.name] for f in chosen})

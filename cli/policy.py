@@ -8,18 +8,49 @@ from colbench.cli.options import flags_from
 from colbench.model_refs import DEFAULT_MODEL
 from colbench.training.config import PolicyConfig
 
-app = typer.Typer(help="Train the agent: SWEET-RL (turn-level DPO with the critic), rft, multi-turn DPO, or sft on demonstrations.", no_args_is_help=True)
-checkpoint_app = typer.Typer(help="Training checkpoints: list them, export them as plain model folders.", no_args_is_help=True)
+app = typer.Typer(
+    help="Train the agent: SWEET-RL (turn-level DPO with the critic), rft, multi-turn DPO, or sft on demonstrations.",
+    no_args_is_help=True
+)
+checkpoint_app = typer.Typer(help="Training checkpoints: list them, export them as plain model folders.",
+                             no_args_is_help=True)
+
 
 @app.command("fit")
 @flags_from(PolicyConfig)
 def fit(
     config: PolicyConfig,
-    algo: str = typer.Option(..., "--algo", help="sweet (turn-level DPO on critic-ranked candidates), rft (SFT on successful trajectories), mtdpo (trajectory-level DPO), or sft (SFT on demonstrations: successful trajectories of --policies, default scripted:*)."),
-    model: str = typer.Option(None, "--model", help=f"Base model: {DEFAULT_MODEL} (default), a local folder, a hub id, or ckpt:<id> (a LoRA policy checkpoint is continued, on all the data)."),
-    critic: str = typer.Option(None, "--critic", help="sweet: the critic checkpoint that scores the candidates, ckpt:<id>; or several, comma-separated: an ensemble whose scores are averaged."),
-    parent: str = typer.Option(None, "--from", help="Policy checkpoint to continue, ckpt:<id>: its adapter, on the data graded since its run."),
-    from_scratch: bool = typer.Option(False, "--from-scratch", help="With --from: read all the data, not only what its run has not consumed."),
+    algo: str = typer.Option(
+        ...,
+        "--algo",
+        help=(
+            "sweet (turn-level DPO on critic-ranked candidates), rft (SFT on successful trajectories), mtdpo"
+            " (trajectory-level DPO), or sft (SFT on demonstrations: successful trajectories of --policies, default"
+            " scripted:*)."
+        )
+    ),
+    model: str = typer.Option(
+        None,
+        "--model",
+        help=(
+            f"Base model: {DEFAULT_MODEL} (default), a local folder, a hub id, or ckpt:<id> (a LoRA policy checkpoint"
+            " is continued, on all the data)."
+        )
+    ),
+    critic: str = typer.Option(
+        None,
+        "--critic",
+        help=(
+            "sweet: the critic checkpoint that scores the candidates, ckpt:<id>; or several, comma-separated: an"
+            " ensemble whose scores are averaged."
+        )
+    ),
+    parent: str = typer.Option(
+        None, "--from", help="Policy checkpoint to continue, ckpt:<id>: its adapter, on the data graded since its run."
+    ),
+    from_scratch: bool = typer.Option(
+        False, "--from-scratch", help="With --from: read all the data, not only what its run has not consumed."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the run's summary as JSON."),
 ) -> None:
     """Train a policy on the stored, graded trajectories and write a checkpoint (ckpt:<id>).
@@ -27,7 +58,8 @@ def fit(
     from colbench.training.policy import fit_policy
 
     if algo == "sweet" and not critic and config.score != "oracle":
-        raise typer.BadParameter("sweet needs --critic ckpt:<id> (or --score oracle on backend-lite)", param_hint="--critic")
+        raise typer.BadParameter("sweet needs --critic ckpt:<id> (or --score oracle on backend-lite)",
+                                 param_hint="--critic")
     with reporting(f"policy {algo}", enabled=not as_json and main_process()) as on_progress:
         result = fit_policy(
             state.db(), config, algo=algo, base_model=model, critic_checkpoint=critic, parent_checkpoint=parent,
@@ -37,17 +69,21 @@ def fit(
         return
     m = result.metrics
     if as_json:
-        print_json({"run_id": result.run_id, "checkpoint": f"ckpt:{result.checkpoint_id}", "path": result.path, "metrics": m})
+        print_json({"run_id": result.run_id, "checkpoint": f"ckpt:{result.checkpoint_id}", "path": result.path,
+                    "metrics": m})
         return
     if algo in ("rft", "sft"):
         what = f"{m.get('trajectories')} successful trajectories, loss {m.get('train_loss', float('nan')):.4f}"
     else:
         what = (
-            f"{m.get('pairs')} pairs, loss {m.get('train_loss', float('nan')):.4f}, "
-            f"reward margin {m.get('train_reward_margin', float('nan')):+.4f}, reward accuracy {m.get('train_reward_accuracy', float('nan')):.1%}"
+            f"{m.get('pairs')} pairs, loss {m.get('train_loss', float('nan')):.4f}, reward margin"
+            f" {m.get('train_reward_margin', float('nan')):+.4f}, reward accuracy"
+            f" {m.get('train_reward_accuracy', float('nan')):.1%}"
         )
         if algo == "sweet":
-            what += f"; {m.get('selected_turns')} turns ({m.get('turns_sampled')} sampled, {m.get('turns_reused')} reused)"
+            what += (
+                f"; {m.get('selected_turns')} turns ({m.get('turns_sampled')} sampled, {m.get('turns_reused')} reused)"
+            )
     console.print(f"policy:{algo} ckpt:{result.checkpoint_id} (run {result.run_id}): {what}, {m.get('steps')} steps")
     if m.get("stopped_early"):
         console.print(f"stopped early: {m['stopped_early']}", highlight=False)
@@ -80,10 +116,12 @@ def ls(as_json: bool = typer.Option(False, "--json", help="Machine-readable outp
 def export(
     checkpoint: str = typer.Argument(..., help="The checkpoint: <id> or ckpt:<id>."),
     out: str = typer.Option(..., "--out", help="Folder to write (must be new or empty)."),
-    merge: bool = typer.Option(False, "--merge", help="Merge the LoRA adapter into the base weights: a plain HF model folder."),
+    merge: bool = typer.Option(False, "--merge",
+                               help="Merge the LoRA adapter into the base weights: a plain HF model folder."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Write a checkpoint as a folder that `--model DIR` loads anywhere (merged weights, or the adapter with its tokenizer)."""
+    """Write a checkpoint as a folder that `--model DIR` loads anywhere (merged weights, or the adapter with its \
+tokenizer)."""
     from colbench.model_refs import checkpoint_name
     from colbench.refs import checkpoint_id
     from colbench.training.checkpoints import export_checkpoint
@@ -92,4 +130,6 @@ def export(
     if as_json:
         print_json({"checkpoint": checkpoint, "path": str(folder), "merged": merge})
         return
-    console.print(f"{checkpoint_name(checkpoint_id(state.db(), checkpoint))} written to {folder}" + (" (merged)" if merge else ""))
+    console.print(
+        f"{checkpoint_name(checkpoint_id(state.db(), checkpoint))} written to {folder}" + (" (merged)" if merge else "")
+    )

@@ -12,7 +12,8 @@ from colbench.rollout import RolloutConfig
 
 
 @flags_from(RolloutConfig)
-def rollout(config: RolloutConfig, as_json: bool = typer.Option(False, "--json", help="Print a machine-readable summary at the end.")) -> None:
+def rollout(config: RolloutConfig,
+            as_json: bool = typer.Option(False, "--json", help="Print a machine-readable summary at the end.")) -> None:
     """Roll out a policy against a simulated human on a task split; grade and store everything.
 
     With no arguments: the embedded SmolLM2-135M-Instruct, the built-in deterministic simulator,
@@ -25,15 +26,20 @@ def rollout(config: RolloutConfig, as_json: bool = typer.Option(False, "--json",
         result = run(state.db(), config, on_progress=on_progress)
     stats = result.stats
     if as_json:
-        print_json(stats.as_dict() | {"run": result.run, "name": result.name, "continued": result.continued, "policy": result.policy,
-                                      "simulator": result.simulator, "graded_by": result.graded_by, "engine": result.engine})
+        print_json(stats.as_dict() | {"run": result.run, "name": result.name, "continued": result.continued,
+                                      "policy": result.policy,
+                                      "simulator": result.simulator, "graded_by": result.graded_by,
+                                      "engine": result.engine})
         return
     rate = "n/a" if stats.success_rate is None else f"{stats.success_rate:.1%}"
     console.print(
-        f"{result.run}" + (f" ({result.name})" if result.name else "") + (", continued" if result.continued else "") + ": "
-        f"{stats.finished} trajectories finished, {stats.already_done} were already done"
-        + (f" ({stats.no_replies} simulator replies failed and became {NO_RESPONSE!r})" if stats.no_replies else "") + "; "
-        f"{stats.agent_turns} agent turns at {stats.turns_per_s:.2f}/s ({result.engine}); success {rate} of {stats.graded} graded"
+        f"{result.run}"
+        + (f" ({result.name})" if result.name else "")
+        + (", continued" if result.continued else "")
+        + f": {stats.finished} trajectories finished, {stats.already_done} were already done"
+        + (f" ({stats.no_replies} simulator replies failed and became {NO_RESPONSE!r})" if stats.no_replies else "")
+        + f"; {stats.agent_turns} agent turns at {stats.turns_per_s:.2f}/s ({result.engine}); success {rate} of"
+        f" {stats.graded} graded"
     )
 
 
@@ -46,18 +52,25 @@ def grade(
     grading: str = typer.Option(DEFAULT_GRADING, "--grading", help="Grading semantics. " + GRADING_HELP),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Re-grade stored backend answers in the sandbox (e.g. after importing official trajectories, or under another --grading)."""
+    """Re-grade stored backend answers in the sandbox (e.g. after importing official trajectories, or under \
+another --grading)."""
     from colbench.grading.grader import Grader
     from colbench.regrade import regrade
 
     workers = old_workers or workers  # --workers: the name this flag had before it matched rollout's
 
-    with Grader(sandbox=sandbox, workers=workers, grading=grading) as grader, reporting("grading", enabled=not as_json) as on_progress:
+    with (
+        Grader(sandbox=sandbox, workers=workers, grading=grading) as grader,
+        reporting("grading", enabled=not as_json) as on_progress
+    ):
         summary = regrade(state.db(), grader, policy=policy, ungraded_only=ungraded_only, on_progress=on_progress)
     if as_json:
         print_json(summary)
         return
-    console.print(f"graded {summary['graded']} trajectories ({grading} grading): mean tests passed {summary['mean_reward']:.3f}, success {summary['success_rate']:.1%}")
+    console.print(
+        f"graded {summary['graded']} trajectories ({grading} grading): mean tests passed {summary['mean_reward']:.3f},"
+        f" success {summary['success_rate']:.1%}"
+    )
 
 
 def register(app: typer.Typer) -> None:

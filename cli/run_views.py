@@ -22,7 +22,10 @@ def sparkline(values: list[float], width: int = 40) -> str:
         return ""
     if len(values) > width:
         size = len(values) / width
-        values = [sum(chunk) / len(chunk) for chunk in (values[int(i * size): max(int((i + 1) * size), int(i * size) + 1)] for i in range(width))]
+        values = [
+            sum(chunk) / len(chunk)
+            for chunk in (values[int(i * size) : max(int((i + 1) * size), int(i * size) + 1)] for i in range(width))
+        ]
     low, high = min(values), max(values)
     span = high - low
     return "".join(SPARKS[int((v - low) / span * (len(SPARKS) - 1)) if span else len(SPARKS) // 2] for v in values)
@@ -62,9 +65,11 @@ def run_view(run: dict) -> Group:
     facts = {"status": _status(run).plain or None, "tags": ", ".join(run["tags"]) or None, "tasks": run.get("tasks"),
              "result": headline(run) or None, "created": _when(run.get("created_at"))}
     if run["kind"] == "train":
-        facts |= {"finished": _when(run.get("finished_at")), "continued from": run.get("parent"), "error": run.get("error")}
+        facts |= {"finished": _when(run.get("finished_at")), "continued from": run.get("parent"),
+                  "error": run.get("error")}
     if run["kind"] == "rollout":
-        facts |= {"trajectories": ", ".join(f"{n} {s}" for s, n in run["by_status"].items() if n), "trained": ", ".join(run["trained"]) or None}
+        facts |= {"trajectories": ", ".join(f"{n} {s}" for s, n in run["by_status"].items() if n),
+                  "trained": ", ".join(run["trained"]) or None}
     for key, value in facts.items():
         if value:
             parts.append(Text.assemble((f"{key}: ", "dim"), str(value)))
@@ -83,7 +88,8 @@ def run_view(run: dict) -> Group:
         for name in curve_names(steps):
             values = [s[name] for s in steps if isinstance(s.get(name), (int, float))]
             if values:
-                curves.add_row(name, f"{values[0]:.4g}", f"{values[-1]:.4g}", f"{min(values):.4g}", f"{max(values):.4g}", sparkline(values))
+                curves.add_row(name, f"{values[0]:.4g}", f"{values[-1]:.4g}", f"{min(values):.4g}",
+                               f"{max(values):.4g}", sparkline(values))
         parts.append(curves)
     diagnostics = diagnostic_lines(run.get("metrics") or {}) if run["kind"] == "train" else []
     if diagnostics:
@@ -106,18 +112,27 @@ def diagnostic_lines(metrics: dict) -> list[str]:
     policy's chosen and rejected rewards and the chosen side's NLL, first steps against last."""
     lines = []
     if metrics.get("heldout_accuracy") is not None:
-        lines.append(f"held-out pair accuracy {metrics['heldout_accuracy']:.1%} of {metrics.get('heldout_pairs')} pairs")
+        lines.append(
+            f"held-out pair accuracy {metrics['heldout_accuracy']:.1%} of {metrics.get('heldout_pairs')} pairs"
+        )
     judged = metrics.get("eval") or {}
     if judged.get("turn_auc") is not None:
-        lines.append(f"turn credit on {judged.get('trajectories')} dialogues: within-dialogue AUC {judged['turn_auc']:.2f}, "
-                     f"Spearman {judged.get('turn_spearman', float('nan')):+.2f} (did the turn obtain a fact?)")
+        lines.append(
+            f"turn credit on {judged.get('trajectories')} dialogues: within-dialogue AUC {judged['turn_auc']:.2f}, "
+            f"Spearman {judged.get('turn_spearman', float('nan')):+.2f} (did the turn obtain a fact?)"
+        )
     if "pairs_answer_over_reask" in metrics:
-        lines.append(f"its pairs chose answering over re-asking a stated fact {metrics['pairs_answer_over_reask']} times, the other way "
-                     f"{metrics['pairs_reask_over_answer']}; a question obtaining a new fact over one obtaining nothing "
-                     f"{metrics['pairs_new_over_nothing']} times, the other way {metrics['pairs_nothing_over_new']}")
+        lines.append(
+            f"its pairs chose answering over re-asking a stated fact {metrics['pairs_answer_over_reask']} times, the"
+            f" other way {metrics['pairs_reask_over_answer']}; a question obtaining a new fact over one obtaining"
+            f" nothing {metrics['pairs_new_over_nothing']} times, the other way {metrics['pairs_nothing_over_new']}"
+        )
     if metrics.get("last_chosen_reward") is not None:
-        lines.append(f"last {metrics['last_steps']} steps: chosen reward {metrics['last_chosen_reward']:+.3f}, rejected "
-                     f"{metrics['last_rejected_reward']:+.3f}; chosen NLL {metrics['first_nll']:.3f} at the start, {metrics['last_nll']:.3f} at the end")
+        lines.append(
+            f"last {metrics['last_steps']} steps: chosen reward {metrics['last_chosen_reward']:+.3f}, rejected"
+            f" {metrics['last_rejected_reward']:+.3f}; chosen NLL {metrics['first_nll']:.3f} at the start,"
+            f" {metrics['last_nll']:.3f} at the end"
+        )
         if metrics["last_chosen_reward"] < 0:
             lines.append("the chosen turns became less likely than under the starting policy (likelihood displacement)")
     if metrics.get("stopped_early"):

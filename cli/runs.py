@@ -9,7 +9,10 @@ import typer
 from colbench.cli import run_views as views
 from colbench.cli.common import console, err_console, fail, print_json, state
 
-app = typer.Typer(help="Runs: every rollout, training run and evaluation, by reference (rollout:3, train:5, eval:2, ckpt:7) or name.", no_args_is_help=True)
+app = typer.Typer(
+    help="Runs: every rollout, training run and evaluation, by reference (rollout:3, train:5, eval:2, ckpt:7) or name.",
+    no_args_is_help=True
+)
 
 
 class RunKind(str, Enum):
@@ -43,8 +46,12 @@ def ls(
 
 @app.command("show")
 def show(
-    ref: str = typer.Argument(..., metavar="RUN", help="rollout:<id>, train:<id>, eval:<id>, ckpt:<id> or a run's name."),
-    plot: Path = typer.Option(None, "--plot", help="Training runs: write the per-step curves (loss, learning rate, grad norm, ...) as a PNG."),
+    ref: str = typer.Argument(
+        ..., metavar="RUN", help="rollout:<id>, train:<id>, eval:<id>, ckpt:<id> or a run's name."
+    ),
+    plot: Path = typer.Option(
+        None, "--plot", help="Training runs: write the per-step curves (loss, learning rate, grad norm, ...) as a PNG."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output (a training run's steps included)."),
 ) -> None:
     """One run in full: settings, figures, data and checkpoints; a training run's per-step curves as
@@ -70,8 +77,14 @@ def show(
 
 @app.command("rm")
 def rm(
-    ref: str = typer.Argument(..., metavar="RUN", help="rollout:<id>, train:<id>, eval:<id>, ckpt:<id> or a run's name."),
-    unfinished: bool = typer.Option(False, "--unfinished", help="Rollouts: remove only the pending, running and failed trajectories (what an interrupted rollout left)."),
+    ref: str = typer.Argument(
+        ..., metavar="RUN", help="rollout:<id>, train:<id>, eval:<id>, ckpt:<id> or a run's name."
+    ),
+    unfinished: bool = typer.Option(
+        False,
+        "--unfinished",
+        help="Rollouts: remove only the pending, running and failed trajectories (what an interrupted rollout left)."
+    ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
@@ -99,7 +112,11 @@ def rm(
         return
     console.print(f"removed {views.removal_text(done)}", highlight=False, markup=False)
     for folder in done.kept_folders:
-        err_console.print(f"kept {folder}: it is outside the store's checkpoint folder (an --out folder); delete it yourself", highlight=False, markup=False)
+        err_console.print(
+            f"kept {folder}: it is outside the store's checkpoint folder (an --out folder); delete it yourself",
+            highlight=False,
+            markup=False
+        )
 
 
 def register(root: typer.Typer) -> None:

@@ -7,11 +7,13 @@ import typer
 
 from colbench.cli.common import console, err_console, print_json
 
-app = typer.Typer(help="Grading sandboxes: build the Docker image, check which backends work here.", no_args_is_help=True)
+app = typer.Typer(help="Grading sandboxes: build the Docker image, check which backends work here.",
+                  no_args_is_help=True)
 
 @app.command("image")
 def image(
-    tag: str = typer.Option(None, "--tag", help="Name of the image. Default: $COLBENCH_GRADING_IMAGE, else colbench-grading:latest."),
+    tag: str = typer.Option(None, "--tag",
+                            help="Name of the image. Default: $COLBENCH_GRADING_IMAGE, else colbench-grading:latest."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Build the Docker grading image from this machine's Python (no registry needed)."""
@@ -30,7 +32,10 @@ def image(
     if as_json:
         print_json({**built.as_dict(), "seconds": round(seconds, 2)})
         return
-    console.print(f"built {built.tag}  {built.id.removeprefix('sha256:')[:12]}  {built.size / 1e6:.0f} MB  in {seconds:.1f}s", highlight=False)
+    console.print(
+        f"built {built.tag}  {built.id.removeprefix('sha256:')[:12]}  {built.size / 1e6:.0f} MB  in {seconds:.1f}s",
+        highlight=False
+    )
 
 
 @app.command("check")
@@ -54,7 +59,10 @@ def check(as_json: bool = typer.Option(False, "--json", help="Machine-readable o
     table = Table("backend", "usable", "note", title="grading sandboxes", title_justify="left")
     for name, found in backends.items():
         usable = "[green]yes[/]" if found["usable"] else "[red]no[/]"
-        note = found["why_not"] or "; ".join(f"{key}: {value}" for key, value in found.items() if key not in ("usable", "why_not"))
+        note = found["why_not"] or "; ".join(
+            f"{key}: {value}" for key, value in found.items() if key not in ("usable", "why_not")
+        )
         table.add_row(name, usable, note)
     console.print(table)
-    console.print(f"--sandbox auto picks: {auto or 'nothing (install bubblewrap or build the Docker image)'}", highlight=False)
+    console.print(f"--sandbox auto picks: {auto or 'nothing (install bubblewrap or build the Docker image)'}",
+                  highlight=False)

@@ -7,12 +7,15 @@ import typer
 
 from colbench.cli.common import console, print_json
 
-app = typer.Typer(help="Studies kept as files (studies/<name>/): their tables, recomputed from the files alone.", no_args_is_help=True)
+app = typer.Typer(help="Studies kept as files (studies/<name>/): their tables, recomputed from the files alone.",
+                  no_args_is_help=True)
 
 
 @app.command("report")
 def report(
-    folder: Path = typer.Argument(..., help="The study's folder: trajectories.jsonl and validation.jsonl (colbench/study.py)."),
+    folder: Path = typer.Argument(
+        ..., help="The study's folder: trajectories.jsonl and validation.jsonl (colbench/study.py)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Every figure as JSON."),
 ) -> None:
     """Per split and label, each arm's success and tests passed with 95% intervals and its paired

@@ -8,10 +8,23 @@ import typer
 
 from colbench.cli import views
 from colbench.families import family as family_named
-from colbench.cli.common import DEFAULT_FAMILY_CHOICE, FAMILY_HELP, Family, Split, console, count_lines, fail, print_import, print_json, reporting, state
+from colbench.cli.common import (
+    DEFAULT_FAMILY_CHOICE,
+    FAMILY_HELP,
+    Family,
+    Split,
+    console,
+    count_lines,
+    fail,
+    print_import,
+    print_json,
+    reporting,
+    state
+)
 from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, CHOICES as SANDBOX_CHOICES, sandbox_help
 
-app = typer.Typer(help="Tasks: import the official format, list what is stored, validate, generate.", no_args_is_help=True)
+app = typer.Typer(help="Tasks: import the official format, list what is stored, validate, generate.",
+                  no_args_is_help=True)
 
 
 @app.command("import")
@@ -59,10 +72,21 @@ SandboxChoice = Enum("SandboxChoice", {name: name for name in SANDBOX_CHOICES}, 
 def tasks_validate(
     file: Path = typer.Argument(None, help="Task JSONL to check (official format; naive_solution optional)."),
     builtin: bool = typer.Option(False, "--builtin", help="Check the built-in task sets instead of a file."),
-    lite: bool = typer.Option(False, "--lite", help="Check the backend-lite tier (colbench/tasks/lite) instead of a file."),
-    family: Family = typer.Option(DEFAULT_FAMILY_CHOICE, "--family", help=f"Task family of the file or built-in set ({FAMILY_HELP})."),
-    sandbox: SandboxChoice = typer.Option(SandboxChoice(AUTO_SANDBOX), "--sandbox", help="Where references run. " + sandbox_help()),
-    tests: int = typer.Option(None, "--tests", min=1, help="Require exactly N tests, test1..testN. Default: 10 with --builtin, at least 1 for a file."),
+    lite: bool = typer.Option(
+        False, "--lite", help="Check the backend-lite tier (colbench/tasks/lite) instead of a file."
+    ),
+    family: Family = typer.Option(
+        DEFAULT_FAMILY_CHOICE, "--family", help=f"Task family of the file or built-in set ({FAMILY_HELP})."
+    ),
+    sandbox: SandboxChoice = typer.Option(
+        SandboxChoice(AUTO_SANDBOX), "--sandbox", help="Where references run. " + sandbox_help()
+    ),
+    tests: int = typer.Option(
+        None,
+        "--tests",
+        min=1,
+        help="Require exactly N tests, test1..testN. Default: 10 with --builtin, at least 1 for a file."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable report."),
 ) -> None:
     """Check tasks: well-formed, deterministic, fit the protocol, need clarification, no duplicates.
@@ -87,7 +111,11 @@ def tasks_validate(
             loaded = load_builtin(family.value)
             if not loaded:
                 fail(f"no built-in {family.value} tasks")
-            specs, where, what = [task.spec for task in loaded], [task.where for task in loaded], f"built-in {family.value} tasks"
+            specs, where, what = (
+                [task.spec for task in loaded],
+                [task.where for task in loaded],
+                f"built-in {family.value} tasks"
+            )
         with reporting(f"validating {what}", len(specs), enabled=not as_json) as on_progress:
             report = validate_tasks(
                 specs,
@@ -99,7 +127,8 @@ def tasks_validate(
             )
     else:
         with reporting(f"validating {file.name}", count_lines(file), enabled=not as_json) as on_progress:
-            report = validate_file(file, family=family.value, sandbox=sandbox.value, exact_tests=tests, progress=on_progress)
+            report = validate_file(file, family=family.value, sandbox=sandbox.value, exact_tests=tests,
+                                   progress=on_progress)
     if as_json:
         print_json(report.to_json())
     else:
@@ -113,14 +142,33 @@ def tasks_validate(
 
 @app.command("generate")
 def tasks_generate(
-    sources: list[Path] = typer.Option(..., "--source", help="Web text: a plain text file (split into passages at blank lines) or JSONL with a 'text' field. Repeat for more files."),
-    endpoint: str = typer.Option(None, "--endpoint", help="URL#MODEL of an OpenAI-compatible server (the API key comes from $COLBENCH_API_KEY or $OPENAI_API_KEY)."),
+    sources: list[Path] = typer.Option(
+        ...,
+        "--source",
+        help=(
+            "Web text: a plain text file (split into passages at blank lines) or JSONL with a 'text' field. Repeat for"
+            " more files."
+        )
+    ),
+    endpoint: str = typer.Option(
+        None,
+        "--endpoint",
+        help="URL#MODEL of an OpenAI-compatible server (the API key comes from $COLBENCH_API_KEY or $OPENAI_API_KEY)."
+    ),
     model: str = typer.Option(None, "--model", help="A local model instead: path, hub id, or ckpt:ID."),
-    engine_kind: str = typer.Option("auto", "--engine", help="Engine for --model, as in `colbench rollout --engine` (`colbench rollout --help` lists them)."),
-    family: Family = typer.Option(DEFAULT_FAMILY_CHOICE, "--family", help="Task family: one graded by tests (backend), for now."),
+    engine_kind: str = typer.Option(
+        "auto",
+        "--engine",
+        help="Engine for --model, as in `colbench rollout --engine` (`colbench rollout --help` lists them)."
+    ),
+    family: Family = typer.Option(
+        DEFAULT_FAMILY_CHOICE, "--family", help="Task family: one graded by tests (backend), for now."
+    ),
     split: Split = typer.Option(Split.train, "--split", help="Split the new tasks go into."),
     n: int = typer.Option(None, "--n", min=1, help="Stop once N tasks are accepted. Default: one try per passage."),
-    sandbox: SandboxChoice = typer.Option(SandboxChoice(AUTO_SANDBOX), "--sandbox", help="Where candidates run. " + sandbox_help()),
+    sandbox: SandboxChoice = typer.Option(
+        SandboxChoice(AUTO_SANDBOX), "--sandbox", help="Where candidates run. " + sandbox_help()
+    ),
     temperature: float = typer.Option(0.7, "--temperature"),
     max_tokens: int = typer.Option(2048, "--max-new-tokens", min=1, help="Most new tokens per candidate."),
     old_max_tokens: int = typer.Option(None, "--max-tokens", hidden=True, min=1),

@@ -7,7 +7,18 @@ from pathlib import Path
 import typer
 
 from colbench.cli import views
-from colbench.cli.common import FAMILY_HELP, Family, Split, Status, console, count_lines, print_import, print_json, reporting, state
+from colbench.cli.common import (
+    FAMILY_HELP,
+    Family,
+    Split,
+    Status,
+    console,
+    count_lines,
+    print_import,
+    print_json,
+    reporting,
+    state
+)
 
 app = typer.Typer(help="Trajectories: import the official offline format.", no_args_is_help=True)
 
@@ -15,8 +26,14 @@ app = typer.Typer(help="Trajectories: import the official offline format.", no_a
 @app.command("import")
 def trajectories_import(
     file: Path = typer.Argument(..., help="Official offline trajectory JSONL."),
-    policy: str = typer.Option(None, "--policy", help="Name the policy that produced them. Default: import:<file stem>."),
-    family: Family = typer.Option(None, "--family", help=f"Task family ({FAMILY_HELP}). Default: backend if the task has test_cases, else frontend."),
+    policy: str = typer.Option(
+        None, "--policy", help="Name the policy that produced them. Default: import:<file stem>."
+    ),
+    family: Family = typer.Option(
+        None,
+        "--family",
+        help=f"Task family ({FAMILY_HELP}). Default: backend if the task has test_cases, else frontend."
+    ),
     split: Split = typer.Option(Split.train, "--split", help="Split for tasks not stored yet."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable summary."),
 ) -> None:
@@ -48,7 +65,8 @@ def export(
 
     with reporting("exporting", enabled=not as_json) as on_progress:
         summary = export_official(
-            state.db(), out, family=family and family.value, split=split and split.value, policy=policy, progress=on_progress
+            state.db(), out, family=family and family.value, split=split and split.value, policy=policy,
+            progress=on_progress
         )
     if as_json:
         print_json(summary.files)
@@ -62,7 +80,8 @@ def export(
 def ls(
     task: int = typer.Option(None, "--task", help="Only this task id."),
     policy: str = typer.Option(None, "--policy"),
-    run: str = typer.Option(None, "--run", help="Only this rollout run's: rollout:<id> or its name (`colbench runs ls`)."),
+    run: str = typer.Option(None, "--run",
+                            help="Only this rollout run's: rollout:<id> or its name (`colbench runs ls`)."),
     status: Status = typer.Option(None, "--status"),
     family: Family = typer.Option(None, "--family", help=f"Only this task family ({FAMILY_HELP})."),
     split: Split = typer.Option(None, "--split"),

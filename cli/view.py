@@ -17,7 +17,8 @@ def view(
     db = state.db()
     server = make_server(db, port)
     host, bound = server.server_address[:2]
-    console.print(f"colbench view: http://{host}:{bound}/ (store {db.url}); Ctrl-C stops it", highlight=False, markup=False)
+    console.print(f"colbench view: http://{host}:{bound}/ (store {db.url}); Ctrl-C stops it", highlight=False,
+                  markup=False)
     try:
         server.serve_forever()
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM is how a viewer is meant to stop: not an error

@@ -81,7 +81,19 @@ STATUS_STYLE = {"done": "green", "failed": "red", "running": "yellow", "pending"
 
 def trajectories_table(rows) -> Table:
     table = Table(title=f"trajectories ({len(rows)})", title_justify="left")
-    for name in ("id", "task", "run", "policy [setting]", "simulator", "#", "status", "turns", "reward", "success", "finished"):
+    for name in (
+        "id",
+        "task",
+        "run",
+        "policy [setting]",
+        "simulator",
+        "#",
+        "status",
+        "turns",
+        "reward",
+        "success",
+        "finished"
+    ):
         table.add_column(name, justify="right" if name in ("id", "task", "#", "turns", "reward") else "left")
     for trajectory, task, agent_turns in rows:
         status = Text(trajectory.status, style=STATUS_STYLE.get(trajectory.status, ""))
@@ -135,11 +147,13 @@ def _message_body(text: str, role: str):
     return Group(*parts)
 
 
-def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple[int, float]]], *, reveal: bool, screenshot_paths: dict[str, str] | None = None):
+def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple[int, float]]], *, reveal: bool,
+                    screenshot_paths: dict[str, str] | None = None):
     screenshot_paths = screenshot_paths or {}
     outcome = Text(trajectory.status, style=STATUS_STYLE.get(trajectory.status, ""))
     if trajectory.success is not None:
-        outcome.append("  success" if trajectory.success else "  not solved", style="green" if trajectory.success else "red")
+        outcome.append("  success" if trajectory.success else "  not solved",
+                       style="green" if trajectory.success else "red")
     header = Table.grid(padding=(0, 2))
     header.add_column(style="bold")
     header.add_column()
@@ -151,10 +165,14 @@ def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple
     if trajectory.setting:
         header.add_row("setting", Text(trajectory.setting))
     header.add_row("simulator", Text(trajectory.simulator))
-    header.add_row("sample", f"{trajectory.sample_index}" + (f"  seed {trajectory.seed}" if trajectory.seed is not None else ""))
+    header.add_row("sample",
+                   f"{trajectory.sample_index}" + (f"  seed {trajectory.seed}" if trajectory.seed is not None else ""))
     header.add_row("outcome", outcome)
     reward = _reward(trajectory.reward)
-    header.add_row("reward", f"{reward} ({trajectory.reward_metric})" if reward and trajectory.reward_metric else reward or "not graded")
+    header.add_row(
+        "reward",
+        f"{reward} ({trajectory.reward_metric})" if reward and trajectory.reward_metric else reward or "not graded"
+    )
     if trajectory.screenshot:
         header.add_row("final page", screenshot_paths.get(trajectory.screenshot, trajectory.screenshot))
     if trajectory.failure:
@@ -162,11 +180,15 @@ def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple
     items: list[Any] = [Panel(header, title="colbench inspect", border_style="blue")]
 
     agent_turn = 0
-    answering = max((t.index for t in turns if t.role == "assistant"), default=None) if trajectory.answer is not None else None
+    answering = (
+        max((t.index for t in turns if t.role == "assistant"), default=None) if trajectory.answer is not None else None
+    )
     for turn in turns:
         if turn.role == "assistant":
             agent_turn += 1
-            title = f"[bold cyan]agent[/] · turn {agent_turn}" + (" · [bold magenta]graded answer[/]" if turn.index == answering else "")
+            title = f"[bold cyan]agent[/] · turn {agent_turn}" + (
+                " · [bold magenta]graded answer[/]" if turn.index == answering else ""
+            )
             details = []
             if turn.completion_tokens:
                 details.append(f"{turn.completion_tokens} tokens")
@@ -179,20 +201,27 @@ def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple
             if turn.screenshot:
                 details.append(f"page {screenshot_paths.get(turn.screenshot, turn.screenshot[:12])}")
             subtitle = " · ".join(details) or None
-            items.append(Panel(_message_body(turn.content, "assistant"), title=title, subtitle=subtitle, title_align="left", subtitle_align="right", border_style="cyan"))
+            items.append(Panel(_message_body(turn.content, "assistant"), title=title, subtitle=subtitle,
+                               title_align="left", subtitle_align="right", border_style="cyan"))
         else:
             title = "[bold green]human[/]" + (" · task description" if turn.index == 0 else "")
             clipped = turn.raw is not None and turn.raw != turn.content
             subtitle = f"cut from {len(turn.raw)} characters" if clipped else None
             if turn.error:
                 subtitle = f"[red]{escape(turn.error)}[/]"
-            items.append(Panel(Text(turn.content), title=title, subtitle=subtitle, title_align="left", subtitle_align="right", border_style="green"))
+            items.append(Panel(Text(turn.content), title=title, subtitle=subtitle, title_align="left",
+                               subtitle_align="right", border_style="green"))
 
     if trajectory.answer is not None:
         language = family_named(task.family).answer_language
         verdict = "" if trajectory.success is None else (" · success" if trajectory.success else " · not solved")
-        graded = f"reward {_reward(trajectory.reward)} ({trajectory.reward_metric}){verdict}" if trajectory.reward is not None else "not graded yet"
-        items.append(Panel(Syntax(trajectory.answer, language, theme="ansi_dark", word_wrap=True), title="[bold magenta]graded answer[/]",
+        graded = (
+            f"reward {_reward(trajectory.reward)} ({trajectory.reward_metric}){verdict}"
+            if trajectory.reward is not None
+            else "not graded yet"
+        )
+        items.append(Panel(Syntax(trajectory.answer, language, theme="ansi_dark", word_wrap=True),
+                           title="[bold magenta]graded answer[/]",
                            subtitle=escape(graded), title_align="left", subtitle_align="right", border_style="magenta"))
     shared_error = _shared_error(tests)
     if shared_error is not None:
@@ -214,7 +243,8 @@ def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple
         items.append(table)
     if reveal:
         language = family_named(task.family).answer_language
-        items.append(Panel(Syntax(task.ground_truth, language, theme="ansi_dark", word_wrap=True), title="hidden reference", border_style="magenta"))
+        items.append(Panel(Syntax(task.ground_truth, language, theme="ansi_dark", word_wrap=True),
+                           title="hidden reference", border_style="magenta"))
     else:
         items.append(Text("(hidden reference not shown; pass --reveal to see it)", style="dim"))
     return Group(*items)
@@ -252,7 +282,8 @@ def trajectory_json(trajectory, task, turns, tests, scores, *, reveal: bool) -> 
         for t in turns
     ]
     payload["tests"] = [
-        {"name": r.name, "call": r.call, "expected": r.expected, "actual": r.actual, "passed": r.passed, "error": r.error, "duration_s": r.duration_s}
+        {"name": r.name, "call": r.call, "expected": r.expected, "actual": r.actual, "passed": r.passed,
+         "error": r.error, "duration_s": r.duration_s}
         for r in tests
     ]
     if reveal:
@@ -339,7 +370,8 @@ def _cells(arm: dict, split: str) -> tuple[str, str, str]:
     if test is None:
         return "–", "–", "0"
     r, s = test["reward"], test["success"]
-    return (f"{r['mean']:.1%} [{r['low']:.1%}, {r['high']:.1%}]", f"{s['mean']:.1%} [{s['low']:.1%}, {s['high']:.1%}]", str(test["n_trajectories"]))
+    return (f"{r['mean']:.1%} [{r['low']:.1%}, {r['high']:.1%}]", f"{s['mean']:.1%} [{s['low']:.1%}, {s['high']:.1%}]",
+            str(test["n_trajectories"]))
 
 
 VERSUS = "success − zero-shot, paired (95% CI), p"
@@ -365,7 +397,10 @@ def _trained_on(arm: dict) -> str:
         return f"the base model, best of {training['n']} samples per turn by critic {training['critic']}"
     if arm["arm"] in ("rft", "sft"):
         return f"{m.get('trajectories')} successful trajectories, {m.get('steps')} steps ({training['checkpoint']})"
-    what = f"{m.get('pairs')} pairs, {m.get('steps')} steps, train reward accuracy {m.get('train_reward_accuracy', float('nan')):.0%}"
+    what = (
+        f"{m.get('pairs')} pairs, {m.get('steps')} steps, train reward accuracy"
+        f" {m.get('train_reward_accuracy', float('nan')):.0%}"
+    )
     return f"{what} ({training['checkpoint']})"
 
 
@@ -375,9 +410,17 @@ def _recipe(cfg: dict) -> str:
     text = "grading: official" if grading == "official" else f"grading: {grading} (not the official grader's semantics)"
     policy = cfg.get("policy") or cfg  # results written before the trainers' configs were embedded kept them flat
     pairs = (cfg.get("critic") or cfg).get("pairs") or "correct"
-    text += "; pairs: fully correct vs lower (the paper's)" if pairs == "correct" else "; pairs: rewards ≥ 0.1 apart (not the paper's backend rule)"
+    text += (
+        "; pairs: fully correct vs lower (the paper's)"
+        if pairs == "correct"
+        else "; pairs: rewards ≥ 0.1 apart (not the paper's backend rule)"
+    )
     threshold = policy.get("rft_threshold")
-    return text + ("; rft: fully correct trajectories" if threshold is None else f"; rft: each task's best trajectory with ≥ {threshold:.0%} tests passed (not the paper's)")
+    return text + (
+        "; rft: fully correct trajectories"
+        if threshold is None
+        else f"; rft: each task's best trajectory with ≥ {threshold:.0%} tests passed (not the paper's)"
+    )
 
 
 def _test_splits(payload: dict) -> list[str]:
@@ -389,13 +432,25 @@ def study_tables(payload: dict) -> list[Table]:
     cfg = payload["config"]
     tables = []
     for split in _test_splits(payload):
-        title = f"backend:{split}, {cfg['model']}, first {cfg['test_tasks']} tasks × {cfg['test_samples']}; {_recipe(cfg)}"
+        title = (
+            f"backend:{split}, {cfg['model']}, first {cfg['test_tasks']} tasks × {cfg['test_samples']}; {_recipe(cfg)}"
+        )
         table = Table(title=escape(title), title_justify="left")
-        for name in ("method", "% tests passed (95% CI)", "success (95% CI)", VERSUS, "trajectories", "paper, 8B", "trained on"):
-            table.add_column(name, justify="right" if name in ("trajectories", "paper, 8B") else "left", overflow="fold")
+        for name in (
+            "method",
+            "% tests passed (95% CI)",
+            "success (95% CI)",
+            VERSUS,
+            "trajectories",
+            "paper, 8B",
+            "trained on"
+        ):
+            table.add_column(name, justify="right" if name in ("trajectories", "paper, 8B") else "left",
+                             overflow="fold")
         for arm in payload["arms"]:
             tests, success, n = _cells(arm, split)
-            table.add_row(escape(arm["title"]), tests, success, _versus(arm, split), n, _paper(arm), escape(_trained_on(arm)))
+            table.add_row(escape(arm["title"]), tests, success, _versus(arm, split), n, _paper(arm),
+                          escape(_trained_on(arm)))
         tables.append(table)
     return tables
 
@@ -416,24 +471,35 @@ def study_notes(payload: dict) -> list[str]:
         m = critic["metrics"]
         accuracy = m.get("heldout_accuracy")
         shown = "n/a" if accuracy is None else f"{accuracy:.0%} of {m.get('heldout_pairs')}"
-        lines.append(f"critic {name} ({critic['checkpoint']}): {m.get('train_pairs')} training pairs, {m.get('steps')} steps, held-out pair accuracy {shown}")
+        lines.append(
+            f"critic {name} ({critic['checkpoint']}): {m.get('train_pairs')} training pairs, {m.get('steps')} steps,"
+            f" held-out pair accuracy {shown}"
+        )
         judged = critic.get("eval")
         if judged:
             def fmt(value, spec):
                 return "n/a" if value is None else format(value, spec)
             lines.append(
-                f"critic {name} judged on {judged['trajectories']} dialogues of {judged['tasks']} by a scripted agent: pair accuracy "
-                f"{fmt(judged['pair_accuracy'], '.0%')} of {judged['pairs']}; turn credit (did the turn obtain a fact?) Spearman "
-                f"{fmt(judged['turn_spearman'], '+.2f')}, within-dialogue AUC {fmt(judged['turn_auc'], '.2f')} over {judged['labelled_turns']} turns"
+                f"critic {name} judged on {judged['trajectories']} dialogues of {judged['tasks']} by a scripted agent:"
+                f" pair accuracy {fmt(judged['pair_accuracy'], '.0%')} of {judged['pairs']}; turn credit (did the turn"
+                f" obtain a fact?) Spearman {fmt(judged['turn_spearman'], '+.2f')}, within-dialogue AUC"
+                f" {fmt(judged['turn_auc'], '.2f')} over {judged['labelled_turns']} turns"
             )
     if any(any((arm.get("vs_zero_shot") or {}).values()) for arm in payload["arms"]):
-        lines.append(f"{VERSUS}: the mean over the test tasks of the arm's success minus the zero-shot policy's on the same "
-                     "task, with a paired bootstrap interval and a sign-flip p-value (`colbench compare`)")
+        lines.append(
+            f"{VERSUS}: the mean over the test tasks of the arm's success minus the zero-shot policy's on the same "
+            "task, with a paired bootstrap interval and a sign-flip p-value (`colbench compare`)"
+        )
     for arm in payload["arms"]:
         if "skipped" in arm["training"]:
             lines.append(f"{arm['title']}: not trained: {arm['training']['skipped']}")
-    lines.append(f"this run took {payload['elapsed_s'] / 60:.1f} min (stages already in the store are skipped, not timed)")
-    lines.append("paper, 8B: Llama-3.1-8B-Instruct's % tests / success in the SWEET-RL paper, for scale; not comparable to a small model.")
+    lines.append(
+        f"this run took {payload['elapsed_s'] / 60:.1f} min (stages already in the store are skipped, not timed)"
+    )
+    lines.append(
+        "paper, 8B: Llama-3.1-8B-Instruct's % tests / success in the SWEET-RL paper, for scale; not comparable to a"
+        " small model."
+    )
     return lines
 
 
@@ -442,21 +508,29 @@ def study_markdown(payload: dict) -> str:
     out = [
         f"# Backend study: {cfg['model']}",
         "",
-        f"Train: first {cfg['train_tasks']} tasks × k={cfg['samples_per_task']}; test: first {cfg['test_tasks']} tasks × "
-        f"{cfg['test_samples']} of each test set; temperature {cfg['temperature']}, {cfg['max_new_tokens']} tokens per turn, "
-        f"simulator {cfg['simulator']}; {_recipe(cfg)}.",
+        (
+            f"Train: first {cfg['train_tasks']} tasks × k={cfg['samples_per_task']}; test: first"
+            f" {cfg['test_tasks']} tasks × {cfg['test_samples']} of each test set; temperature {cfg['temperature']},"
+            f" {cfg['max_new_tokens']} tokens per turn, simulator {cfg['simulator']}; {_recipe(cfg)}."
+        ),
     ]
     for split in _test_splits(payload):
         out += [
             "",
             f"**backend:{split}**",
             "",
-            f"| method | % tests passed (95% CI) | success (95% CI) | {VERSUS} | trajectories | paper, 8B | trained on |",
+            (
+                f"| method | % tests passed (95% CI) | success (95% CI) | {VERSUS} | trajectories | paper, 8B |"
+                " trained on |"
+            ),
             "|---|---|---|---|---|---|---|",
         ]
         for arm in payload["arms"]:
             tests, success, n = _cells(arm, split)
-            out.append(f"| {arm['title']} | {tests} | {success} | {_versus(arm, split)} | {n} | {_paper(arm)} | {_trained_on(arm)} |")
+            out.append(
+                f"| {arm['title']} | {tests} | {success} | {_versus(arm, split)} | {n} | {_paper(arm)} |"
+                f" {_trained_on(arm)} |"
+            )
     out += [""] + [f"- {line}" for line in study_notes(payload)]
     out += ["", "**Deviations from the official run's recipe**", ""] + [f"- {line}" for line in deviations(cfg)]
     return "\n".join(out)
@@ -470,7 +544,9 @@ def eval_table(results, family: str, split: str) -> Table:
     frontend similarity and win rates. A column every row agrees on (one simulator, one grading) goes
     into the title, so that the intervals keep their lines on a 100-column terminal."""
     same = {name: {getattr(r, name) for r in results} for name in ("simulator", "grading")}
-    shared = [f"{name} {next(iter(values))}" for name, values in same.items() if len(values) == 1 and next(iter(values))]
+    shared = [
+        f"{name} {next(iter(values))}" for name, values in same.items() if len(values) == 1 and next(iter(values))
+    ]
     table = Table(title=" · ".join([f"{family}:{split}"] + shared), title_justify="left")
     columns = ["policy"] + [name for name in ("simulator", "grading") if len(same[name]) > 1] + ["tasks", "traj."]
     columns += ["sim. fail."] if any(r.simulator_failures for r in results) else []  # a column of zeros says nothing
@@ -482,10 +558,16 @@ def eval_table(results, family: str, split: str) -> Table:
         columns += [headline, "metric", "win rate vs"]
     for name in columns:
         interval = "CI" in name  # an interval is never broken across lines; names and lists wrap
-        table.add_column(name, justify="left" if name in ("policy", "simulator", "grading", "metric", "win rate vs") else "right",
-                         no_wrap=interval, overflow="fold", min_width=None if interval else min(len(name), 8))
+        table.add_column(
+            name,
+            justify="left" if name in ("policy", "simulator", "grading", "metric", "win rate vs") else "right",
+            no_wrap=interval,
+            overflow="fold",
+            min_width=None if interval else min(len(name), 8)
+        )
     for r in results:
-        cells = {"policy": Text(r.label), "simulator": Text(r.simulator), "grading": r.grading or "–", "tasks": str(r.n_tasks),
+        cells = {"policy": Text(r.label), "simulator": Text(r.simulator), "grading": r.grading or "–",
+                 "tasks": str(r.n_tasks),
                  "traj.": str(r.n_trajectories), "sim. fail.": str(r.simulator_failures)}
         if owner.graded_by_tests:
             cells |= {"% tests passed (95% CI)": f"{r.reward.mean:.1%} [{r.reward.low:.1%}, {r.reward.high:.1%}]",
@@ -510,16 +592,24 @@ def facts_table(rows, tasks: str) -> Table:
         return "–" if value is None else f"{value:.1%}"
 
     for row in rows:
-        asked = " / ".join(f"{share:.0%}" for share in row.questions.values()) if row.questions else "–"  # new / repeat / nothing
-        table.add_row(Text(labelled(row.policy, row.setting)), str(row.trajectories), share(row.facts_obtained), share(row.every_fact),
+        asked = (
+            " / ".join(f"{share:.0%}" for share in row.questions.values()) if row.questions else "–"
+        )  # new / repeat / nothing
+        table.add_row(Text(labelled(row.policy, row.setting)), str(row.trajectories), share(row.facts_obtained),
+                      share(row.every_fact),
                       share(row.success_with_every_fact), share(row.success_without), f"{row.agent_turns:.2f}", asked)
     return table
 
 
 FACTS_NOTES = (
-    "facts obtained: of the facts the tasks' answers need, the share the human stated; every fact: dialogues that obtained all of them",
-    "success | every fact: how well the policy writes the code once it knows everything; questions: the share that obtained a new fact, "
-    "re-asked one already stated, or obtained nothing (\"I don't know.\")",
+    (
+        "facts obtained: of the facts the tasks' answers need, the share the human stated; every fact: dialogues that"
+        " obtained all of them"
+    ),
+    (
+        "success | every fact: how well the policy writes the code once it knows everything; questions: the share that"
+        ' obtained a new fact, re-asked one already stated, or obtained nothing ("I don\'t know.")'
+    ),
 )
 
 
@@ -537,18 +627,22 @@ def pairs_table(result) -> Table:
 def pairs_notes(result) -> list[str]:
     """The preferences that decide what the policy learns to do, in both directions."""
     lines = []
-    for better, worse, meaning in (("new fact", "nothing", "a question that obtains a fact over one that obtains nothing"),
-                                   ("new fact", "repeat", "a new fact over re-asking a known one"),
-                                   ("answer", "repeat", "answering over re-asking a known fact"),
-                                   ("answer", "nothing", "answering over a question that obtains nothing")):
+    for better, worse, meaning in (
+        ("new fact", "nothing", "a question that obtains a fact over one that obtains nothing"),
+        ("new fact", "repeat", "a new fact over re-asking a known one"),
+        ("answer", "repeat", "answering over re-asking a known fact"),
+        ("answer", "nothing", "answering over a question that obtains nothing")
+    ):
         right, wrong = result.preferred(better, worse)
         if right + wrong:
             lines.append(f"{meaning}: {right} of {right + wrong} pairs")
     graded = result.answers_graded
     if graded:
         decided = graded.get("chosen passed more", 0) + graded.get("rejected passed more", 0)
-        lines.append(f"two answers, graded: the chosen one passed more tests in {graded.get('chosen passed more', 0)} of the {decided} "
-                     f"pairs where they differ ({graded.get('same', 0)} pass the same)")
+        lines.append(
+            f"two answers, graded: the chosen one passed more tests in {graded.get('chosen passed more', 0)} of the"
+            f" {decided} pairs where they differ ({graded.get('same', 0)} pass the same)"
+        )
     return lines
 
 
@@ -556,8 +650,10 @@ def eval_notes(results, family: str) -> list[str]:
     """What the eval table's columns leave unsaid."""
     lines = []
     if any(r.simulator_failures for r in results):
-        lines.append(f"sim. failures: trajectories where the simulated human failed to reply on some turn; as officially, "
-                     f"the dialogue went on with the reply {NO_RESPONSE!r} and they are counted like the others")
+        lines.append(
+            f"sim. failures: trajectories where the simulated human failed to reply on some turn; as officially, "
+            f"the dialogue went on with the reply {NO_RESPONSE!r} and they are counted like the others"
+        )
     if family_named(family).renders_pages and not any(r.metric.startswith("clip") for r in results):
         lines.append("similarity is the weight-free metric named above, not CLIP (pass --clip to rollout for CLIP)")
     return lines

@@ -40,7 +40,9 @@ class NothingToCompare(ColbenchError, ValueError):
 class Side:
     label: str  # what the user named, resolved: rollout:3 (name) or a policy [setting]
     tasks: str  # family:split
-    samples: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # task id → per-sample (success, reward)
+    samples: dict[int, list[tuple[float, float]]] = field(
+        default_factory=dict
+    )  # task id → per-sample (success, reward)
 
     def scores(self, metric: str) -> dict[int, list[float]]:
         pick = 0 if metric == "success" else 1
@@ -109,13 +111,22 @@ def side_of(db, ref: str, *, tasks: str | None, setting: str) -> Side:
             rows = queries.graded_outcomes(session, family=family, split=split, policies=[ref], setting=setting)
             label = labelled(ref, setting)
             if not rows:  # the usual slip: the policy's rollouts carry a setting the command did not name
-                others = [how for fam, spl, policy, how, _ in queries.graded_groups(session) if (fam, spl, policy) == (family, split, ref)]
+                others = [
+                    how
+                    for fam, spl, policy, how, _ in queries.graded_groups(session)
+                    if (fam, spl, policy) == (family, split, ref)
+                ]
                 if others:
-                    raise NothingToCompare(f"{label} has no graded trajectories on {family}:{split}; {ref} has some under "
-                                           + ", ".join(f"--setting {how!r}" for how in others))
+                    raise NothingToCompare(
+                        f"{label} has no graded trajectories on {family}:{split}; {ref} has some under "
+                        + ", ".join(f"--setting {how!r}" for how in others)
+                    )
     gradings = {row[9] for row in rows} - {None}
     if len(gradings) > 1:
-        raise NothingToCompare(f"{label} holds grades made under {' and '.join(sorted(gradings))}: regrade one way first (colbench grade --grading)")
+        raise NothingToCompare(
+            f"{label} holds grades made under {' and '.join(sorted(gradings))}: regrade one way first (colbench grade"
+            " --grading)"
+        )
     side = Side(label, f"{family}:{split}")
     by_task: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for *_, task_id, _index, reward, success, _failed, _grading in rows:
@@ -131,7 +142,9 @@ def compare(a: Side, b: Side, metric: str | None = None, seed: int = 0) -> Compa
     if metric not in METRICS:
         raise NothingToCompare(f"metric must be {' or '.join(METRICS)}; got {metric!r}")
     if a.tasks != b.tasks:
-        raise NothingToCompare(f"{a.label} ran on {a.tasks} and {b.label} on {b.tasks}: compare runs on the same task set")
+        raise NothingToCompare(
+            f"{a.label} ran on {a.tasks} and {b.label} on {b.tasks}: compare runs on the same task set"
+        )
     common = sorted(a.samples.keys() & b.samples.keys())
     if not common:
         raise NothingToCompare(f"{a.label} and {b.label} share no graded task")

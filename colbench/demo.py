@@ -13,8 +13,10 @@ import os
 
 DEMO_RUN = "demo"
 
-WARM_START = ("colbench rollout --engine scripted:expert --tasks backend-lite:train --offset 200 --limit 160 --name demos && "
-              "colbench policy fit --algo sft --split lite-train --full --lr 1e-4 --epochs 3 --name warm")
+WARM_START = (
+    "colbench rollout --engine scripted:expert --tasks backend-lite:train --offset 200 --limit 160 --name demos && "
+    "colbench policy fit --algo sft --split lite-train --full --lr 1e-4 --epochs 3 --name warm"
+)
 
 
 def next_steps(db, run: str = DEMO_RUN) -> list[str]:
@@ -38,19 +40,27 @@ def next_steps(db, run: str = DEMO_RUN) -> list[str]:
     who = "SmolLM2-135M-Instruct, the embedded model, on this CPU," if embedded else row["policy"]
     lines = [
         "",
-        f"What you just saw: {who} held {len(ids)} dialogues with the built-in simulated human on {tasks} {row['tasks']} tasks, "
-        f"and the sandbox ran each final answer against the task's hidden tests: {solved} of {len(graded)} solved, "
-        f"{passed:.1%} of the tests passed ({named(row['ref'], row['name'])})."
+        f"What you just saw: {who} held {len(ids)} dialogues with the built-in simulated human on"
+        f" {tasks} {row['tasks']} tasks, and the sandbox ran each final answer against the task's hidden tests:"
+        f" {solved} of {len(graded)} solved, {passed:.1%} of the tests passed ({named(row['ref'], row['name'])})."
         + (" These tasks are beyond a 135M model: backend-lite, below, is a setting it can learn." if embedded else ""),
         "Where to go next:",
     ]
     if shown:
-        lines.append(f"  {'colbench inspect ' + shown[0]:<{width}} one dialogue turn by turn, with its answer and tests{others}")
+        lines.append(
+            f"  {'colbench inspect ' + shown[0]:<{width}} one dialogue turn by turn, with its answer and tests{others}"
+        )
     lines += [
         f"  {'colbench view':<{width}} the whole store in a browser, at http://127.0.0.1:8765/",
-        f"  {'backend-lite':<{width}} tasks a small model can learn: README.md, \"A setting a small model can learn: backend-lite\"",
+        (
+            f"  {'backend-lite':<{width}} tasks a small model can learn: README.md, \"A setting a small model can"
+            " learn: backend-lite\""
+        ),
         f"  {'the warm start (about 8 min)':<{width}} {WARM_START}",
-        f"  {'bash scripts/lite_study.sh base':<{width}} the study's first stage (the same two, in its own store); then validate, final",
+        (
+            f"  {'bash scripts/lite_study.sh base':<{width}} the study's first stage (the same two, in its own store);"
+            " then validate, final"
+        ),
     ]
     return lines
 
@@ -60,7 +70,8 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m colbench.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--run", default=DEMO_RUN, help="the demo's rollout run (a name or rollout:<id>)")
-    parser.add_argument("--db", default=os.environ.get("COLBENCH_DB"), help="the store (default: $COLBENCH_DB, else colbench.db here)")
+    parser.add_argument("--db", default=os.environ.get("COLBENCH_DB"),
+                        help="the store (default: $COLBENCH_DB, else colbench.db here)")
     args = parser.parse_args(argv)
     for line in next_steps(Database(args.db), args.run):
         print(line)

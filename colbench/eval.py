@@ -96,7 +96,8 @@ def evaluate(
     no_replies: dict[tuple, int] = defaultdict(int)
     with db.read() as session:
         outcomes = queries.graded_outcomes(
-            session, family=family, split=split, policies=policies, simulator=simulator, setting=setting, grading=grading
+            session, family=family, split=split, policies=policies, simulator=simulator, setting=setting,
+            grading=grading
         )
         for policy, sim, how, metric, task_id, index, reward, success, failed, graded_by in outcomes:
             key = (policy, sim, how or "", metric or "unnamed", graded_by or "")

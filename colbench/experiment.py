@@ -125,19 +125,33 @@ class ExperimentConfig:
     """The study's size and settings. Each field's help is its documentation; the trainers'
     settings are the embedded critic and policy configs (``--critic-*``, ``--policy-*``)."""
 
-    model: str = option(DEFAULT_MODEL, f"The base model every arm starts from: {DEFAULT_MODEL} (embedded), a local folder, a hub id, or ckpt:<id> (e.g. a warm start from `policy fit --algo sft`).")
-    tasks: str = option("backend", "Task set: backend (train, test) or backend-lite (train on lite-train; evaluate on lite-test, unseen instances of seen templates, and lite-novel, unseen templates).", choices=tuple(TASK_SETS))
+    model: str = option(DEFAULT_MODEL, (
+        f"The base model every arm starts from: {DEFAULT_MODEL} (embedded), a local folder, a hub id, or ckpt:<id>"
+        " (e.g. a warm start from `policy fit --algo sft`)."
+    ))
+    tasks: str = option("backend", (
+        "Task set: backend (train, test) or backend-lite (train on lite-train; evaluate on lite-test, unseen instances"
+        " of seen templates, and lite-novel, unseen templates)."
+    ), choices=tuple(TASK_SETS))
     evaluate_on: str | None = option(
         None,
-        "What every arm is evaluated on: 'val' (backend-lite's lite-val, 120 train-template tasks that no demonstration "
-        "or training data touches: tune here) or 'test' (the test sets, read once, at the end). Default: val for "
-        "backend-lite, test for backend (it has no validation split).", choices=EVALUATE_ON)
+        "What every arm is evaluated on: 'val' (backend-lite's lite-val, 120 train-template tasks that no demonstration"
+        " or training data touches: tune here) or 'test' (the test sets, read once, at the end). Default: val for"
+        " backend-lite, test for backend (it has no validation split).",
+        choices=EVALUATE_ON
+    )
     train_tasks: int | None = option(16, "The first N train tasks (None: all).", min=1)
     test_tasks: int | None = option(10, "The first N tasks of each test set (None: all).", min=1)
-    samples_per_task: int = option(4, "k zero-shot trajectories per train task: the critic's pairs need a fully correct one and a lower one of the same task.", min=1, flags=("--samples-per-task", "-k"))
+    samples_per_task: int = option(4, (
+        "k zero-shot trajectories per train task: the critic's pairs need a fully correct one and a lower one of the"
+        " same task."
+    ), min=1, flags=("--samples-per-task", "-k"))
     test_samples: int = option(1, "Trajectories per test task and policy.", min=1)
-    temperature: float = option(protocol.TEMPERATURE, "Sampling temperature of every rollout and of SWEET's candidates (the protocol: 1.0).", min=0.0)
-    max_new_tokens: int = option(protocol.MAX_NEW_TOKENS, "Tokens per agent turn, and per SWEET candidate (the protocol: 1024).", min=1)
+    temperature: float = option(protocol.TEMPERATURE,
+                                "Sampling temperature of every rollout and of SWEET's candidates (the protocol: 1.0).",
+                                min=0.0)
+    max_new_tokens: int = option(protocol.MAX_NEW_TOKENS,
+                                 "Tokens per agent turn, and per SWEET candidate (the protocol: 1024).", min=1)
     batch_size: int = option(16, "Episodes (rollouts) or rows (SWEET sampling) decoded together.", min=1)
     simulator: str = option("builtin", simulator_help())
     engine: str = option(
@@ -150,26 +164,38 @@ class ExperimentConfig:
         "keeps the exact prompts and sampled ids (rollout --served-model).",
         choices=(AUTO_ENGINE, *(engine.name for engine in ENGINES if engine.local or engine.served)))
     base_url: str | None = option(None, "--engine openai: the vLLM server's address, e.g. http://127.0.0.1:8000/v1.")
-    served_model: str | None = option(None, "--engine openai: the name the server serves --model under. Default: the only base model it lists.")
+    served_model: str | None = option(
+        None, "--engine openai: the name the server serves --model under. Default: the only base model it lists."
+    )
     sandbox: str = option(AUTO_SANDBOX, sandbox_help(), choices=SANDBOX_CHOICES)
-    grading: str = option(DEFAULT_GRADING, "Backend grading semantics of every rollout: official (the official ColBench grader's outcomes) or strict. A grade is made when its rollout runs; `colbench grade --grading` re-grades stored ones.", choices=GRADINGS)
+    grading: str = option(DEFAULT_GRADING, (
+        "Backend grading semantics of every rollout: official (the official ColBench grader's outcomes) or strict. A"
+        " grade is made when its rollout runs; `colbench grade --grading` re-grades stored ones."
+    ), choices=GRADINGS)
     arms: list[str] = option(
         list(DEFAULT_ARMS),
-        "The policy arms to train and evaluate besides zero-shot (repeat the flag): rft, mtdpo, sweet, sweet-no-c (SWEET-RL "
-        "with the critic trained without training-time info: the paper's ablation), sweet-critic (ranked by the critic's "
-        "own advantage, --score critic) and sweet-oracle (backend-lite: ranked by ground truth, no critic; tells a failing "
-        "actor update from a failing critic). Default: the paper's four.", flags=("--arm",), choices=POLICY_ARMS)
+        "The policy arms to train and evaluate besides zero-shot (repeat the flag): rft, mtdpo, sweet, sweet-no-c"
+        " (SWEET-RL with the critic trained without training-time info: the paper's ablation), sweet-critic (ranked by"
+        " the critic's own advantage, --score critic) and sweet-oracle (backend-lite: ranked by ground truth, no"
+        " critic; tells a failing actor update from a failing critic). Default: the paper's four.",
+        flags=("--arm",),
+        choices=POLICY_ARMS
+    )
     critic_ensemble: int = option(
         1,
-        "Critics with c that rank SWEET-RL's candidates together (their scores averaged), each trained with its own seed "
-        "(data order and held-out tasks): a remedy for a critic whose turn credit is noisy. 1: the paper's single critic.",
-        min=1)
+        "Critics with c that rank SWEET-RL's candidates together (their scores averaged), each trained with its own"
+        " seed (data order and held-out tasks): a remedy for a critic whose turn credit is noisy. 1: the paper's single"
+        " critic.",
+        min=1
+    )
     rounds: int = option(
         1,
-        "On-policy rounds, beyond the paper. Round r+1 rolls out round r's SWEET-RL policy on fresh train tasks (the next "
-        "--train-tasks tasks from --rounds-offset), k samples each, refits the critic with c on every round's "
-        "trajectories so far, and trains the actor from round r's policy on the new rollouts alone. Each round is an "
-        "arm, sweet-round-<r>, evaluated like the others.", min=1)
+        "On-policy rounds, beyond the paper. Round r+1 rolls out round r's SWEET-RL policy on fresh train tasks (the"
+        " next --train-tasks tasks from --rounds-offset), k samples each, refits the critic with c on every round's"
+        " trajectories so far, and trains the actor from round r's policy on the new rollouts alone. Each round is an"
+        " arm, sweet-round-<r>, evaluated like the others.",
+        min=1
+    )
     rounds_offset: int | None = option(
         None,
         "Where round 2's fresh train tasks start, as an offset into the train split; each later round takes the next "
@@ -180,19 +206,36 @@ class ExperimentConfig:
         "Name this run of the study in its files (trajectories.jsonl, validation.jsonl in --dir; colbench/study.py): "
         "each arm's evaluated trajectories are recorded under it, replacing the same arm and label's earlier ones. "
         "`colbench study report` rebuilds the tables from those files alone. Unset: no files but results.md/json.")
-    on_policy: bool = option(True, "Train every arm on the zero-shot policy's own train trajectories, as the paper does. --no-on-policy: on every graded train trajectory in the store (e.g. imported or scripted ones).")
-    best_of: int = option(0, "Also evaluate best-of-N: the zero-shot policy with the critic (with training-time info) picking the best of N samples at every agent turn (0: no such arm; the paper's N is 32).", min=0)
+    on_policy: bool = option(True, (
+        "Train every arm on the zero-shot policy's own train trajectories, as the paper does. --no-on-policy: on every"
+        " graded train trajectory in the store (e.g. imported or scripted ones)."
+    ))
+    best_of: int = option(0, (
+        "Also evaluate best-of-N: the zero-shot policy with the critic (with training-time info) picking the best of N"
+        " samples at every agent turn (0: no such arm; the paper's N is 32)."
+    ), min=0)
     seed: int = option(0, "Seed of the train rollouts (the test rollouts use seed + 1) and of every trainer.")
-    tags: list[str] = option([], "Tags on every run the study makes (rollouts, critics, policies); `colbench experiment` adds study:<its folder>, so `colbench runs ls --tag study:<folder>` lists them.", flags=("--tag",))
+    tags: list[str] = option([], (
+        "Tags on every run the study makes (rollouts, critics, policies); `colbench experiment` adds study:<its"
+        " folder>, so `colbench runs ls --tag study:<folder>` lists them."
+    ), flags=("--tag",))
     device: str = option("auto", "auto, cpu or cuda, for generation and training.")
-    critic: CriticConfig = field(default_factory=study_critic, metadata={"help": "The critics' settings (family, split, training info, seed and device are the study's)."})
-    policy: PolicyConfig = field(default_factory=study_policy, metadata={"help": "The policies' settings (SWEET samples at the study's temperature and tokens per turn)."})
+    critic: CriticConfig = field(
+        default_factory=study_critic,
+        metadata={"help": "The critics' settings (family, split, training info, seed and device are the study's)."}
+    )
+    policy: PolicyConfig = field(
+        default_factory=study_policy,
+        metadata={"help": "The policies' settings (SWEET samples at the study's temperature and tokens per turn)."}
+    )
 
     def __post_init__(self):
         check(self)
         self.arms = list(dict.fromkeys(self.arms))
         if "sweet-oracle" in self.arms and self.tasks != "backend-lite":
-            raise ValueError("the sweet-oracle arm needs --tasks backend-lite (its ground truth is the lite human's facts)")
+            raise ValueError(
+                "the sweet-oracle arm needs --tasks backend-lite (its ground truth is the lite human's facts)"
+            )
         if self.rounds > 1 and (self.train_tasks is None or "sweet" not in self.arms):
             raise ValueError("--rounds needs --train-tasks (each round takes that many fresh tasks) and the sweet arm")
         if self.served and not self.base_url:
@@ -200,9 +243,10 @@ class ExperimentConfig:
         served_rounds = self.rounds > 1 and self.policy.sampler == "openai"
         if self.policy.full and (self.served or served_rounds):
             raise ValueError(
-                "a fully fine-tuned policy cannot be served here: a running vLLM loads new LoRA adapters, not new weights. "
-                "Train LoRA policies (no --policy-full), or roll each checkpoint out against `vllm serve <its folder>` by "
-                "hand (docs/scale.md, on-policy rounds)")
+                "a fully fine-tuned policy cannot be served here: a running vLLM loads new LoRA adapters, not new"
+                " weights. Train LoRA policies (no --policy-full), or roll each checkpoint out against `vllm serve <its"
+                " folder>` by hand (docs/scale.md, on-policy rounds)"
+            )
         phases = TASK_SETS[self.tasks][1]
         if self.evaluate_on is None:
             self.evaluate_on = "val" if "val" in phases else "test"
@@ -260,7 +304,8 @@ class ExperimentConfig:
     def critic_settings(self, training_info: bool, data: str | None, member: int = 0) -> CriticConfig:
         """The critic's config, reading the trajectories of ``data`` (TrainingConfig.policies);
         an ensemble's ``member`` k trains with seed + k."""
-        return replace(self.critic, family="backend", split=self.train_split, training_info=training_info, seed=self.seed + member,
+        return replace(self.critic, family="backend", split=self.train_split, training_info=training_info,
+                       seed=self.seed + member,
                        device=self.device, policies=data, tags=list(self.tags))
 
     def policy_settings(self, data: str | None, arm: str = "rft") -> PolicyConfig:
@@ -268,7 +313,8 @@ class ExperimentConfig:
         trajectories of ``data`` (TrainingConfig.policies)."""
         score = {"sweet-critic": "critic", "sweet-oracle": "oracle"}.get(arm, self.policy.score)
         return replace(
-            self.policy, family="backend", split=self.train_split, temperature=self.temperature, max_new_tokens=self.max_new_tokens,
+            self.policy, family="backend", split=self.train_split, temperature=self.temperature,
+            max_new_tokens=self.max_new_tokens,
             sample_batch_size=self.batch_size, seed=self.seed, device=self.device, policies=data,
             tags=list(self.tags), score=score,
         )
@@ -283,8 +329,12 @@ class Arm:
     training: dict = field(default_factory=dict)  # the training run's summary, or {"skipped": why}
     results: dict[str, PolicyEval] = field(default_factory=dict)  # per test split
     rerank_critic: str | None = None  # best-of-N: the critic that picks
-    critic: dict | None = None  # the critic (summary; an ensemble's has its "members") that ranked its candidates or samples
-    versus_zero_shot: dict[str, dict] = field(default_factory=dict)  # per test split: Comparison.as_dict(), B = this arm
+    critic: dict | None = (
+        None  # the critic (summary; an ensemble's has its "members") that ranked its candidates or samples
+    )
+    versus_zero_shot: dict[str, dict] = field(
+        default_factory=dict
+    )  # per test split: Comparison.as_dict(), B = this arm
 
     @property
     def title(self) -> str:
@@ -304,10 +354,18 @@ class ExperimentResult:
             "train": self.train,
             "critics": self.critics,
             "arms": [
-                {"arm": a.key, "title": a.title, "model": a.model, "training": a.training,
-                 "tests": {split: as_dict(a.results[split]) if split in a.results else None for split in self.config.test_splits},
-                 "vs_zero_shot": {split: a.versus_zero_shot.get(split) for split in self.config.test_splits},
-                 "paper_8b": PAPER_BACKEND.get(a.key, (None, None))}
+                {
+                    "arm": a.key,
+                    "title": a.title,
+                    "model": a.model,
+                    "training": a.training,
+                    "tests": {
+                        split: as_dict(a.results[split]) if split in a.results else None
+                        for split in self.config.test_splits
+                    },
+                    "vs_zero_shot": {split: a.versus_zero_shot.get(split) for split in self.config.test_splits},
+                    "paper_8b": PAPER_BACKEND.get(a.key, (None, None))
+                }
                 for a in self.arms
             ],
         }
@@ -325,7 +383,8 @@ class Reporter:
 
 
 class BackendExperiment:
-    def __init__(self, db: Database, config: ExperimentConfig, reporter: Reporter | None = None, folder: Path | None = None):
+    def __init__(self, db: Database, config: ExperimentConfig, reporter: Reporter | None = None,
+                 folder: Path | None = None):
         """``folder``: where a run with a ``label`` records the study's files (colbench/study.py)."""
         from colbench.refs import stored_ref
 
@@ -361,7 +420,9 @@ class BackendExperiment:
         if cfg.rounds > 1:
             arms += self.on_policy_rounds(next(arm for arm in arms if arm.key == "sweet"))
 
-        self.report.stage(f"4/4 evaluation: every policy on {cfg.test_tasks or 'all'} tasks of {', '.join(cfg.test_splits)}")
+        self.report.stage(
+            f"4/4 evaluation: every policy on {cfg.test_tasks or 'all'} tasks of {', '.join(cfg.test_splits)}"
+        )
         for split in cfg.test_splits:
             for arm in arms:
                 if arm.model:
@@ -378,7 +439,8 @@ class BackendExperiment:
         what = f"{model}" + (f", best of {self.config.best_of} by {rerank_critic}" if rerank_critic else "")
         served = self.served_name(model, self.config.base_url) if self.config.served else None
         with self.report.progress(f"{split}: {what}") as on_progress:
-            result = run_rollout(self.db, self.config.rollout(model, split, rerank_critic, offset, served), on_progress=on_progress)
+            result = run_rollout(self.db, self.config.rollout(model, split, rerank_critic, offset, served),
+                                 on_progress=on_progress)
         self.simulator_ref = result.simulator
         return result.policy
 
@@ -394,8 +456,12 @@ class BackendExperiment:
         if model == cfg.model:
             return cfg.served_model or served_model(base_url)
         checkpoint, _ = get_checkpoint(self.db, model)
-        if not checkpoint.adapter:  # __post_init__ refuses full policies; a full critic or warm start is never rolled out here
-            raise ColbenchError(f"{model} holds full weights, which a running vLLM cannot load: serve its folder ({checkpoint.path})")
+        if (
+            not checkpoint.adapter
+        ):  # __post_init__ refuses full policies; a full critic or warm start is never rolled out here
+            raise ColbenchError(
+                f"{model} holds full weights, which a running vLLM cannot load: serve its folder ({checkpoint.path})"
+            )
         name = f"colbench-ckpt-{checkpoint.id}" + (f"-{checkpoint.sha256[:8]}" if checkpoint.sha256 else "")
         with OpenAIClient(base_url) as client:
             client.load_lora_adapter(name, str(Path(checkpoint.path).resolve()))
@@ -416,11 +482,13 @@ class BackendExperiment:
         for split in self.config.test_splits:
             if split not in base.results:
                 continue
-            side = {arm.key: side_of(self.db, arm.results[split].policy, tasks=f"backend:{split}", setting=arm.results[split].setting)
+            side = {arm.key: side_of(self.db, arm.results[split].policy, tasks=f"backend:{split}",
+                                     setting=arm.results[split].setting)
                     for arm in arms if split in arm.results}
             for arm in arms[1:]:
                 if arm.key in side:
-                    arm.versus_zero_shot[split] = compare(side[base.key], side[arm.key], "success", seed=self.config.seed).as_dict()
+                    arm.versus_zero_shot[split] = compare(side[base.key], side[arm.key], "success",
+                                                          seed=self.config.seed).as_dict()
 
     def best_of_n(self, critic: dict) -> Arm:
         if "checkpoint" not in critic:
@@ -436,7 +504,8 @@ class BackendExperiment:
             return {"policy": policy, "trajectories": 0}
         r = results[0]
         return {"policy": policy, "tasks": r.n_tasks, "trajectories": r.n_trajectories,
-                "tests_passed": r.reward.mean, "success": r.success.mean, "tasks_with_a_success": r.pass_at_k[max(r.pass_at_k)]}
+                "tests_passed": r.reward.mean, "success": r.success.mean,
+                "tasks_with_a_success": r.pass_at_k[max(r.pass_at_k)]}
 
     def on_policy_rounds(self, first: Arm) -> list[Arm]:
         """Rounds 2..N (``--rounds``): each rolls out the last round's SWEET-RL policy on fresh train
@@ -452,13 +521,17 @@ class BackendExperiment:
                 made.append(Arm(key, training={"skipped": f"round {r - 1} was not trained"}))
                 continue
             offset = start + (r - 2) * cfg.train_tasks
-            self.report.stage(f"round {r}: {previous.model} on {cfg.train_split} tasks {offset + 1}-{offset + cfg.train_tasks}, k={cfg.samples_per_task}")
+            self.report.stage(
+                f"round {r}: {previous.model} on {cfg.train_split} tasks {offset + 1}-{offset + cfg.train_tasks},"
+                f" k={cfg.samples_per_task}"
+            )
             fresh = self.rollout(previous.model, cfg.train_split, offset=offset)
             if data is not None:
                 data.append(fresh)
             critic = self.critic(training_info=True, data=",".join(data) if data else None)
             previous = self.policy(key, critic, data=fresh, base=previous.model)
-            previous.training["round"] = {"data": fresh, "critic": critic.get("checkpoint"), "from": made[-1].model if made else first.model}
+            previous.training["round"] = {"data": fresh, "critic": critic.get("checkpoint"),
+                                          "from": made[-1].model if made else first.model}
             made.append(previous)
         return made
 
@@ -478,7 +551,8 @@ class BackendExperiment:
                                     on_progress=on_progress)
         except NothingToTrain as why:
             return {"skipped": str(why)}
-        return {"checkpoint": checkpoint_name(result.checkpoint_id), "checkpoint_id": result.checkpoint_id, "run_id": result.run_id,
+        return {"checkpoint": checkpoint_name(result.checkpoint_id), "checkpoint_id": result.checkpoint_id,
+                "run_id": result.run_id,
                 "metrics": result.metrics}
 
     def judge_critics(self, critics: dict[str, dict]) -> None:
@@ -547,10 +621,12 @@ class BackendExperiment:
         for arm in arms:
             critic = (arm.critic or {}).get("members", [arm.critic or {}])[0]  # an ensemble's first member
             for split, result in arm.results.items():
-                rows = study.trajectory_rows(self.db, result.policy, result.setting, split, simulator=self.simulator_ref)
+                rows = study.trajectory_rows(self.db, result.policy, result.setting, split,
+                                             simulator=self.simulator_ref)
                 line = None
                 if cfg.evaluate_on == "val":
-                    line = {"policy": self.run_summary(arm.training.get("run_id")), "critic": self.run_summary(critic.get("run_id")),
+                    line = {"policy": self.run_summary(arm.training.get("run_id")),
+                            "critic": self.run_summary(critic.get("run_id")),
                             "best_of": cfg.best_of if arm.key == "best-of-n" else None, "model": arm.model}
                 study.record(self.folder, arm.key, cfg.label, rows, line)
 
@@ -573,16 +649,19 @@ class BackendExperiment:
         study's model), that has consumed every graded train trajectory of ``data``, as a summary;
         None when the stage has to run."""
         # How it ran, not what it learned (the server's address, and the name it served the policy under).
-        ignored = {"device", "out", "dtype", "autocast", "gradient_checkpointing", "sampler", "base_url", "served_model", "report_to"}
+        ignored = {"device", "out", "dtype", "autocast", "gradient_checkpointing", "sampler", "base_url",
+                   "served_model", "report_to"}
         base = normalized_model_ref(base or self.config.model)
         with self.db.read() as session:
             policies = [p.strip() for p in data.split(",")] if data else None
-            newest_data = queries.newest_graded_seq(session, family="backend", split=self.config.train_split, policies=policies)
+            newest_data = queries.newest_graded_seq(session, family="backend", split=self.config.train_split,
+                                                    policies=policies)
             found = queries.same_run(session, kind, settings, base_model=base, ignored=ignored)
         if found is None:
             return None
         checkpoint, run = found
         if newest_data is not None and (run.data_watermark or 0) < newest_data:
             return None  # graded data came after it: the stage runs again
-        return {"checkpoint": checkpoint_name(checkpoint.id), "checkpoint_id": checkpoint.id, "run_id": run.id, "metrics": run.metrics,
+        return {"checkpoint": checkpoint_name(checkpoint.id), "checkpoint_id": checkpoint.id, "run_id": run.id,
+                "metrics": run.metrics,
                 "reused": True}

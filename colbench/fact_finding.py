@@ -76,7 +76,8 @@ def lite_dialogues(db, trajectory_ids: list[int]) -> dict[int, LiteDialogue]:
         trajectory = by_id[trajectory_id]
         task = tasks[trajectory.task_id]
         if is_lite(task):
-            found[trajectory_id] = judged(task, trajectory, [turn for turn in turns[trajectory_id] if turn.role == "assistant"])
+            found[trajectory_id] = judged(task, trajectory,
+                                          [turn for turn in turns[trajectory_id] if turn.role == "assistant"])
     return found
 
 
@@ -109,7 +110,8 @@ def fact_finding(
     from colbench.tasks.lite import facts_of
 
     with db.read() as session:
-        graded = queries.graded_trajectory_ids(session, family="backend", split=split, policies=policies, simulator=simulator, setting=setting)
+        graded = queries.graded_trajectory_ids(session, family="backend", split=split, policies=policies,
+                                               simulator=simulator, setting=setting)
     dialogues = lite_dialogues(db, [trajectory_id for trajectory_id, _ in graded])
     groups: dict[tuple, list] = defaultdict(list)
     for trajectory_id, key in graded:
@@ -172,13 +174,17 @@ def pair_kinds(db, run_id: int, *, grader=None) -> PairKinds:
             continue
         position = next(i for i, agent in enumerate(dialogue.agent_turns) if agent.id == turn.id)
         known, last = dialogue.known_before(position), position + 1 >= protocol.MAX_AGENT_TURNS
-        sides = [turn_kind(dialogue.task, known, candidate.content, last_turn=last)[0] for candidate in (chosen, rejected)]
+        sides = [
+            turn_kind(dialogue.task, known, candidate.content, last_turn=last)[0] for candidate in (chosen, rejected)
+        ]
         kinds[f"{sides[0]} > {sides[1]}"] += 1
         if sides == [ANSWER, ANSWER]:
             answers.append((dialogue.task, chosen.content, rejected.content, last))
     result = PairKinds(run_id=run_id, pairs=len(pairs), kinds=dict(kinds.most_common()))
     if grader is not None and answers:
-        batch = [(task, protocol.extract_answer(text, last_turn=last)) for task, *texts, last in answers for text in texts]
+        batch = [
+            (task, protocol.extract_answer(text, last_turn=last)) for task, *texts, last in answers for text in texts
+        ]
         reports = grader.grade(batch)
         verdicts = Counter()
         for chosen, rejected in zip(reports[::2], reports[1::2]):

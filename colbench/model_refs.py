@@ -228,7 +228,8 @@ def convert_once(target: Path, build: Callable[[Path], None]) -> Path:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     # One line where the libraries would draw a dozen progress bars: first use only, and it takes a while.
-    print(f"converted {target.name} once, in {time.perf_counter() - started:.0f} s (cached in {target.parent})", file=sys.stderr, flush=True)
+    print(f"converted {target.name} once, in {time.perf_counter() - started:.0f} s (cached in {target.parent})",
+          file=sys.stderr, flush=True)
     return target
 
 

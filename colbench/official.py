@@ -69,7 +69,9 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise FormatError(f"{path}:{number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})") from None
+                raise FormatError(
+                    f"{path}:{number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+                ) from None
             if not line.strip():
                 continue
             try:
@@ -106,7 +108,8 @@ def import_tasks(
     tally = Tally(progress, "import")
     rows: list[dict] = []
     for number, record in read_jsonl(path):
-        spec = task_from_record(record, family=family, split=split, source=f"import:{path.name}", where=f"{path}:{number}")
+        spec = task_from_record(record, family=family, split=split, source=f"import:{path.name}",
+                                where=f"{path}:{number}")
         extra = _extra_fields(record)
         if extra and "naive_solution" in extra:
             extra.pop("naive_solution")
@@ -181,7 +184,8 @@ def import_trajectories(
         task = record.get("task")
         if not isinstance(task, dict):
             raise FormatError(f"{where}: field 'task' must be an object with the task's fields")
-        spec = task_from_record(task, family=_family_of(task, family), split=split, source=f"import:{path.name}", where=f"{where} (task)")
+        spec = task_from_record(task, family=_family_of(task, family), split=split, source=f"import:{path.name}",
+                                where=f"{where} (task)")
         history = record.get("dialogue_history")
         if not isinstance(history, list) or not history:
             raise FormatError(f"{where}: field 'dialogue_history' must be a non-empty list")
@@ -207,7 +211,8 @@ def import_trajectories(
         for task in stored_tasks.values():
             tasks = f"{task.family}:{task.split}"
             if tasks not in runs:
-                runs[tasks] = queries.open_rollout_run(session, policy=policy, simulator="import", setting="", tasks=tasks,
+                runs[tasks] = queries.open_rollout_run(session, policy=policy, simulator="import", setting="",
+                                                       tasks=tasks,
                                                        config={"import": str(path)}).id
         db.lock_for_sequence(session)
         seq = queries.next_graded_seq(session)
@@ -232,7 +237,11 @@ def import_trajectories(
                     "status": "done",
                     "answer": record.get("answer"),
                     "reward": float(reward) if graded else None,
-                    **(family_named(spec.family).imported_grade(reward, record, DEFAULT_GRADING) if graded else UNGRADED),
+                    **(
+                        family_named(spec.family).imported_grade(reward, record, DEFAULT_GRADING)
+                        if graded
+                        else UNGRADED
+                    ),
                     "graded_seq": seq if graded else None,
                     "content_hash": digest,
                     "created_at": now,

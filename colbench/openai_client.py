@@ -80,7 +80,9 @@ class TokenCompletion:
 
 def _token_id(token: str, where: str) -> int:
     if not token.startswith("token_id:"):
-        raise EndpointError(f"{where} sent tokens as text ({token!r}), not ids: serve with vLLM (return_tokens_as_token_ids)")
+        raise EndpointError(
+            f"{where} sent tokens as text ({token!r}), not ids: serve with vLLM (return_tokens_as_token_ids)"
+        )
     return int(token[len("token_id:"):])
 
 
@@ -98,7 +100,8 @@ def _token_choice(raw: Any, where: str) -> TokenChoice:
         raise EndpointError(f"{where} sent {len(ids)} token ids but {len(values)} log-probs")
     if not ids and (raw.text or ""):
         raise EndpointError(f"{where} sent text without the token ids it sampled (serve with vLLM, which returns them)")
-    return TokenChoice(int(raw.index or 0), raw.text or "", ids, [float(v) for v in values], raw.finish_reason or "stop")
+    return TokenChoice(int(raw.index or 0), raw.text or "", ids, [float(v) for v in values],
+                       raw.finish_reason or "stop")
 
 
 def _token_completion(raw: Any, where: str, started: float) -> TokenCompletion:
@@ -160,7 +163,8 @@ def _choice(raw: Any) -> ChatChoice:
     )
 
 
-def _request(messages: list[dict[str, Any]], model: str, *, temperature, max_tokens, n, seed, logprobs, top_logprobs) -> dict:
+def _request(messages: list[dict[str, Any]], model: str, *, temperature, max_tokens, n, seed, logprobs,
+             top_logprobs) -> dict:
     # Only what was asked for is sent: some servers reject fields they do not know (logprobs).
     asked = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed,
              "logprobs": True if logprobs or top_logprobs else None, "top_logprobs": top_logprobs or None}
@@ -222,7 +226,8 @@ class OpenAIClient:
         # and every request leaves the Authorization header out.
         self._headers: dict[str, Any] = {} if key else {"Authorization": openai.Omit()}
         sdk = openai.AsyncOpenAI if asynchronous else openai.OpenAI
-        self._sdk = sdk(base_url=self.base_url, api_key=key or "unused", timeout=self.timeout_s, max_retries=max(0, int(max_retries)))
+        self._sdk = sdk(base_url=self.base_url, api_key=key or "unused", timeout=self.timeout_s,
+                        max_retries=max(0, int(max_retries)))
 
     def chat(self, model: str, messages: list[dict[str, Any]], *, temperature: float | None = None,
              max_tokens: int | None = None, n: int = 1, seed: int | None = None, logprobs: bool = False,
@@ -248,7 +253,8 @@ class OpenAIClient:
             raise _endpoint_error(err, self.where, self.timeout_s) from None
         return _completion(raw, request["model"], self.where, started)
 
-    def complete_ids(self, model: str, prompt_ids: list[int], *, temperature: float | None = None, max_tokens: int | None = None,
+    def complete_ids(self, model: str, prompt_ids: list[int], *, temperature: float | None = None,
+                     max_tokens: int | None = None,
                      n: int = 1, seed: int | None = None):
         """``n`` continuations of a prompt given as token ids (``/v1/completions``), each with its sampled
         token ids and their log-probs. vLLM's conventions: the ids come as ``choices[i].token_ids``
@@ -256,10 +262,19 @@ class OpenAIClient:
         ``logprobs.tokens`` (``return_tokens_as_token_ids``); ``logprobs.token_logprobs`` are the sampled
         tokens' log-probs. A reply with neither is refused (a server that cannot say what it sampled).
         A coroutine on an asynchronous client."""
-        request = {"model": model, "prompt": list(prompt_ids), "n": n, "logprobs": 1,
-                   **{k: v for k, v in {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}.items() if v is not None},
-                   "extra_body": {"return_token_ids": True, "return_tokens_as_token_ids": True, "skip_special_tokens": True},
-                   "extra_headers": self._headers}
+        request = {
+            "model": model,
+            "prompt": list(prompt_ids),
+            "n": n,
+            "logprobs": 1,
+            **{
+                k: v
+                for k, v in {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}.items()
+                if v is not None
+            },
+            "extra_body": {"return_token_ids": True, "return_tokens_as_token_ids": True, "skip_special_tokens": True},
+            "extra_headers": self._headers
+        }
         if self.asynchronous:
             return self._complete_ids_async(request)
         started = time.monotonic()
@@ -291,8 +306,11 @@ class OpenAIClient:
                 return
             if isinstance(err, openai.NotFoundError) and isinstance(err.body, dict) and "detail" in err.body:
                 # The web framework's own 404, not vLLM's: no such route, so no run-time adapters.
-                raise EndpointError(f"{self.where} cannot load LoRA adapters at run time: start vllm serve with --enable-lora "
-                                    "and the environment variable VLLM_ALLOW_RUNTIME_LORA_UPDATING=True", status=404) from None
+                raise EndpointError(
+                    f"{self.where} cannot load LoRA adapters at run time: start vllm serve with --enable-lora "
+                    "and the environment variable VLLM_ALLOW_RUNTIME_LORA_UPDATING=True",
+                    status=404
+                ) from None
             raise EndpointError(f"{failure} (loading LoRA adapter {name} from {path})", status=failure.status) from None
 
     def list_models(self, *, adapters: bool = True) -> list[str]:
@@ -327,7 +345,8 @@ class BoundedAsyncClient:
     async def slot(self):
         """Waits for a free slot, then yields the client for one request."""
         if self._made is None:
-            self._made = (OpenAIClient(self.base_url, **self.options, asynchronous=True), asyncio.Semaphore(self.concurrency))
+            self._made = (OpenAIClient(self.base_url, **self.options, asynchronous=True),
+                          asyncio.Semaphore(self.concurrency))
         client, slots = self._made
         async with slots:
             yield client

@@ -28,7 +28,8 @@ def option(
     ``min``/``max`` bound a number (inclusive), ``choices`` a string; ``flags`` names the
     command-line flags when ``--field-name`` is not the whole story (e.g. a short ``-k``).
     """
-    metadata = {"help": text, "min": min, "max": max, "choices": tuple(choices) if choices else None, "flags": tuple(flags or ())}
+    metadata = {"help": text, "min": min, "max": max, "choices": tuple(choices) if choices else None,
+                "flags": tuple(flags or ())}
     if isinstance(default, (list, dict, tuple)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
     return field(default=default, metadata=metadata)

@@ -13,7 +13,14 @@ and passes the resolved object down. Errors are one line (ModelNotFound).
 """
 from __future__ import annotations
 
-from colbench.model_refs import CheckpointLookup, ModelNotFound, ModelSource, checkpoint_name, checkpoint_part, resolve_model
+from colbench.model_refs import (
+    CheckpointLookup,
+    ModelNotFound,
+    ModelSource,
+    checkpoint_name,
+    checkpoint_part,
+    resolve_model
+)
 from colbench.store import queries
 from colbench.store.models import Checkpoint, TrainingRun
 
@@ -31,9 +38,15 @@ def checkpoint_id(db, ref) -> int:
         return int(named)
     with db.read() as session:
         holder = queries.name_holder(session, named)
-        found = queries.training_runs(session, run_id=int(holder.partition(":")[2])) if holder and holder.startswith("train:") else []
+        found = (
+            queries.training_runs(session, run_id=int(holder.partition(":")[2]))
+            if holder and holder.startswith("train:")
+            else []
+        )
     if not found or not found[0][1]:
-        raise ModelNotFound(f"{text}: no checkpoint has that id, and no trained run that name (see `colbench runs ls --kind train`)")
+        raise ModelNotFound(
+            f"{text}: no checkpoint has that id, and no trained run that name (see `colbench runs ls --kind train`)"
+        )
     return found[0][1][-1].id
 
 

@@ -58,12 +58,15 @@ class Registry:
         """Decorator: register ``factory`` under ``name`` (and ``aliases``, other names for the same)."""
         unknown = set(traits) - set(self.traits)
         if unknown:
-            raise ValueError(f"{self.what} {name!r}: unknown traits {sorted(unknown)} (a {self.what} has {sorted(self.traits)})")
+            raise ValueError(
+                f"{self.what} {name!r}: unknown traits {sorted(unknown)} (a {self.what} has {sorted(self.traits)})"
+            )
 
         def add(factory):
             if name in self._choices or name in self._aliases:
                 raise ValueError(f"{self.what} {name!r} is registered twice")
-            self._choices[name] = Choice(name, factory, help, argument, argument_required, {**self.traits, **traits}, hidden)
+            self._choices[name] = Choice(name, factory, help, argument, argument_required, {**self.traits, **traits},
+                                         hidden)
             self._aliases.update({alias: name for alias in aliases})
             return factory
 

@@ -11,11 +11,15 @@ from colbench.store.db import Database
 BATCH = 64
 
 
-def regrade(db: Database, grader, *, policy: str | None = None, ungraded_only: bool = False, on_progress: Progress | None = None) -> dict:
+def regrade(db: Database, grader, *, policy: str | None = None, ungraded_only: bool = False,
+            on_progress: Progress | None = None) -> dict:
     """Grade every stored backend answer (or only ungraded ones), reporting progress after each batch."""
     with db.read() as session:
-        work = [(t.id, spec_of(task), t.answer) for t, task in queries.answers_to_grade(
-            session, family=BackendFamily.name, policy=policy, ungraded_only=ungraded_only)]
+        work = [
+            (t.id, spec_of(task), t.answer)
+            for t, task in queries.answers_to_grade(
+                session, family=BackendFamily.name, policy=policy, ungraded_only=ungraded_only)
+        ]
     env = BackendEnv(grader)
     rewards, successes = [], 0
     for start in range(0, len(work), BATCH):

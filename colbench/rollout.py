@@ -53,43 +53,86 @@ SERVED_CONCURRENCY = 256
 class RolloutConfig:
     """How a rollout runs: the flags of `colbench rollout` (each field's help is its documentation)."""
 
-    model: str = option(DEFAULT_MODEL, f"Policy: '{DEFAULT_MODEL}' (embedded), a local folder, a hub id, ckpt:<id>, or a served model name with --engine openai.")
+    model: str = option(DEFAULT_MODEL, (
+        f"Policy: '{DEFAULT_MODEL}' (embedded), a local folder, a hub id, ckpt:<id>, or a served model name with"
+        " --engine openai."
+    ))
     engine: str = option(AUTO_ENGINE, engine_help())
-    ct2_compute_type: str = option("float32", "ct2 engine's weights and arithmetic: float32 (the policy itself) or int8 (~2.5x faster again, but a slightly different model: stored as its own policy, ct2-int8:<model>).", choices=("float32", "int8"))
+    ct2_compute_type: str = option("float32", (
+        "ct2 engine's weights and arithmetic: float32 (the policy itself) or int8 (~2.5x faster again, but a slightly"
+        " different model: stored as its own policy, ct2-int8:<model>)."
+    ), choices=("float32", "int8"))
     base_url: str | None = option(None, "Server URL for --engine openai (default: $OPENAI_BASE_URL).")
     served_model: str | None = option(
-        None, "--engine openai: the name the server serves the policy under (a model, or a LoRA adapter). Given, --model "
-        "names the served weights (a folder, hub id or ckpt:<id>): their chat template renders each turn, which goes as "
-        "token ids to /v1/completions, and the sampled ids and log-probs come back (vLLM), so the store keeps the exact "
-        "prompts and ids every trainer reads, under --model's name, as --engine vllm would. Unset: --model is the served "
-        "name, turns go to /v1/chat/completions, and neither the prompt nor token ids are stored (trainers would re-render "
-        "and re-encode the text: fine for evaluation, approximate for training).")
+        None,
+        "--engine openai: the name the server serves the policy under (a model, or a LoRA adapter). Given, --model"
+        " names the served weights (a folder, hub id or ckpt:<id>): their chat template renders each turn, which goes"
+        " as token ids to /v1/completions, and the sampled ids and log-probs come back (vLLM), so the store keeps the"
+        " exact prompts and ids every trainer reads, under --model's name, as --engine vllm would. Unset: --model is"
+        " the served name, turns go to /v1/chat/completions, and neither the prompt nor token ids are stored (trainers"
+        " would re-render and re-encode the text: fine for evaluation, approximate for training)."
+    )
     simulator: str = option("builtin", simulator_help())
-    tasks: str = option("backend:test", "Tasks: FAMILY:SPLIT (backend or frontend, train or test) or backend-lite:train|test|novel, the tier a small model can learn (built-in tasks are added on first use).")
+    tasks: str = option("backend:test", (
+        "Tasks: FAMILY:SPLIT (backend or frontend, train or test) or backend-lite:train|test|novel, the tier a small"
+        " model can learn (built-in tasks are added on first use)."
+    ))
     limit: int | None = option(None, "Only the first N tasks of the split (by id).", min=1)
-    offset: int = option(0, "Skip the first N tasks of the split (by id) before --limit applies: e.g. demonstrations on "
+    offset: int = option(0,
+                         "Skip the first N tasks of the split (by id) before --limit applies: e.g. demonstrations on "
                          "--offset 200 and a validation rollout on --limit 200 never share a task.", min=0)
-    samples_per_task: int = option(1, "Trajectories per task (k, for best-of-k and critic pairs).", min=1, flags=("--samples-per-task", "-k"))
+    samples_per_task: int = option(1, "Trajectories per task (k, for best-of-k and critic pairs).", min=1,
+                                   flags=("--samples-per-task", "-k"))
     seed: int = option(0, "Base sampling seed.")
-    temperature: float = option(protocol.TEMPERATURE, "Sampling temperature (the protocol samples at 1.0, at evaluation too).", min=0.0)
+    temperature: float = option(protocol.TEMPERATURE,
+                                "Sampling temperature (the protocol samples at 1.0, at evaluation too).", min=0.0)
     max_new_tokens: int = option(protocol.MAX_NEW_TOKENS, "Tokens per agent turn (the protocol's limit: 1024).", min=1)
-    batch_size: int = option(16, f"Most agent turns in one generate call of a local engine ({', '.join(c.name for c in ENGINES if c.local)}).", min=1)
-    concurrency: int | None = option(None, "Episodes live at once, and the most requests in flight to each server (policy, simulator). Default: 256 with --engine openai, else 4 x --batch-size.", min=1)
-    request_timeout_s: float = option(60.0, "Seconds a server request may take before it is retried (openai engine, endpoint simulators).", min=0.1, flags=("--request-timeout",))
-    retries: int = option(3, "Retries of a failed server request (connection errors, timeouts, 429, 5xx; Retry-After honoured).", min=0)
+    batch_size: int = option(
+        16,
+        f"Most agent turns in one generate call of a local engine ({', '.join(c.name for c in ENGINES if c.local)}).",
+        min=1
+    )
+    concurrency: int | None = option(None, (
+        "Episodes live at once, and the most requests in flight to each server (policy, simulator). Default: 256 with"
+        " --engine openai, else 4 x --batch-size."
+    ), min=1)
+    request_timeout_s: float = option(
+        60.0,
+        "Seconds a server request may take before it is retried (openai engine, endpoint simulators).",
+        min=0.1,
+        flags=("--request-timeout",)
+    )
+    retries: int = option(
+        3, "Retries of a failed server request (connection errors, timeouts, 429, 5xx; Retry-After honoured).", min=0
+    )
     sandbox: str = option(AUTO_SANDBOX, sandbox_help(), choices=SANDBOX_CHOICES)
     grade_workers: int = option(2, "Sandboxed grading workers.", min=1)
     grading: str = option(DEFAULT_GRADING, "Backend grading semantics. " + GRADING_HELP, choices=GRADINGS)
-    clip: str | None = option(None, "Frontend reward: CLIP ViT-B/32 weights (folder or hub id). Default: the weight-free ssim-edges similarity.")
+    clip: str | None = option(
+        None,
+        "Frontend reward: CLIP ViT-B/32 weights (folder or hub id). Default: the weight-free ssim-edges similarity."
+    )
     device: str = option("auto", "auto, cpu or cuda (local engines, and the critic of --rerank-critic).")
-    rerank_critic: str | None = option(None, "Best-of-N: a critic checkpoint (ckpt:<id>) that picks the best of --candidates samples at every agent turn.")
+    rerank_critic: str | None = option(
+        None,
+        "Best-of-N: a critic checkpoint (ckpt:<id>) that picks the best of --candidates samples at every agent turn."
+    )
     candidates: int = option(16, "Samples per agent turn for --rerank-critic.", min=2)
-    stale_after_s: float = option(600.0, "Take over a running trajectory whose worker has been silent this long (seconds).", min=0.0)
-    name: str | None = option(None, "Name this rollout run (unique in the store; no ':'), to find it again with `colbench runs show NAME` or `compare`. "
-                               "A rollout run is one policy, simulator, setting (temperature, tokens per turn, seed, best-of-N) and task set: a rerun of "
-                               "the same command, or one that differs only in --offset, --limit or -k, continues it under the name it has; another "
-                               "--name for it is refused.")
-    tags: list[str] = option([], "Tag the rollout run (repeat the flag: --tag baseline --tag lite); `colbench runs ls --tag` filters by it.", flags=("--tag",))
+    stale_after_s: float = option(600.0,
+                                  "Take over a running trajectory whose worker has been silent this long (seconds).",
+                                  min=0.0)
+    name: str | None = option(
+        None,
+        "Name this rollout run (unique in the store; no ':'), to find it again with `colbench runs show NAME` or"
+        " `compare`. A rollout run is one policy, simulator, setting (temperature, tokens per turn, seed, best-of-N)"
+        " and task set: a rerun of the same command, or one that differs only in --offset, --limit or -k, continues it"
+        " under the name it has; another --name for it is refused."
+    )
+    tags: list[str] = option(
+        [],
+        "Tag the rollout run (repeat the flag: --tag baseline --tag lite); `colbench runs ls --tag` filters by it.",
+        flags=("--tag",)
+    )
 
     def __post_init__(self):
         check(self)
@@ -168,7 +211,8 @@ class RolloutStats:
         data = asdict(self)
         data.pop("started")
         data.update(elapsed_s=round(time.perf_counter() - self.started, 3), turns_per_s=round(self.turns_per_s, 3),
-                    tokens_per_s=round(self.tokens_per_s, 1), success_rate=self.success_rate, mean_reward=self.mean_reward)
+                    tokens_per_s=round(self.tokens_per_s, 1), success_rate=self.success_rate,
+                    mean_reward=self.mean_reward)
         return data
 
 
@@ -216,9 +260,12 @@ class Rollout:
 
     def on_progress(self) -> None:
         s = self.stats
-        figures = {"turns": s.agent_turns, "turns_per_s": s.turns_per_s, "tokens_per_s": s.tokens_per_s, "graded": s.graded,
+        figures = {"turns": s.agent_turns, "turns_per_s": s.turns_per_s, "tokens_per_s": s.tokens_per_s,
+                   "graded": s.graded,
                    "no_replies": s.no_replies}
-        figures[self.family.headline_label] = s.mean_reward if self.family.headline_metric == "reward" else s.success_rate
+        figures[self.family.headline_label] = (
+            s.mean_reward if self.family.headline_metric == "reward" else s.success_rate
+        )
         left = s.total - s.already_done - s.finished
         if s.finished == 0 and left and s.turns_per_s > 0:
             # Before any dialogue ends, the bar's own estimate has nothing to go on; the turn rate bounds it:
@@ -335,7 +382,9 @@ class Rollout:
             more = more or bool(done)  # a place came free: look for work again
 
     async def _claimable(self, slot: queries.Slot) -> int:
-        return await self.writer.call(lambda session: queries.claimable(session, slot, _abandoned(self.config.stale_after_s)))
+        return await self.writer.call(
+            lambda session: queries.claimable(session, slot, _abandoned(self.config.stale_after_s))
+        )
 
     async def _claim(self, slot: queries.Slot, room: int) -> list[Episode]:
         def claim(session):
@@ -343,7 +392,8 @@ class Rollout:
             turns = queries.turns_for(session, [t.id for t in claimed])
             for trajectory in claimed:
                 if not turns[trajectory.id]:  # a fresh start: the human's opening is turn 0
-                    opening = Turn(trajectory_id=trajectory.id, index=0, role="user", content=self.tasks[trajectory.task_id].problem_description)
+                    opening = Turn(trajectory_id=trajectory.id, index=0, role="user",
+                                   content=self.tasks[trajectory.task_id].problem_description)
                     queries.add_rows(session, [opening])
                     turns[trajectory.id] = [opening]
             return [(t.id, t.task_id) for t in claimed], turns
@@ -427,7 +477,8 @@ class Rollout:
         shown = episode.human_says(protocol.NO_RESPONSE if reply.error else reply.text, self.family.reply_limit)
         raw = None if reply.error else reply.text
         self.stats.no_replies += bool(reply.error)
-        self._write_turn(Turn(trajectory_id=episode.trajectory_id, index=index, role="user", content=shown, raw=raw, error=reply.error, latency_s=reply.latency_s))
+        self._write_turn(Turn(trajectory_id=episode.trajectory_id, index=index, role="user", content=shown, raw=raw,
+                              error=reply.error, latency_s=reply.latency_s))
 
     def _write_turn(self, row: Turn) -> None:
         def write(session):
@@ -480,10 +531,10 @@ def check_continued_name(run, name: str | None, identity: dict) -> None:
     from colbench.runs import labelled
 
     raise RunNameConflict(
-        f"this rollout continues rollout:{run.id} ({run.name}): {labelled(identity['policy'], identity['setting'])}, "
-        f"simulator {identity['simulator']}, on {identity['tasks']} (a rollout run is these four; --offset, --limit and -k "
-        f"only choose which of its slots to fill), and it keeps its name: drop --name {name}, or give another --seed "
-        f"to make a run of its own"
+        f"this rollout continues rollout:{run.id} ({run.name}): {labelled(identity['policy'], identity['setting'])},"
+        f" simulator {identity['simulator']}, on {identity['tasks']} (a rollout run is these four; --offset, --limit"
+        f" and -k only choose which of its slots to fill), and it keeps its name: drop --name {name}, or give another"
+        " --seed to make a run of its own"
     )
 
 
@@ -491,7 +542,8 @@ def _policy_caller(engine: Engine, config: RolloutConfig, expected: Callable[[],
     """An async function (conversation, seed) -> Generation: the engine's own when it has
     one (a server), else batched turns of its batched `generate` (local engines); and
     the Batcher, if any."""
-    params = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens, n=config.samples_per_turn)
+    params = SamplingParams(temperature=config.temperature, max_new_tokens=config.max_new_tokens,
+                            n=config.samples_per_turn)
     if hasattr(engine, "agenerate"):
         async def one(conversation, seed: int):
             return await engine.agenerate(conversation, replace(params, seed=seed))
@@ -573,20 +625,26 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
     config = replace(config, model=stored_ref(db, config.model), rerank_critic=stored_ref(db, config.rerank_critic))
     family, _ = parse_task_selector(config.tasks)
     chosen = select_tasks(db, config.tasks, config.limit, offset=config.offset)
-    env, close_env = build_env(db, family, sandbox=config.sandbox, workers=config.grade_workers, clip=config.clip, grading=config.grading)
+    env, close_env = build_env(
+        db, family, sandbox=config.sandbox, workers=config.grade_workers, clip=config.clip, grading=config.grading
+    )
     try:
         critic = None
         if config.rerank_critic:
             from colbench.training.scoring import CriticModel
 
             critic = CriticModel.from_checkpoint(db, config.rerank_critic, device=config.device)
-        served = {"timeout_s": config.request_timeout_s, "max_retries": config.retries, "concurrency": config.concurrency}
+        served = {"timeout_s": config.request_timeout_s, "max_retries": config.retries,
+                  "concurrency": config.concurrency}
         if config.served:
             options = {"base_url": config.base_url, "served_model": config.served_model, **served}
         else:
-            options = {"device": config.device, "max_batch_size": config.batch_size, "compute_type": config.ct2_compute_type}
+            options = {"device": config.device, "max_batch_size": config.batch_size,
+                       "compute_type": config.ct2_compute_type}
         with build_engine(db, config.engine, config.model, **options) as policy:
-            local = config.engine if config.engine != AUTO_ENGINE and ENGINES.get(config.engine).local else AUTO_ENGINE  # for local:<model>
+            local = (
+                config.engine if config.engine != AUTO_ENGINE and ENGINES.get(config.engine).local else AUTO_ENGINE
+            )  # for local:<model>
             human = build_simulator(db, config.simulator, local, family=family, **served)
             try:
                 rollout = Rollout(db, policy, human, env, config, critic=critic, on_progress=on_progress)
@@ -594,7 +652,8 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
             finally:
                 human.close()
         graded_by = family_named(family).graded_by(env)
-        return RolloutResult(stats, policy.model_ref, human.ref, graded_by, policy.kind, run=f"rollout:{rollout.rollout_id}",
+        return RolloutResult(stats, policy.model_ref, human.ref, graded_by, policy.kind,
+                             run=f"rollout:{rollout.rollout_id}",
                              name=rollout.run_name, continued=rollout.continued)
     finally:
         close_env()

@@ -61,7 +61,9 @@ def resolve(session, ref: str) -> RunRef:
     if sep and number.isdigit():
         tables = {"rollout": RolloutRun, "train": TrainingRun, "eval": Evaluation, "ckpt": Checkpoint}
         if kind not in tables:
-            raise RunNotFound(f"{ref!r} is not a run: give rollout:<id>, train:<id>, eval:<id>, ckpt:<id> or a run's name")
+            raise RunNotFound(
+                f"{ref!r} is not a run: give rollout:<id>, train:<id>, eval:<id>, ckpt:<id> or a run's name"
+            )
         row = session.get(tables[kind], int(number))
         if row is None:
             raise RunNotFound(f"no {ref} in this store (see `colbench runs ls`)")
@@ -162,7 +164,11 @@ def headline(row: dict) -> str:
         return " · ".join(parts + row["checkpoints"])
     if row.get("success") is not None:
         return f"success {row['success']:.1%} of {row['n_tasks']} tasks"
-    return f"{row.get('metric') or 'reward'} {row['reward']:.3f} of {row['n_tasks']} tasks" if row.get("reward") is not None else ""
+    return (
+        f"{row.get('metric') or 'reward'} {row['reward']:.3f} of {row['n_tasks']} tasks"
+        if row.get("reward") is not None
+        else ""
+    )
 
 
 def listing(db, *, kind: str | None = None, tag: str | None = None) -> list[dict]:
@@ -205,7 +211,8 @@ def details(db, ref: str) -> dict:
                 for rid, n in queries.data_of_run(session, run.id)]
         steps = [{"step": s.step, "epoch": s.epoch, **s.values} for s in queries.training_steps(session, run.id)]
         return training_row(run, checkpoints) | {
-            "config": run.config, "metrics": run.metrics, "parent": run.parent_checkpoint_id and f"ckpt:{run.parent_checkpoint_id}",
+            "config": run.config, "metrics": run.metrics,
+            "parent": run.parent_checkpoint_id and f"ckpt:{run.parent_checkpoint_id}",
             "data": data, "checkpoint_paths": {f"ckpt:{c.id}": c.path for c in checkpoints}, "steps": steps,
         }
 
@@ -244,7 +251,9 @@ def remove(db, ref: str, *, unfinished_only: bool = False, dry_run: bool = False
             ids = queries.rollout_trajectory_ids(session, found.id, unfinished_only=unfinished_only)
             removal.trajectories = len(ids)
             if not unfinished_only:
-                removal.blocked_by = [f"train:{i} trained on it" for i in queries.consumers_of_rollout(session, found.id)]
+                removal.blocked_by = [
+                    f"train:{i} trained on it" for i in queries.consumers_of_rollout(session, found.id)
+                ]
             if dry_run or removal.blocked_by:
                 return removal
             queries.delete_trajectories(session, ids)
@@ -253,8 +262,12 @@ def remove(db, ref: str, *, unfinished_only: bool = False, dry_run: bool = False
             return removal
         ((run, checkpoints),) = queries.training_runs(session, run_id=found.id)
         removal.checkpoints = [f"ckpt:{c.id}" for c in checkpoints]
-        removal.blocked_by = [f"{user} uses its checkpoint" for user in queries.users_of_checkpoints(session, [c.id for c in checkpoints])]
-        removal.blocked_by += [f"train:{i} trained on its SWEET candidates" for i in queries.reusers_of_candidates(session, run.id)]
+        removal.blocked_by = [
+            f"{user} uses its checkpoint" for user in queries.users_of_checkpoints(session, [c.id for c in checkpoints])
+        ]
+        removal.blocked_by += [
+            f"train:{i} trained on its SWEET candidates" for i in queries.reusers_of_candidates(session, run.id)
+        ]
         if run.status == "running":
             removal.blocked_by.append("it is still running")
         ours = _checkpoint_root(db)

@@ -52,7 +52,9 @@ def trajectory_rows(db, policy: str, setting: str, split: str, simulator: str | 
         ids = [i for i, _ in queries.graded_trajectory_ids(session, family="backend", split=split, policies=[policy],
                                                            simulator=simulator, setting=setting)]
         trajectories = queries.trajectories_by_id(session, ids)
-        tasks = {i: spec_of(t) for i, t in queries.tasks_by_id(session, {t.task_id for t in trajectories.values()}).items()}
+        tasks = {
+            i: spec_of(t) for i, t in queries.tasks_by_id(session, {t.task_id for t in trajectories.values()}).items()
+        }
         turns = queries.turns_for(session, ids)
     dialogues = lite_dialogues(db, ids)
     rows = []
@@ -76,7 +78,11 @@ def record(folder: Path, arm: str, label: str, rows: list[dict], validation: dic
     (and its validation line, when given), writing each file whole under a temporary name."""
     folder.mkdir(parents=True, exist_ok=True)
     splits = {row["split"] for row in rows}
-    kept = [r for r in read_jsonl(folder / TRAJECTORIES) if not (r["arm"] == arm and r["label"] == label and r["split"] in splits)]
+    kept = [
+        r
+        for r in read_jsonl(folder / TRAJECTORIES)
+        if not (r["arm"] == arm and r["label"] == label and r["split"] in splits)
+    ]
     _write_jsonl(folder / TRAJECTORIES, kept + [{"arm": arm, "label": label} | row for row in rows])
     if validation is not None:
         kept = [r for r in read_jsonl(folder / VALIDATION) if not (r["arm"] == arm and r["label"] == label)]
@@ -148,7 +154,8 @@ def _paired(a_rows: list[dict], b_rows: list[dict], a: str, b: str) -> dict | No
     except NothingToCompare:
         return None
     d = found.difference
-    return {"difference": {"mean": d.mean, "low": d.low, "high": d.high}, "p_value": found.p_value, "tasks": found.n_tasks}
+    return {"difference": {"mean": d.mean, "low": d.low, "high": d.high}, "p_value": found.p_value,
+            "tasks": found.n_tasks}
 
 
 def holm(p_values: dict[str, float]) -> dict[str, float]:
@@ -175,13 +182,16 @@ def report(folder: Path) -> dict:
         groups.setdefault((row["split"], row["label"], row["arm"]), []).append(row)
     validation = {(r["arm"], r["label"]): r for r in read_jsonl(folder / VALIDATION)}
     results = []
-    for (split, label, arm), mine in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1] != FINAL, item[0][1], _arm_key(item[0][2]))):
+    for (split, label, arm), mine in sorted(
+        groups.items(), key=lambda item: (item[0][0], item[0][1] != FINAL, item[0][1], _arm_key(item[0][2]))
+    ):
         base = groups.get((split, label, "zero-shot")) or _any_zero_shot(groups, split)
         facts = [r["facts_obtained"] for r in mine if r.get("facts_obtained") is not None]
         informed = [r for r in mine if r.get("facts_obtained") is not None and r["facts_obtained"] >= 1.0]
         results.append(ArmResult(
             arm=arm, label=label, split=split, n=len(mine), tasks=len({r["task_id"] for r in mine}),
-            success=_interval([float(r["success"]) for r in mine]), tests_passed=_interval([float(r["tests_passed"]) for r in mine]),
+            success=_interval([float(r["success"]) for r in mine]),
+            tests_passed=_interval([float(r["tests_passed"]) for r in mine]),
             facts_obtained=sum(facts) / len(facts) if facts else None,
             all_facts=len(informed) / len(facts) if facts else None,
             success_given_all_facts=sum(r["success"] for r in informed) / len(informed) if informed else None,
@@ -193,18 +203,26 @@ def report(folder: Path) -> dict:
         sweet = groups.get((split, FINAL, "sweet"))
         if not sweet:
             continue
-        versus = {rival: _paired(groups[(split, FINAL, rival)], sweet, rival, "sweet") for rival in SWEET_RIVALS if (split, FINAL, rival) in groups}
+        versus = {
+            rival: _paired(groups[(split, FINAL, rival)], sweet, rival, "sweet")
+            for rival in SWEET_RIVALS
+            if (split, FINAL, rival) in groups
+        }
         versus = {k: v for k, v in versus.items() if v is not None}
         adjusted = holm({k: v["p_value"] for k, v in versus.items()})
         for rival, found in versus.items():
             found["p_holm"] = adjusted[rival]
         no_c = groups.get((split, FINAL, "sweet-no-c"))
-        finals[split] = {"sweet_vs": versus, "sweet_vs_no_c": _paired(no_c, sweet, "sweet-no-c", "sweet") if no_c else None}
+        finals[split] = {"sweet_vs": versus,
+                         "sweet_vs_no_c": _paired(no_c, sweet, "sweet-no-c", "sweet") if no_c else None}
     return {
         "folder": str(folder),
         "arms": [r.__dict__ for r in results],
         "sweet": finals,
-        "validation": [validation[key] | {"split_results": [r.__dict__ for r in results if (r.arm, r.label) == key]} for key in validation],
+        "validation": [
+            validation[key] | {"split_results": [r.__dict__ for r in results if (r.arm, r.label) == key]}
+            for key in validation
+        ],
     }
 
 
@@ -242,14 +260,21 @@ def markdown(found: dict) -> str:
     for arm in found["arms"]:
         by_table.setdefault((arm["split"], arm["label"]), []).append(arm)
     for (split, label), arms in by_table.items():
-        out += ["", f"**{split}, {label}**", "",
-                "| arm | success (95% CI) | tests passed (95% CI) | success − zero-shot, paired (95% CI), p | trajectories "
-                "| facts obtained | every fact obtained | success when every fact obtained | agent turns |",
-                "|---|---|---|---|---|---|---|---|---|"]
+        out += [
+            "",
+            f"**{split}, {label}**",
+            "",
+            "| arm | success (95% CI) | tests passed (95% CI) | success − zero-shot, paired (95% CI), p | trajectories "
+            "| facts obtained | every fact obtained | success when every fact obtained | agent turns |",
+            "|---|---|---|---|---|---|---|---|---|"
+        ]
         for arm in arms:
-            out.append(f"| {arm['arm']} | {_pct(arm['success'])} | {_pct(arm['tests_passed'])} | {_diff(arm['versus_zero_shot'])} | "
-                       f"{arm['n']} | {_share(arm['facts_obtained'])} | {_share(arm.get('all_facts'))} | "
-                       f"{_share(arm.get('success_given_all_facts'))} | {arm['agent_turns']:.2f} |")
+            out.append(
+                f"| {arm['arm']} | {_pct(arm['success'])} | {_pct(arm['tests_passed'])} |"
+                f" {_diff(arm['versus_zero_shot'])} | {arm['n']} | {_share(arm['facts_obtained'])} |"
+                f" {_share(arm.get('all_facts'))} | {_share(arm.get('success_given_all_facts'))} |"
+                f" {arm['agent_turns']:.2f} |"
+            )
     for split, sweet in found["sweet"].items():
         out += ["", f"**SWEET-RL on {split}, paired (95% CI), p (Holm over {', '.join(sweet['sweet_vs'])})**", "",
                 "| SWEET-RL − | difference |", "|---|---|"]

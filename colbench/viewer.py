@@ -26,7 +26,9 @@ from colbench.families import family as family_named
 HOST = "127.0.0.1"
 PAGE_ROWS = 100
 SECURITY_HEADERS = {
-    "Content-Security-Policy": "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'",
+    "Content-Security-Policy": (
+        "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'"
+    ),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
@@ -47,7 +49,8 @@ class Viewer:
         from colbench.runs import listing
 
         kind = query.get("kind") or None
-        rows = listing(self.db, kind=kind if kind in ("rollout", "train", "eval") else None, tag=query.get("tag") or None)
+        rows = listing(self.db, kind=kind if kind in ("rollout", "train", "eval") else None,
+                       tag=query.get("tag") or None)
         return pages.runs_page(rows, query)
 
     def run(self, ref: str) -> str | None:
@@ -143,7 +146,8 @@ def make_server(db, port: int = 0) -> ThreadingHTTPServer:
             try:
                 self._route(path, query)
             except Exception as exc:  # one bad row must not take the viewer down
-                self._send(HTTPStatus.INTERNAL_SERVER_ERROR, pages.page("error", f"<p>{pages.escape(str(exc))}</p>").encode())
+                self._send(HTTPStatus.INTERNAL_SERVER_ERROR,
+                           pages.page("error", f"<p>{pages.escape(str(exc))}</p>").encode())
 
         def _route(self, path: str, query: dict) -> None:
             if path == "/":

@@ -14,7 +14,8 @@ def parse_task_selector(selector: str) -> tuple[str, str]:
 
 
 def select_tasks(db: Database, selector: str, limit: int | None, offset: int = 0) -> list[Task]:
-    """Stored tasks of a family and split by id, from the ``offset``-th, at most ``limit``; the built-in set is added if missing."""
+    """Stored tasks of a family and split by id, from the ``offset``-th, at most ``limit``; the built-in set is added
+    if missing."""
     family, split = parse_task_selector(selector)
     from colbench.families.builtin import ensure_builtin_tasks, ensure_lite_tasks
 
@@ -63,14 +64,17 @@ def build_simulator(db: Database, spec: str, engine_kind: str = "auto", family: 
 
 
 def build_env(
-    db: Database, family: str, *, sandbox: str = "auto", workers: int = 2, clip: str | None = None, render_pool: int = 2,
+    db: Database, family: str, *, sandbox: str = "auto", workers: int = 2, clip: str | None = None,
+    render_pool: int = 2,
     grading: str = "official",
 ):
-    """The family's environment (colbench.families): e.g. the sandboxed grader under ``grading``, or browser and similarity.
+    """The family's environment (colbench.families): e.g. the sandboxed grader under ``grading``, or browser and
+    similarity.
 
     Returns (env, close): call close() when done.
     """
-    return family_named(family).env(db, sandbox=sandbox, workers=workers, clip=clip, render_pool=render_pool, grading=grading)
+    return family_named(family).env(db, sandbox=sandbox, workers=workers, clip=clip, render_pool=render_pool,
+                                    grading=grading)
 
 
 def screenshot_folder(db: Database):

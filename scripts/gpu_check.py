@@ -77,7 +77,8 @@ def tokenizer_dir() -> Path:
 def tiny_config(tokenizer):
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    return LlamaConfig(vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
+                       eos_token_id=tokenizer.eos_token_id,
                        pad_token_id=tokenizer.pad_token_id, **TINY_CONFIG)
 
 
@@ -118,7 +119,12 @@ def check_engine(model_dir: Path, device: str):
     engine = HFEngine(str(model_dir), device=device, max_batch_size=8)  # the default dtype: bf16 on a GPU
     dtype = next(engine.model.parameters()).dtype
     questions = ["What unit is the weight in?", "Write a function that adds two numbers.", "Hello"]
-    prompts = [engine.tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True) for q in questions]
+    prompts = [
+        engine.tokenizer.apply_chat_template(
+            [{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True
+        )
+        for q in questions
+    ]
     generations = engine.generate_from_prompts(prompts, SamplingParams(temperature=1.0, max_new_tokens=24, n=2, seed=0))
     samples = [(g.prompt_text, s) for g in generations for s in g.samples]
     if not all(s.token_ids and len(s.token_ids) == len(s.token_logprobs) for _, s in samples):
@@ -127,7 +133,9 @@ def check_engine(model_dir: Path, device: str):
     exact = HFEngine(model=copy.deepcopy(engine.model).float(), tokenizer=engine.tokenizer)
     reference = exact.logprobs([p for p, _ in samples], [s.token_ids for _, s in samples])
     own = engine.logprobs([p for p, _ in samples], [s.token_ids for _, s in samples])  # its own dtype, no KV cache
-    pairs = [(a, b, c) for (_, s), ref, tf in zip(samples, reference, own) for a, b, c in zip(s.token_logprobs, ref, tf)]
+    pairs = [
+        (a, b, c) for (_, s), ref, tf in zip(samples, reference, own) for a, b, c in zip(s.token_logprobs, ref, tf)
+    ]
     diff = [abs(a - b) for a, b, _ in pairs]
     mean, worst = sum(diff) / len(diff), max(diff)
     own_worst = max(abs(a - c) for a, _, c in pairs)
@@ -150,7 +158,8 @@ def check_critic(db, model_dir: Path, device: str, state: dict):
     from colbench.training.modeling import unwrap
     from colbench.training.scoring import CriticModel
 
-    config = CriticConfig(epochs=1, batch_size=4, lr=3e-3, lora_rank=4, heldout_fraction=0.0, device=device, max_len=512)
+    config = CriticConfig(epochs=1, batch_size=4, lr=3e-3, lora_rank=4, heldout_fraction=0.0, device=device,
+                          max_len=512)
     result = fit_critic(db, config, base_model=str(model_dir))
     state["critic"] = result.checkpoint_id
     loss = result.metrics.get("train_loss")
@@ -166,10 +175,14 @@ def check_critic(db, model_dir: Path, device: str, state: dict):
     advantages = [a for turns in critic.turn_advantages(list(examples.values())) for a in turns if a is not None]
     weights = next(unwrap(critic.model).parameters())
     passed = finite(loss, *advantages) and bool(advantages) and "adapter_model.safetensors" in files
-    return passed, (
-        f"ckpt:{result.checkpoint_id}, {result.metrics['steps']} step(s), loss {loss:.4f} (log 2 = 0.6931), "
-        f"{result.metrics['train_seconds']:.2f} s; reloaded on {weights.device} ({str(weights.dtype).removeprefix('torch.')}): "
-        f"{len(advantages)} turn advantages, |A| max {max(map(abs, advantages)):.4f}; files {', '.join(files)}"
+    return (
+        passed,
+        (
+            f"ckpt:{result.checkpoint_id}, {result.metrics['steps']} step(s), loss {loss:.4f} (log 2 = 0.6931),"
+            f" {result.metrics['train_seconds']:.2f} s; reloaded on"
+            f" {weights.device} ({str(weights.dtype).removeprefix('torch.')}): {len(advantages)} turn advantages, |A|"
+            f" max {max(map(abs, advantages)):.4f}; files {', '.join(files)}"
+        ),
     )
 
 
@@ -179,15 +192,20 @@ def check_sweet(db, model_dir: Path, device: str, state: dict):
 
     if state.get("critic") is None:
         return False, "no critic checkpoint (check 2 failed)"
-    config = PolicyConfig(fraction=0.5, candidates=4, pairs_per_turn=2, max_new_tokens=8, sample_batch_size=8, lora_rank=4,
+    config = PolicyConfig(fraction=0.5, candidates=4, pairs_per_turn=2, max_new_tokens=8, sample_batch_size=8,
+                          lora_rank=4,
                           device=device, sampler="hf", lr=1e-3, epochs=1, seed=1)
     result = fit_policy(db, config, "sweet", base_model=str(model_dir), critic_checkpoint=state["critic"])
     m = result.metrics
     passed = m.get("pairs", 0) > 0 and finite(m.get("train_loss")) and result.checkpoint_id is not None
-    return passed, (
-        f"ckpt:{result.checkpoint_id}, sampler {m.get('sampler')}, {m.get('turns_sampled')} turns x {config.candidates} candidates, "
-        f"{m.get('pairs')} pairs, {m.get('steps')} step(s), loss {m.get('train_loss'):.4f} (DPO {m.get('train_dpo_loss'):.4f}, "
-        f"NLL {m.get('train_nll'):.4f}), score spread {m.get('score_spread') or 0:.4f}, {m.get('train_seconds'):.2f} s"
+    return (
+        passed,
+        (
+            f"ckpt:{result.checkpoint_id}, sampler {m.get('sampler')}, {m.get('turns_sampled')} turns x"
+            f" {config.candidates} candidates, {m.get('pairs')} pairs, {m.get('steps')} step(s), loss"
+            f" {m.get('train_loss'):.4f} (DPO {m.get('train_dpo_loss'):.4f}, NLL {m.get('train_nll'):.4f}), score"
+            f" spread {m.get('score_spread') or 0:.4f}, {m.get('train_seconds'):.2f} s"
+        ),
     )
 
 
@@ -231,7 +249,9 @@ def fsdp_worker(rank: int, world: int, port: int, config: dict, out: str) -> Non
             losses.append(float(loss.detach()))
         with torch.no_grad():
             logits = model(input_ids=ids).logits.float()
-        full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank calls it
+        full = get_model_state_dict(
+            model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+        )  # every rank calls it
         result = {"rank": rank, "held_bytes": held, "losses": losses}
         if rank == 0:
             fresh = LlamaForCausalLM(llama)
@@ -239,7 +259,9 @@ def fsdp_worker(rank: int, world: int, port: int, config: dict, out: str) -> Non
             fresh.to(device)
             with torch.no_grad():
                 exact = fresh(input_ids=ids).logits.float()
-                for p in fresh.parameters():  # bf16 parameters, float32 buffers: what MixedPrecisionPolicy computes with
+                for (
+                    p
+                ) in fresh.parameters():  # bf16 parameters, float32 buffers: what MixedPrecisionPolicy computes with
                     p.data = p.data.to(torch.bfloat16)
                 mixed = fresh(input_ids=ids).logits.float()
             result |= {
@@ -270,11 +292,16 @@ def check_fsdp(tokenizer_config: dict, device: str):
     same = first["logit_diff"] <= FSDP_LOGIT_TOLERANCE and first["argmax_agree"] == 1.0
     passed = decreasing and same and first["on_cpu"]
     held = ", ".join(f"rank {r['rank']} {r['held_bytes'] / 2**20:.2f} MiB" for r in ranks)
-    return passed, (
-        f"world {world} ({'nccl' if device == 'cuda' else 'gloo'}), loss {' > '.join(f'{x:.3f}' for x in losses)}; "
-        f"parameters held: {held} of {first['full_bytes'] / 2**20:.2f} MiB gathered on rank 0 ({first['tensors']} tensors, cpu {first['on_cpu']}); "
-        f"fresh model's logits vs the sharded model's: max |Δ| {first['logit_diff']:.4f} in bf16 (tolerance {FSDP_LOGIT_TOLERANCE}; "
-        f"logits up to {first['logit_scale']:.1f}), {first['fp32_logit_diff']:.4f} in float32, argmax agreement {first['argmax_agree']:.3f}"
+    return (
+        passed,
+        (
+            f"world {world} ({'nccl' if device == 'cuda' else 'gloo'}), loss {' > '.join(f'{x:.3f}' for x in losses)};"
+            f" parameters held: {held} of {first['full_bytes'] / 2**20:.2f} MiB gathered on rank 0"
+            f" ({first['tensors']} tensors, cpu {first['on_cpu']}); fresh model's logits vs the sharded model's: max"
+            f" |Δ| {first['logit_diff']:.4f} in bf16 (tolerance {FSDP_LOGIT_TOLERANCE}; logits up to"
+            f" {first['logit_scale']:.1f}), {first['fp32_logit_diff']:.4f} in float32, argmax agreement"
+            f" {first['argmax_agree']:.3f}"
+        ),
     )
 
 
@@ -283,7 +310,8 @@ def check_fsdp(tokenizer_config: dict, device: str):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: run the checks on the CPU, to debug this script")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="cpu: run the checks on the CPU, to debug this script")
     device = parser.parse_args().device
     names = ["1 hf engine", "2 critic", "3 sweet", "4 fsdp2"]
     if device == "cuda" and not torch.cuda.is_available():

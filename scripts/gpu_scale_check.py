@@ -30,7 +30,8 @@ sys.path.insert(0, str(REPO / "tests"))
 try:
     from plugins.models import TINY_CONFIG  # noqa: E402  (the tests' tiny Llama)
 except ImportError:  # a GPU machine without pytest: the same shape
-    TINY_CONFIG = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+    TINY_CONFIG = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2,
                        max_position_embeddings=2048, tie_word_embeddings=True, initializer_range=0.5)
 
 H100_BF16_DENSE = 989e12  # NVIDIA H100 SXM, dense bf16 (1,979 with 2:4 sparsity)
@@ -94,9 +95,11 @@ def mixed_precision(device: str) -> str:
     state = full_state_dict(scorer, adapter=False)
     assert all(v.dtype == torch.float32 and v.device.type == "cpu" for v in state.values())
     assert state["lm_head.weight"] is state["model.embed_tokens.weight"]  # tied: one tensor, saved once
-    return (f"layers compute in {seen['layer'][0]}, output layer in {seen['head'][0]}; log-probs vs float32: mean |Δ| "
-            f"{float(delta.mean()):.4f}, max {float(delta.max()):.3f} nat; loss {losses[0]:.3f} -> {losses[-1]:.3f} in 4 steps; "
-            f"{len(state)} tensors gathered")
+    return (
+        f"layers compute in {seen['layer'][0]}, output layer in {seen['head'][0]}; log-probs vs float32: mean |Δ|"
+        f" {float(delta.mean()):.4f}, max {float(delta.max()):.3f} nat; loss {losses[0]:.3f} -> {losses[-1]:.3f} in 4"
+        f" steps; {len(state)} tensors gathered"
+    )
 
 
 def throughput(device: str, layers: int, seq: int, width: int, steps: int) -> str:
@@ -105,8 +108,10 @@ def throughput(device: str, layers: int, seq: int, width: int, steps: int) -> st
     from colbench.training.modeling import reshard, sharded_scorer
 
     full_width = width == 4096
-    config = LlamaConfig(vocab_size=128256 if full_width else 8192, hidden_size=width, intermediate_size=int(width * 3.5),
-                         num_hidden_layers=layers, num_attention_heads=32 if full_width else 8, num_key_value_heads=8 if full_width else 2,
+    config = LlamaConfig(vocab_size=128256 if full_width else 8192, hidden_size=width,
+                         intermediate_size=int(width * 3.5),
+                         num_hidden_layers=layers, num_attention_heads=32 if full_width else 8,
+                         num_key_value_heads=8 if full_width else 2,
                          max_position_embeddings=max(seq, 8192), tie_word_embeddings=False, rope_theta=500000.0)
     with torch.device("cpu"):
         model = LlamaForCausalLM(config)
@@ -143,8 +148,11 @@ def throughput(device: str, layers: int, seq: int, width: int, steps: int) -> st
     tokens = seq / seconds
     flops = (6 * (params - embedding) + 12 * layers * width * seq) * tokens
     peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else float("nan")
-    return (f"{layers} layers of width {width} + embeddings and head: {params / 1e9:.2f}B parameters; seq {seq}: {seconds * 1000:.0f} ms/step, "
-            f"{tokens:,.0f} tokens/s, {flops / 1e12:.0f} model TFLOP/s, MFU {flops / H100_BF16_DENSE:.1%} of 989; peak {peak:.1f} GiB")
+    return (
+        f"{layers} layers of width {width} + embeddings and head: {params / 1e9:.2f}B parameters; seq {seq}:"
+        f" {seconds * 1000:.0f} ms/step, {tokens:,.0f} tokens/s, {flops / 1e12:.0f} model TFLOP/s, MFU"
+        f" {flops / H100_BF16_DENSE:.1%} of 989; peak {peak:.1f} GiB"
+    )
 
 
 def main() -> None:

@@ -144,7 +144,9 @@ class Database:
     def write(self) -> Iterator[Session]:
         """A write transaction: committed on success, rolled back on any error."""
         if self.read_only:
-            raise StoreError(f"{self.safe_url} is read-only (its file or folder cannot be written): this command writes to it")
+            raise StoreError(
+                f"{self.safe_url} is read-only (its file or folder cannot be written): this command writes to it"
+            )
         with Session(self._write_engine, expire_on_commit=False) as session:
             with session.begin():
                 yield session
@@ -166,4 +168,3 @@ class Database:
 
     def close(self) -> None:
         self.engine.dispose()
-

@@ -98,5 +98,8 @@ def ensure_current(db: Database) -> None:
         return
     _refuse_unknown(found, db)
     if db.read_only:
-        raise StoreError(f"{db.safe_url} is at revision {found}, older than this colbench's {head_revision()}, and read-only: it cannot be upgraded")
+        raise StoreError(
+            f"{db.safe_url} is at revision {found}, older than this colbench's {head_revision()}, and read-only: it"
+            " cannot be upgraded"
+        )
     upgrade(db)

@@ -102,7 +102,9 @@ class Trajectory(SQLModel, table=True):
 
     id: Optional[int] = Field(default=None, primary_key=True)
     task_id: int = Field(foreign_key="task.id", index=True)
-    rollout_id: Optional[int] = Field(default=None, foreign_key="rollout_run.id", index=True)  # the run that made the slot
+    rollout_id: Optional[int] = Field(
+        default=None, foreign_key="rollout_run.id", index=True
+    )  # the run that made the slot
     policy: str  # model reference: "hf:<path>", "ckpt:<id>", "openai:<model>@<url>", "import:<name>"
     simulator: str
     setting: str = ""  # what else shaped the rollout beyond policy and simulator (e.g. best-of-N)

@@ -13,7 +13,8 @@ import pytest
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-pytest_plugins = ["plugins.postgres", "plugins.openai_server", "plugins.models", "plugins.docker_engine", "plugins.sandboxes"]
+pytest_plugins = ["plugins.postgres", "plugins.openai_server", "plugins.models", "plugins.docker_engine",
+                  "plugins.sandboxes"]
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -69,6 +70,8 @@ def graded_store(folder: Path):
 
     url = f"sqlite:///{folder / 'c.db'}"
     db = Database(url)
-    records = [trajectory(backend_task(i), turns, reward) for i in range(4) for turns, reward in ((2, 1.0), (1, 0.3), (3, 0.0))]
+    records = [
+        trajectory(backend_task(i), turns, reward) for i in range(4) for turns, reward in ((2, 1.0), (1, 0.3), (3, 0.0))
+    ]
     import_trajectories(db, write_jsonl(folder / "data.jsonl", records))
     return db, url

@@ -9,9 +9,15 @@ def backend_task(i: int) -> dict:
     return {
         "problem_description": f"I need a function for my shop number {i} that works out shipping. "
         f"The signature of the function is: def {name}(weight, express)",
-        "ground_truth": f"def {name}(weight, express):\n    base = {i} + 2.5 * weight\n    return round(base * (1.5 if express else 1.0), 2)\n",
+        "ground_truth": (
+            f"def {name}(weight, express):\n    base = {i} + 2.5 * weight\n    return round(base * (1.5 if express"
+            " else 1.0), 2)\n"
+        ),
         "test_cases": {f"test{k}": f"{name}({k}, {k % 2 == 0})" for k in range(1, 11)},
-        "hidden_information": f"def {name}(weight, express):\n    base = {i} + 2.5 * weight\n    return round(base * (1.5 if express else 1.0), 2)\n",
+        "hidden_information": (
+            f"def {name}(weight, express):\n    base = {i} + 2.5 * weight\n    return round(base * (1.5 if express"
+            " else 1.0), 2)\n"
+        ),
     }
 
 
@@ -45,7 +51,11 @@ def trajectory(task: dict, turns: int = 3, reward: float | None = 1.0) -> dict:
 
 def asked_then_answered(task: dict, question: str, reward: float) -> dict:
     """Two agent turns: a question (the learnable difference), then the same answer."""
-    prompt = "<|im_start|>system\nYou are a helpful agent.<|im_end|>\n<|im_start|>user\n" + task["problem_description"] + "<|im_end|>\n<|im_start|>assistant\n"
+    prompt = (
+        "<|im_start|>system\nYou are a helpful agent.<|im_end|>\n<|im_start|>user\n"
+        + task["problem_description"]
+        + "<|im_end|>\n<|im_start|>assistant\n"
+    )
     answer = "I WANT TO ANSWER:\n" + task["ground_truth"]
     second = prompt + question + "<|im_end|>\n<|im_start|>user\nYes, kilograms.<|im_end|>\n<|im_start|>assistant\n"
     history = [

@@ -8,7 +8,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # Top-level folders and the package each is installed as (setup.py's package-dir).
-PACKAGES = {"colbench": "colbench", "store": "colbench.store", "cli": "colbench.cli", "migrations": "colbench.migrations"}
+PACKAGES = {"colbench": "colbench", "store": "colbench.store", "cli": "colbench.cli",
+            "migrations": "colbench.migrations"}
 SQL_LIBRARIES = ("sqlmodel", "sqlalchemy")
 
 
@@ -129,9 +130,10 @@ def cycle_in(knot: set[str], edges: dict[tuple[str, str], set[tuple[str, str]]])
             trail = trail[trail.index(node):] + [node]
             break
         trail.append(node)
-    return " -> ".join(f"{a} ({min(edges[a, b])[0]} imports {min(edges[a, b])[1]})" for a, b in zip(trail, trail[1:])) + f" -> {trail[-1]}"
-
-
+    return (
+        " -> ".join(f"{a} ({min(edges[a, b])[0]} imports {min(edges[a, b])[1]})" for a, b in zip(trail, trail[1:]))
+        + f" -> {trail[-1]}"
+    )
 
 
 def test_no_import_cycles_between_units():
@@ -169,6 +171,8 @@ def test_the_command_line_starts_without_torch():
     import subprocess
     import sys
 
-    probe = "import sys, colbench.cli.app; print(sorted(m for m in ('torch', 'transformers', 'peft') if m in sys.modules))"
+    probe = (
+        "import sys, colbench.cli.app; print(sorted(m for m in ('torch', 'transformers', 'peft') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"

@@ -15,7 +15,9 @@ from colbench.authoring.validate import RULES, validate_tasks
 def test_files_are_package_data_and_the_split_is_one_in_six():
     files = builtin_files("backend")
     assert [f.name for f in files] == sorted(f.name for f in files)
-    on_disk = sorted(p.name for p in resources.files("colbench.tasks.builtin").iterdir() if p.name.startswith("backend_"))
+    on_disk = sorted(
+        p.name for p in resources.files("colbench.tasks.builtin").iterdir() if p.name.startswith("backend_")
+    )
     assert [f.name for f in files] == on_disk
     loaded = load_builtin("backend")
     assert len(loaded) >= 300
@@ -49,8 +51,8 @@ def test_every_builtin_backend_task_passes_validation():
     )
     share = report.naive_pass_share
     print(
-        f"\nbuilt-in backend: {len(loaded)} tasks validated in {time.monotonic() - started:.1f} s; naive solution passes "
-        f"every test on {report.naive_passing} of {report.naive_checked} ({100 * (share or 0):.1f}%)"
+        f"\nbuilt-in backend: {len(loaded)} tasks validated in {time.monotonic() - started:.1f} s; naive solution"
+        f" passes every test on {report.naive_passing} of {report.naive_checked} ({100 * (share or 0):.1f}%)"
     )
     failures = [f"{c.label}: {f.rule}: {f.message}" for c in report.failed for f in c.failures]
     assert not failures, "\n".join(failures)
@@ -72,8 +74,14 @@ def test_frontend_validation_catches_a_page_that_fetches_and_one_that_moves():
     from colbench.tasks.spec import TaskSpec
 
     fetching = "<html><body><iframe src='https://example.org/embed'></iframe><h1>Hi</h1></body></html>"
-    moving = "<html><body><h1 id='t'>x</h1><script>document.getElementById('t').style.marginLeft = (performance.now() % 500) + 'px'</script></body></html>"
-    specs = [TaskSpec(family="frontend", problem_description=f"page {i}", ground_truth=page) for i, page in enumerate([fetching, moving])]
+    moving = (
+        "<html><body><h1 id='t'>x</h1><script>document.getElementById('t').style.marginLeft = (performance.now() %"
+        " 500) + 'px'</script></body></html>"
+    )
+    specs = [
+        TaskSpec(family="frontend", problem_description=f"page {i}", ground_truth=page)
+        for i, page in enumerate([fetching, moving])
+    ]
     report = validate_tasks(specs)
     by_rule = [{f.rule for f in check.failures} for check in report.checks]
     assert "fits the protocol" in by_rule[0] and "deterministic" in by_rule[1]

@@ -44,7 +44,9 @@ def test_two_stores_in_one_folder_keep_their_own_critics_and_a_changed_one_is_re
     fitted = [fit_critic(db, CriticConfig(**TINY_CRITIC), base_model=str(tiny_model_dir)) for db in stores]
     assert fitted[0].checkpoint_id == fitted[1].checkpoint_id == 1  # the same ckpt:1 in each store...
     paths = [get_checkpoint(db, "ckpt:1")[0].path for db in stores]
-    assert paths[0] != paths[1] and all(Path(p).parent == tmp_path / "checkpoints" for p in paths)  # ...in its own folder
+    assert paths[0] != paths[1] and all(
+        Path(p).parent == tmp_path / "checkpoints" for p in paths
+    )  # ...in its own folder
 
     # Weights changed behind the store's back: every load says so, in one line.
     weights = next(Path(paths[0]).glob("*.safetensors"))
@@ -54,7 +56,8 @@ def test_two_stores_in_one_folder_keep_their_own_critics_and_a_changed_one_is_re
     env = dict(os.environ, NO_COLOR="1")
     env.pop("COLBENCH_DEBUG", None)
     result = subprocess.run(
-        COLBENCH + ["--db", stores[0].url, "rollout", "--model", "ckpt:1", "--tasks", "backend:test", "--limit", "1", "--sandbox", "bwrap"],
+        COLBENCH + ["--db", stores[0].url, "rollout", "--model", "ckpt:1", "--tasks", "backend:test", "--limit", "1",
+                    "--sandbox", "bwrap"],
         capture_output=True, text=True, env=env, timeout=300,
     )
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -97,7 +100,8 @@ def test_out_folder_that_holds_files_is_refused_before_a_run_is_recorded(tmp_pat
 
 
 @pytest.mark.postgres
-def test_a_postgres_store_writes_checkpoints_under_its_artifact_root_only(postgres_url, tmp_path, tiny_model_dir, monkeypatch):
+def test_a_postgres_store_writes_checkpoints_under_its_artifact_root_only(postgres_url, tmp_path, tiny_model_dir,
+                                                                          monkeypatch):
     monkeypatch.delenv("COLBENCH_ARTIFACTS", raising=False)
     monkeypatch.chdir(tmp_path)
     db = graded_store(postgres_url, tmp_path)

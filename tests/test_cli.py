@@ -48,10 +48,12 @@ def stocked(db_url, tmp_path):
 
 def test_default_database_is_a_sqlite_file_in_the_working_directory(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "COLBENCH_DB"}
-    result = subprocess.run(COLBENCH + ["db", "upgrade"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    result = subprocess.run(COLBENCH + ["db", "upgrade"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                            timeout=120)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "colbench.db").exists()
-    status = subprocess.run(COLBENCH + ["db", "status", "--json"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    status = subprocess.run(COLBENCH + ["db", "status", "--json"], capture_output=True, text=True, cwd=tmp_path,
+                            env=env, timeout=120)
     payload = json.loads(status.stdout)
     assert payload["up_to_date"] and payload["revision"] == payload["head"]
 
@@ -104,8 +106,10 @@ def _add_scores_and_tests(db_url: str, trajectory_id: int) -> None:
         session.flush()
         turns = session.exec(select(Turn).where(Turn.trajectory_id == trajectory_id, Turn.role == "assistant")).all()
         session.add(CriticScore(turn_id=turns[0].id, checkpoint_id=ckpt.id, score=0.4321))
-        session.add(TestResult(trajectory_id=trajectory_id, name="test1", call="f(1)", expected="int:3", actual="int:4", passed=False, error=None, duration_s=0.002))
-        session.add(TestResult(trajectory_id=trajectory_id, name="test2", call="f(2)", expected="int:5", actual="int:5", passed=True, duration_s=0.001))
+        session.add(TestResult(trajectory_id=trajectory_id, name="test1", call="f(1)", expected="int:3", actual="int:4",
+                               passed=False, error=None, duration_s=0.002))
+        session.add(TestResult(trajectory_id=trajectory_id, name="test2", call="f(2)", expected="int:5", actual="int:5",
+                               passed=True, duration_s=0.001))
 
 
 def test_inspect_shows_turns_scores_tests_and_hides_the_reference(stocked):
@@ -119,7 +123,10 @@ def test_inspect_shows_turns_scores_tests_and_hides_the_reference(stocked):
     assert "critic ckpt:1 +0.4321" in out
     assert "test results" in out and "f(1)" in out and "pass" in out
     assert "return round(base" in out  # the agent's answer, as code
-    assert "agent · turn 2 · graded answer" in out and "graded answer" in out.split("test results")[0].rsplit("human", 1)[-1]
+    assert (
+        "agent · turn 2 · graded answer" in out
+        and "graded answer" in out.split("test results")[0].rsplit("human", 1)[-1]
+    )
     assert "reward 1.000 (tests) · success" in out or "reward 0.250 (tests) · not solved" in out
     assert "hidden reference" not in out.replace("hidden reference not shown", "")
     revealed = run("inspect", str(first["id"]), "--reveal", db_url=stocked).stdout
@@ -133,7 +140,8 @@ def test_inspect_says_once_why_every_test_failed(stocked):
     first = json.loads(run("ls", "--json", db_url=stocked).stdout)[-1]
     with Database(stocked).write() as session:
         for i in range(10):
-            session.add(TestResult(trajectory_id=first["id"], name=f"test{i}", call=f"f({i})", expected="int:1", passed=False,
+            session.add(TestResult(trajectory_id=first["id"], name=f"test{i}", call=f"f({i})", expected="int:1",
+                                   passed=False,
                                    error="SyntaxError: invalid syntax (line 3)"))
     out = run("inspect", str(first["id"]), db_url=stocked).stdout
     assert "all 10 tests failed the same way: SyntaxError: invalid syntax (line 3)" in out
@@ -182,7 +190,8 @@ def test_a_bad_flag_value_is_one_line_naming_the_flag_exit_2(tmp_path):
 # ---------------------------------------------------------------- bad input that once slipped through
 
 
-@pytest.mark.parametrize("args", [("tasks", "ls", "--limit", "-5"), ("tasks", "ls", "--limit", "0"), ("ls", "--limit", "0"),
+@pytest.mark.parametrize("args",
+                         [("tasks", "ls", "--limit", "-5"), ("tasks", "ls", "--limit", "0"), ("ls", "--limit", "0"),
                                   ("rollout", "--limit", "0"), ("rollout", "--limit", "-1")])
 def test_counts_below_one_are_refused(args, sqlite_url):
     result = run(*args, db_url=sqlite_url)
@@ -199,7 +208,8 @@ def test_a_file_that_is_not_utf8_names_its_file_and_line(sqlite_url, tmp_path):
     path = tmp_path / "latin1.jsonl"
     good = json.dumps(backend_task(0)).encode()
     path.write_bytes(good + b"\n" + json.dumps(backend_task(1)).encode().replace(b"def", b"d\xe9f", 1) + b"\n")
-    assert_one_line_error(run("tasks", "import", str(path), "--family", "backend", "--split", "train", db_url=sqlite_url),
+    assert_one_line_error(run("tasks", "import", str(path), "--family", "backend", "--split", "train",
+                              db_url=sqlite_url),
                           f"{path}:2", "not UTF-8", "0xe9")
     with Database(sqlite_url).read() as session:
         assert session.exec(select(TrainingRun)).all() == []
@@ -237,7 +247,8 @@ def test_a_read_only_store_is_read_and_a_write_is_refused_as_read_only(stocked, 
     assert read_only("inspect", "1").returncode == 0
     exported = read_only("export", "--format", "official", "--out", str(tmp_path / "out"))
     assert exported.returncode == 0, exported.stderr
-    assert_one_line_error(read_only("rollout", "--engine", "scripted:expert", "--tasks", "backend-lite:train", "--limit", "1"), "read-only")
+    assert_one_line_error(read_only("rollout", "--engine", "scripted:expert", "--tasks", "backend-lite:train",
+                                    "--limit", "1"), "read-only")
 
 
 def test_db_status_on_a_newer_database_says_so_and_fails(sqlite_url):
@@ -247,7 +258,11 @@ def test_db_status_on_a_newer_database_says_so_and_fails(sqlite_url):
     with db.engine.begin() as connection:
         connection.execute(text("UPDATE alembic_version SET version_num = 'abc123'"))
     result = run("db", "status", db_url=sqlite_url)
-    assert result.returncode != 0 and "newer than this colbench" in result.stderr and "db upgrade" not in result.stdout + result.stderr
+    assert (
+        result.returncode != 0
+        and "newer than this colbench" in result.stderr
+        and "db upgrade" not in result.stdout + result.stderr
+    )
     assert json.loads(run("db", "status", "--json", db_url=sqlite_url).stdout)["newer"] is True
 
 
@@ -277,7 +292,9 @@ def test_the_store_options_go_anywhere_and_a_file_path_is_a_sqlite_store(tmp_pat
 def test_renamed_flags_keep_their_old_names_hidden(stocked):
     """grade --grade-workers, eval --max-k and tasks generate --max-new-tokens match rollout's names;
     the old names still work and are gone from --help."""
-    new, old = run("eval", "--tasks", "backend:train", "--max-k", "1", "--json", db_url=stocked), run("eval", "--tasks", "backend:train", "--k", "1", "--json", db_url=stocked)
+    new, old = run("eval", "--tasks", "backend:train", "--max-k", "1", "--json", db_url=stocked), run(
+        "eval", "--tasks", "backend:train", "--k", "1", "--json", db_url=stocked
+    )
     assert new.returncode == old.returncode == 0, new.stderr + old.stderr
     assert json.loads(new.stdout)[0]["pass_at_k"] == json.loads(old.stdout)[0]["pass_at_k"] == {"1": 0.5}
     helps = {cmd: run(*cmd.split(), "--help").stdout for cmd in ("grade", "eval", "tasks generate")}
@@ -295,5 +312,7 @@ def test_an_empty_eval_names_what_there_is_to_evaluate(stocked):
     with Database(stocked).write() as session:  # one trajectory as if rolled out again with another seed
         session.get(Trajectory, 1).setting = "seed=5"
     assert_one_line_error(run("eval", "--tasks", "backend:train", "--policy", "nosuch", db_url=stocked),
-                          "no graded trajectories on backend:train match --policy 'nosuch'", "llama (3)", "llama [seed=5] (1)")
-    assert_one_line_error(run("eval", db_url=stocked), "no graded trajectories on backend:test", "are on backend:train (--tasks)")
+                          "no graded trajectories on backend:train match --policy 'nosuch'", "llama (3)",
+                          "llama [seed=5] (1)")
+    assert_one_line_error(run("eval", db_url=stocked), "no graded trajectories on backend:test",
+                          "are on backend:train (--tasks)")

@@ -39,7 +39,8 @@ def toy_app(record: list) -> typer.Typer:
 def test_each_field_is_a_flag_with_its_default_bounds_and_help():
     record: list = []
     runner = CliRunner()
-    result = runner.invoke(toy_app(record), ["--epochs", "2", "-r", "0.5", "--kind", "b", "--fast", "--betas", "0.1", "0.2",
+    result = runner.invoke(toy_app(record),
+                           ["--epochs", "2", "-r", "0.5", "--kind", "b", "--fast", "--betas", "0.1", "0.2",
                                              "--second-kind", "b", "--name", "y"])
     assert result.exit_code == 0, result.output
     first, second, name = record[0]
@@ -70,7 +71,11 @@ def test_commands_offer_every_field_of_their_config(command, config_path):
     config = getattr(importlib.import_module(module), name)
     output = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "400"}).output
     flags = set(re.findall(r"--[a-z0-9-]+", output))
-    missing = [f.name for f in fields(config) if f.init and f.name not in ("critic", "policy") and f"--{f.name.replace('_', '-')}" not in flags]
+    missing = [
+        f.name
+        for f in fields(config)
+        if f.init and f.name not in ("critic", "policy") and f"--{f.name.replace('_', '-')}" not in flags
+    ]
     assert missing == []
 
 
@@ -80,13 +85,15 @@ def test_a_config_file_fills_the_same_configs_and_typed_flags_win(tmp_path):
     )
     record: list = []
     runner = CliRunner()
-    result = runner.invoke(toy_app(record), ["--config", str(tmp_path / "run.yaml"), "--kind", "a", "--second-epochs", "5"])
+    result = runner.invoke(toy_app(record),
+                           ["--config", str(tmp_path / "run.yaml"), "--kind", "a", "--second-epochs", "5"])
     assert result.exit_code == 0, result.output
     first, second, _ = record[0]
     assert first == Toy(epochs=7, rate=1e-4, kind="a", betas=(0.5, 0.6))  # 1e-4 read as a number; --kind typed: wins
     assert second == Toy(epochs=5, fast=True)  # its own section, its typed flag winning too
     for text, why in (("epochs: 0\n", "epochs must be at least 1"), ("speed: 2\n", "unknown setting speed"),
-                      ("epochs: many\n", "epochs: expected int"), ("fast: 1\n", "fast: expected bool"), ("[1, 2\n", "not YAML")):
+                      ("epochs: many\n", "epochs: expected int"), ("fast: 1\n", "fast: expected bool"),
+                      ("[1, 2\n", "not YAML")):
         (tmp_path / "bad.yaml").write_text(text)
         failed = runner.invoke(toy_app(record), ["--config", str(tmp_path / "bad.yaml")])
         assert failed.exit_code != 0 and why in str(failed.exception or failed.output), (text, failed.output)
@@ -99,7 +106,10 @@ def test_rollout_reads_a_config_file_into_its_config(tmp_path, sqlite_url, capsy
 
     monkeypatch.delenv("COLBENCH_DB", raising=False)
     (tmp_path / "rollout.yaml").write_text(
-        "engine: scripted:expert\ntasks: backend-lite:test\nlimit: 3\nsamples-per-task: 2\nsandbox: bwrap\nname: from-file\ntags: [yaml]\n"
+        (
+            "engine: scripted:expert\ntasks: backend-lite:test\nlimit: 3\nsamples-per-task: 2\nsandbox: bwrap\nname:"
+            " from-file\ntags: [yaml]\n"
+        )
     )
     common.state._db = None
     with pytest.raises(SystemExit) as done:

@@ -15,7 +15,9 @@ LITE = ["--tasks", "backend-lite:test", "--limit", "30", "-k", "3", "--sandbox",
 
 def test_the_exact_sign_flip_test_is_the_share_of_flips_at_least_as_extreme():
     diff = np.array([0.5, 1.0, -0.25, 0.0, 0.75])
-    brute = np.mean([abs((np.array(s) * diff).mean()) >= abs(diff.mean()) - 1e-12 for s in product((1, -1), repeat=diff.size)])
+    brute = np.mean(
+        [abs((np.array(s) * diff).mean()) >= abs(diff.mean()) - 1e-12 for s in product((1, -1), repeat=diff.size)]
+    )
     assert sign_flip_p_value(diff, np.random.default_rng(0)) == (pytest.approx(brute), True)
     assert sign_flip_p_value(np.ones(6), np.random.default_rng(0))[0] == pytest.approx(2 / 64)  # all up, or all down
     many, exact = sign_flip_p_value(np.ones(40), np.random.default_rng(0))
@@ -30,7 +32,8 @@ def test_run_to_run_noise_matches_the_spread_of_repeated_runs():
     samples = 4
 
     def run() -> Side:
-        return Side("x", "backend:test", {t: [(float(hit), float(hit)) for hit in rng.random(samples) < p] for t, p in enumerate(chance)})
+        return Side("x", "backend:test",
+                    {t: [(float(hit), float(hit)) for hit in rng.random(samples) < p] for t, p in enumerate(chance)})
 
     outcomes = [compare(run(), run(), "success") for _ in range(400)]
     observed_sd = np.std([c.difference.mean for c in outcomes])
@@ -55,12 +58,16 @@ def test_compare_tells_a_real_difference_from_noise(sqlite_url, capsys, monkeypa
     real = colbench("compare", "mixed", "expert", "--json")
     assert real["n_tasks"] == 30 and real["mean_b"] == 1.0 and real["difference"]["low"] > 0.3
     assert real["p_value"] < 1e-3 and real["exceeds_noise"] is True and real["lost"] == [] and len(real["gained"]) > 0
-    noise = colbench("compare", "mixed", "scripted:mixed@0.5", "--tasks", "backend-lite:test", "--setting", "seed=7", "--json")
+    noise = colbench("compare", "mixed", "scripted:mixed@0.5", "--tasks", "backend-lite:test", "--setting", "seed=7",
+                     "--json")
     assert noise["b"] == "scripted:mixed@0.5 [seed=7]" and noise["mean_a"] != noise["mean_b"]  # other samples...
     assert noise["exceeds_noise"] is False and noise["p_value"] > 0.05  # ...of the same policy: within the noise
     assert noise["difference"]["low"] < 0 < noise["difference"]["high"]
     swapped = colbench("compare", "expert", "mixed", "--json")
-    assert swapped["difference"]["mean"] == pytest.approx(-real["difference"]["mean"]) and swapped["lost"] == real["gained"]
+    assert (
+        swapped["difference"]["mean"] == pytest.approx(-real["difference"]["mean"])
+        and swapped["lost"] == real["gained"]
+    )
 
     partial = colbench("compare", "mixed", "expert", "--metric", "reward", "--json")  # the share of tests passed
     assert partial["metric"] == "reward" and partial["mean_b"] == 1.0 and real["mean_a"] < partial["mean_a"] < 1.0
@@ -69,7 +76,9 @@ def test_compare_tells_a_real_difference_from_noise(sqlite_url, capsys, monkeypa
     assert "B − A" in text and "exceeds it" in text and "rollout:3 (expert)" in text
     code, _, err = run("compare", "mixed", "nosuch-policy", "--tasks", "backend-lite:test")
     assert code == 1 and "nosuch-policy has no graded trajectories" in err
-    code, _, err = run("compare", "scripted:expert", "scripted:mixed@0.5", "--tasks", "backend-lite:test", "--setting", "max=9")
+    code, _, err = run(
+        "compare", "scripted:expert", "scripted:mixed@0.5", "--tasks", "backend-lite:test", "--setting", "max=9"
+    )
     assert code == 1 and "scripted:expert [max=9] has no graded trajectories" in err and "under --setting ''" in err
     assert "--setting 'seed=7'" not in err  # that setting is mixed's, not expert's
 
@@ -85,10 +94,15 @@ def test_compare_tells_a_real_difference_from_noise(sqlite_url, capsys, monkeypa
         [found] = evaluate(db, "backend", "lite-test", policies=[policy], setting=setting, record=False)
         return Arm(key, model=policy, results={"lite-test": found})
 
-    arms = [arm("zero-shot", "scripted:mixed@0.5"), arm("sweet", "scripted:expert"), arm("best-of-n", "scripted:mixed@0.5", "seed=7")]
+    arms = [arm("zero-shot", "scripted:mixed@0.5"), arm("sweet", "scripted:expert"),
+            arm("best-of-n", "scripted:mixed@0.5", "seed=7")]
     BackendExperiment(db, ExperimentConfig(tasks="backend-lite", evaluate_on="test")).compare_with_zero_shot(arms)
     assert arms[0].versus_zero_shot == {}
     better, same = arms[1].versus_zero_shot["lite-test"], arms[2].versus_zero_shot["lite-test"]
-    assert better["difference"] == real["difference"] and better["p_value"] == real["p_value"] and better["gained"] == real["gained"]
+    assert (
+        better["difference"] == real["difference"]
+        and better["p_value"] == real["p_value"]
+        and better["gained"] == real["gained"]
+    )
     assert same["difference"] == noise["difference"] and same["b"] == "scripted:mixed@0.5 [seed=7]"
     assert "lite-novel" not in arms[1].versus_zero_shot  # no zero-shot results there: nothing to pair with

@@ -64,7 +64,10 @@ def toy_batch(tokenizer, reward_turns):
     """One row per candidate last turn: c, the exact prompt, the turn's ids and <|im_end|>."""
     prefix = D.training_info_ids(tokenizer, REFERENCE)
     prompt = S.encode_text(tokenizer, prompt_before(tokenizer, DIALOGUE[:3]))
-    rows = [S.turn_row(prefix, prompt, S.encode_text(tokenizer, text) + S.end_of_turn_ids(tokenizer), None) for text in reward_turns]
+    rows = [
+        S.turn_row(prefix, prompt, S.encode_text(tokenizer, text) + S.end_of_turn_ids(tokenizer), None)
+        for text in reward_turns
+    ]
     return D.collate(rows, tokenizer.pad_token_id)
 
 
@@ -72,13 +75,16 @@ def test_training_info_precedes_exactly_the_prompt_the_policy_saw(tokenizer):
     from test_sequences import stored_turns
 
     turns = stored_turns(tokenizer, DIALOGUE)
-    example = D.Example(1, 1, 1.0, S.pack(S.agent_turns(tokenizer, "backend", turns), D.training_info_ids(tokenizer, REFERENCE)))
+    example = D.Example(1, 1, 1.0,
+                        S.pack(S.agent_turns(tokenizer, "backend", turns), D.training_info_ids(tokenizer, REFERENCE)))
     (row,) = example.rows
     text = tokenizer.decode(row.input_ids)
     assert text.startswith(D.training_info_text(REFERENCE) + turns[1].prompt)
     outside = tokenizer.decode([i for i, t in zip(row.input_ids, row.turn_ids) if t < 0])
     assert "Reference solution" in outside and "floats too" in outside and "<|im_start|>system" in outside
-    assert agent_texts(tokenizer, row.input_ids, row.turn_ids) == [m["content"] + "<|im_end|>" for m in DIALOGUE if m["role"] == "assistant"]
+    assert agent_texts(tokenizer, row.input_ids, row.turn_ids) == [
+        m["content"] + "<|im_end|>" for m in DIALOGUE if m["role"] == "assistant"
+    ]
 
 
 def test_gradients_reach_only_the_adapter_and_the_reference_stays_frozen(tiny_model_dir, tokenizer):
@@ -197,7 +203,9 @@ def test_fit_writes_run_checkpoint_lineage_then_continues_on_new_data_only(tiny_
     db = Database(sqlite_url)
     import_records(db, tmp_path, "first", first_batch())
     progress = []
-    result = fit_critic(db, CriticConfig(**SMALL), base_model=str(tiny_model_dir), on_progress=lambda *a: progress.append(a))
+    result = fit_critic(
+        db, CriticConfig(**SMALL), base_model=str(tiny_model_dir), on_progress=lambda *a: progress.append(a)
+    )
     with db.read() as session:
         run = session.get(TrainingRun, result.run_id)
         checkpoint = session.get(Checkpoint, result.checkpoint_id)
@@ -208,7 +216,11 @@ def test_fit_writes_run_checkpoint_lineage_then_continues_on_new_data_only(tiny_
     assert run.config["normalize"] == "turn" and run.config["beta"] == 0.1 and run.config["training_info"]
     assert run.metrics["pairs"] == 8 and run.metrics["train_pairs"] == 6 and run.metrics["heldout_pairs"] == 2
     assert run.metrics["heldout_accuracy"] is not None and 0 <= result.metrics["heldout_accuracy"] <= 1
-    assert checkpoint.kind == "critic" and checkpoint.adapter and checkpoint.path.startswith(str(db.folder / "checkpoints"))
+    assert (
+        checkpoint.kind == "critic"
+        and checkpoint.adapter
+        and checkpoint.path.startswith(str(db.folder / "checkpoints"))
+    )
     assert checkpoint.path == str(tmp_path / "checkpoints" / f"critic-{run.id}-{db.store_id[:8]}")
     assert (Path(checkpoint.path) / "adapter_config.json").is_file() and checkpoint.sha256
     assert len(lineage) == 9 and lineage <= first_ids  # the 3 trajectories of each of the 3 training tasks
@@ -219,7 +231,9 @@ def test_fit_writes_run_checkpoint_lineage_then_continues_on_new_data_only(tiny_
         fit_critic(db, CriticConfig(**SMALL), parent_checkpoint=result.checkpoint_id)
 
     # New data: one more failure on an old task, and a fresh task with a pair.
-    import_records(db, tmp_path, "second", [trajectory(backend_task(0), 4, 0.2), trajectory(backend_task(5), 2, 1.0), trajectory(backend_task(5), 1, 0.1)])
+    import_records(db, tmp_path, "second",
+                   [trajectory(backend_task(0), 4, 0.2), trajectory(backend_task(5), 2, 1.0),
+                    trajectory(backend_task(5), 1, 0.1)])
     with db.read() as session:
         new_ids = {t.id for t in session.exec(select(Trajectory))} - first_ids
     second = fit_critic(db, CriticConfig(**SMALL), parent_checkpoint="latest")
@@ -279,7 +293,8 @@ def test_shared_prefix_scoring_equals_naive_full_forwards(tiny_model_dir, tokeni
     model = perturbed_lora(tiny_model_dir, seed=2, std=0.05)
     critic = CriticModel(model, tokenizer)
     prefix = critic.context(prompt_before(tokenizer, DIALOGUE[:3]), REFERENCE).ids
-    candidates = ["Sure.", "def add(a, b):\n    return a + b", "I WANT TO ANSWER: return a+b and more text here", [1, 2, 3]]
+    candidates = ["Sure.", "def add(a, b):\n    return a + b", "I WANT TO ANSWER: return a+b and more text here",
+                  [1, 2, 3]]
     shared = critic.score_candidates(prefix, candidates, batch_size=3)
     naive = critic.score_candidates_naive(prefix, candidates, batch_size=3)
     for a, b in zip(shared, naive):
@@ -330,8 +345,26 @@ def test_cli_fit_and_score(tiny_model_dir, sqlite_url, tmp_path, capsys):
         out, err = capsys.readouterr()
         return exit_info.value.code, " ".join(out.split()), err
 
-    code, out, err = run("fit", "--model", str(tiny_model_dir), "--epochs", "1", "--batch-size", "4", "--max-len", "128",
-                         "--lora-rank", "4", "--normalize", "trajectory", "--no-training-info", "--device", "cpu", "--heldout", "0.25")
+    code, out, err = run(
+        "fit",
+        "--model",
+        str(tiny_model_dir),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "4",
+        "--max-len",
+        "128",
+        "--lora-rank",
+        "4",
+        "--normalize",
+        "trajectory",
+        "--no-training-info",
+        "--device",
+        "cpu",
+        "--heldout",
+        "0.25"
+    )
     assert code == 0, err
     assert "held-out pair accuracy" in out and "critic ckpt:1 (run 1)" in out
     with db.read() as session:
@@ -351,10 +384,12 @@ def test_cli_fit_and_score(tiny_model_dir, sqlite_url, tmp_path, capsys):
 
 def test_margin_pairs_train_a_critic_where_nothing_is_fully_correct(tiny_model_dir, tmp_path, sqlite_url):
     db = Database(sqlite_url)
-    import_records(db, tmp_path, "partial", [trajectory(backend_task(i), 1 + k, r) for i in range(2) for k, r in enumerate((0.4, 0.0, 0.35))])
+    import_records(db, tmp_path, "partial",
+                   [trajectory(backend_task(i), 1 + k, r) for i in range(2) for k, r in enumerate((0.4, 0.0, 0.35))])
     with pytest.raises(NothingToTrain, match="fully correct"):
         fit_critic(db, CriticConfig(**SMALL), base_model=str(tiny_model_dir))
-    result = fit_critic(db, CriticConfig(**(SMALL | dict(pairs="margin", heldout_fraction=0.0))), base_model=str(tiny_model_dir))
+    result = fit_critic(db, CriticConfig(**(SMALL | dict(pairs="margin", heldout_fraction=0.0))),
+                        base_model=str(tiny_model_dir))
     assert result.metrics["pairs"] == 4  # per task: 0.4 vs 0.0 and 0.35 vs 0.0 (0.4 vs 0.35 is too close)
     with db.read() as session:
         assert session.get(TrainingRun, result.run_id).config["pairs"] == "margin"

@@ -24,7 +24,9 @@ def two_policies(sqlite_url, tmp_path):
     """The same two tasks, each with a success and a failure, under a scripted agent and under a model."""
     db = Database(sqlite_url)
     for policy in ("scripted:expert", "smollm2"):
-        records = [r for i in range(2) for r in (trajectory(backend_task(i), 2, 1.0), trajectory(backend_task(i), 3, 0.2))]
+        records = [
+            r for i in range(2) for r in (trajectory(backend_task(i), 2, 1.0), trajectory(backend_task(i), 3, 0.2))
+        ]
         import_trajectories(db, write_jsonl(tmp_path / f"{policy.replace(':', '-')}.jsonl", records), policy=policy)
     with db.read() as session:
         by_policy = {}
@@ -101,16 +103,25 @@ def test_sweet_selection_covers_as_many_distinct_tasks_as_its_fraction_allows(sq
     from colbench.training import sweet
 
     db = Database(sqlite_url)
-    records = [trajectory(backend_task(i), turns, reward) for i in range(25) for turns, reward in ((2, 1.0), (3, 0.5), (4, 0.2), (5, 0.0))]
+    records = [
+        trajectory(backend_task(i), turns, reward)
+        for i in range(25)
+        for turns, reward in ((2, 1.0), (3, 0.5), (4, 0.2), (5, 0.0))
+    ]
     import_trajectories(db, write_jsonl(tmp_path / "task-by-task.jsonl", records))
     with db.read() as session:
         task_of = {t.id: t.task_id for t in session.exec(select(Trajectory))}
-        agent_turns = {t.id: 2 + sorted(u for u in task_of if task_of[u] == task_of[t.id]).index(t.id) for t in session.exec(select(Trajectory))}
+        agent_turns = {
+            t.id: 2 + sorted(u for u in task_of if task_of[u] == task_of[t.id]).index(t.id)
+            for t in session.exec(select(Trajectory))
+        }
 
     def covered(fraction):
         jobs, _, read = sweet.select_turns(db, PolicyConfig(fraction=fraction), None, tokenizer)
         chosen = {j.trajectory_id for j in jobs}
-        assert read == 100 and all(sum(j.trajectory_id == t for j in jobs) == agent_turns[t] for t in chosen)  # every agent turn
+        assert read == 100 and all(
+            sum(j.trajectory_id == t for j in jobs) == agent_turns[t] for t in chosen
+        )  # every agent turn
         return chosen
 
     tenth = covered(0.1)

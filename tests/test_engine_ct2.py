@@ -142,9 +142,14 @@ def two_eos_model_dir(tiny_model_dir, ct2_engine, tmp_path_factory):
     """The tiny model with a second end-of-turn id (as models with several EOS ids in
     generation_config.json have): a token the greedy continuation of the first conversation
     reaches after a few steps, and that of another conversation never does."""
-    greedy = [g.samples[0].token_ids for g in ct2_engine.generate(CONVERSATIONS, SamplingParams(temperature=0, max_new_tokens=20))]
+    greedy = [
+        g.samples[0].token_ids
+        for g in ct2_engine.generate(CONVERSATIONS, SamplingParams(temperature=0, max_new_tokens=20))
+    ]
     position, token = next(
-        (p, t) for p, t in enumerate(greedy[0]) if p >= 3 and t not in greedy[0][:p] and any(t not in g for g in greedy[1:])
+        (p, t)
+        for p, t in enumerate(greedy[0])
+        if p >= 3 and t not in greedy[0][:p] and any(t not in g for g in greedy[1:])
     )
     path = tmp_path_factory.mktemp("two-eos")
     shutil.copytree(tiny_model_dir, path, dirs_exist_ok=True)
@@ -310,7 +315,10 @@ def test_int8_is_close_but_not_the_float32_model(tiny_model_dir, ct2_cache, tiny
     # But the same model, roughly: on this tiny random model (large weights, so coarse int8
     # scales) the mean gap is ~0.27 nats, against ~4.4 nats for the log-probs themselves.
     size = sum(-lp for f in forced for lp in f) / len(gaps)
-    print(f"int8 vs float32 transformers: mean |gap| {sum(gaps) / len(gaps):.3f} nats, max {max(gaps):.3f}, mean -logprob {size:.3f}")
+    print(
+        f"int8 vs float32 transformers: mean |gap| {sum(gaps) / len(gaps):.3f} nats, max {max(gaps):.3f}, mean"
+        f" -logprob {size:.3f}"
+    )
     assert sum(gaps) / len(gaps) < 0.3 * size
     engine.close()
 

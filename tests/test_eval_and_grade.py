@@ -95,18 +95,22 @@ def test_eval_cli_json_side_by_side(sqlite_url, tmp_path):
     _import(db, tmp_path, "a", [[1.0], [0.0]])
     _import(db, tmp_path, "b", [[1.0], [1.0]])
     env = dict(os.environ, COLBENCH_DB=sqlite_url)
-    result = subprocess.run([sys.executable, "-m", "colbench.cli.app", "eval", "--json"], capture_output=True, text=True, env=env, timeout=120)
+    result = subprocess.run([sys.executable, "-m", "colbench.cli.app", "eval", "--json"], capture_output=True,
+                            text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     rows = {row["policy"]: row for row in json.loads(result.stdout)}
     assert rows["a"]["success"]["mean"] == 0.5 and rows["b"]["success"]["mean"] == 1.0
     assert rows["a"]["metric"] == "tests" and rows["b"]["reward"]["mean"] == 1.0
-    table = subprocess.run([sys.executable, "-m", "colbench.cli.app", "eval"], capture_output=True, text=True, env=dict(env, COLUMNS="200"), timeout=120)
+    table = subprocess.run([sys.executable, "-m", "colbench.cli.app", "eval"], capture_output=True, text=True,
+                           env=dict(env, COLUMNS="200"), timeout=120)
     assert "50.0%" in table.stdout and "100.0%" in table.stdout
 
 
 def test_grade_recomputes_rewards_of_imported_answers_in_the_sandbox(db, tmp_path):
     records = [trajectory(backend_task(i), turns=2, reward=0.0) for i in range(3)]  # official rewards say 0
-    records[2]["answer"] = "def shipping_cost_2(weight, express):\n    return round(2 + 2.5 * weight, 2)\n"  # ignores express
+    records[2][
+        "answer"
+    ] = "def shipping_cost_2(weight, express):\n    return round(2 + 2.5 * weight, 2)\n"  # ignores express
     import_trajectories(db, write_jsonl(tmp_path / "offline.jsonl", records), policy="llama")
     with Grader(sandbox="bwrap") as grader:
         summary = regrade(db, grader, policy="llama")
@@ -125,8 +129,10 @@ def test_frontend_similarity_and_win_rate_ties_count_half(db, tmp_path):
     def frontend_records(rewards):
         return [trajectory(frontend_task(i), turns=1, reward=r) for i, r in enumerate(rewards)]
 
-    import_trajectories(db, write_jsonl(tmp_path / "a.jsonl", frontend_records([0.9, 0.5, 0.7])), policy="a", split="test")
-    import_trajectories(db, write_jsonl(tmp_path / "b.jsonl", frontend_records([0.8, 0.6, 0.7])), policy="b", split="test")
+    import_trajectories(db, write_jsonl(tmp_path / "a.jsonl", frontend_records([0.9, 0.5, 0.7])), policy="a",
+                        split="test")
+    import_trajectories(db, write_jsonl(tmp_path / "b.jsonl", frontend_records([0.8, 0.6, 0.7])), policy="b",
+                        split="test")
     results = {r.policy: r for r in evaluate(db, "frontend", "test")}
     a, b = results["a"], results["b"]
     assert a.metric == "official" and a.success is None and a.pass_at_k == {}

@@ -16,8 +16,10 @@ from officialdata import backend_task, trajectory
 
 TINY_STUDY = [
     "--train-tasks", "1", "-k", "1", "--test-tasks", "2", "--max-new-tokens", "4", "--batch-size", "4",
-    "--critic-epochs", "1", "--policy-candidates", "2", "--policy-fraction", "0.5", "--critic-lr", "1e-3", "--policy-lr", "1e-3",
-    "--critic-lora-rank", "4", "--policy-lora-rank", "4", "--critic-max-len", "160", "--policy-max-len", "160", "--sandbox", "bwrap", "--device", "cpu",
+    "--critic-epochs", "1", "--policy-candidates", "2", "--policy-fraction", "0.5", "--critic-lr", "1e-3",
+    "--policy-lr", "1e-3",
+    "--critic-lora-rank", "4", "--policy-lora-rank", "4", "--critic-max-len", "160", "--policy-max-len", "160",
+    "--sandbox", "bwrap", "--device", "cpu",
 ]
 
 
@@ -52,10 +54,30 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
     db = Database(f"sqlite:///{folder / 'colbench.db'}")
     # Offline data beside the zero-shot rollouts (a random tiny model never succeeds):
     # per task a correct trajectory, a partial one and a failure, so every trainer has data.
-    records = [t for i in range(2) for t in (trajectory(backend_task(i), 2, 1.0), trajectory(backend_task(i), 1, 0.3), trajectory(backend_task(i), 3, 0.0))]
+    records = [
+        t
+        for i in range(2)
+        for t in (
+            trajectory(backend_task(i), 2, 1.0),
+            trajectory(backend_task(i), 1, 0.3),
+            trajectory(backend_task(i), 3, 0.0)
+        )
+    ]
     import_trajectories(db, write_jsonl(tmp_path / "offline.jsonl", records))
 
-    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-on-policy", "--label", "final", *TINY_STUDY)
+    code, out, err = cli(
+        "experiment",
+        "backend",
+        "--model",
+        str(tiny_model_dir),
+        "--dir",
+        str(folder),
+        "--json",
+        "--no-on-policy",
+        "--label",
+        "final",
+        *TINY_STUDY
+    )
     assert code == 0, err
     result = json.loads(out)
     arms = {a["arm"]: a for a in result["arms"]}
@@ -63,7 +85,9 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
     from colbench.study import report
 
     recorded = {a["arm"]: a for a in report(folder)["arms"]}
-    assert sorted(recorded) == sorted(arms) and all(a["label"] == "final" and a["split"] == "test" and a["n"] == 2 for a in recorded.values())
+    assert sorted(recorded) == sorted(arms) and all(
+        a["label"] == "final" and a["split"] == "test" and a["n"] == 2 for a in recorded.values()
+    )
     for key, arm in arms.items():
         assert recorded[key]["success"]["mean"] == arm["tests"]["test"]["success"]["mean"]
         assert recorded[key]["tests_passed"]["mean"] == pytest.approx(arm["tests"]["test"]["reward"]["mean"])
@@ -75,7 +99,11 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
     # every arm was rolled out on the two test tasks and evaluated under its own name
     zero_shot = arms["zero-shot"]["training"]["base"]
     assert zero_shot == f"hf:{tiny_model_dir}"
-    assert all(a["tests"]["test"]["n_tasks"] == 2 and a["tests"]["test"]["policy"] == (a["model"] if a["arm"] != "zero-shot" else zero_shot) for a in arms.values())
+    assert all(
+        a["tests"]["test"]["n_tasks"] == 2
+        and a["tests"]["test"]["policy"] == (a["model"] if a["arm"] != "zero-shot" else zero_shot)
+        for a in arms.values()
+    )
     assert result["critics"]["with c"]["checkpoint"] != result["critics"]["without c"]["checkpoint"]
 
     with db.read() as session:
@@ -91,22 +119,47 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
     assert all(r.status == "done" for r in runs.values())
 
     table = (folder / "results.md").read_text()
-    for title in ("zero-shot", "rejection fine-tuning", "multi-turn DPO", "SWEET-RL", "SWEET-RL, critic without training info"):
+    for title in (
+        "zero-shot",
+        "rejection fine-tuning",
+        "multi-turn DPO",
+        "SWEET-RL",
+        "SWEET-RL, critic without training info"
+    ):
         assert f"| {title} |" in table
     assert json.loads((folder / "results.json").read_text())["arms"] == result["arms"]
     deviations = table.split("**Deviations from the official run's recipe**")[1]
-    for line in ("the critic reads at most 160 tokens (official: 8192)", "the policy trains on at most 160 tokens (official: 16384)",
-                 "2 SWEET candidates per turn (paper: 16)", "4 tokens per agent turn (paper: 1024)", "LoRA critic"):
+    for line in (
+        "the critic reads at most 160 tokens (official: 8192)",
+        "the policy trains on at most 160 tokens (official: 16384)",
+        "2 SWEET candidates per turn (paper: 16)",
+        "4 tokens per agent turn (paper: 1024)",
+        "LoRA critic"
+    ):
         assert line in deviations
 
     before = counts(db)
-    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--no-on-policy", *TINY_STUDY)
+    code, out, err = cli(
+        "experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--no-on-policy", *TINY_STUDY
+    )
     assert code == 0, err
     assert counts(db) == before  # nothing retrained, nothing rolled out again
     assert "SWEET-RL" in out and "held-out pair accuracy" in out
     assert "deviations from the official run's recipe:" in out and "LoRA policies (official: full fine-tune)" in out
     # A SWEET-only setting changes: only the SWEET policies are trained again (and rolled out).
-    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-on-policy", *TINY_STUDY, "--policy-candidates", "3")
+    code, out, err = cli(
+        "experiment",
+        "backend",
+        "--model",
+        str(tiny_model_dir),
+        "--dir",
+        str(folder),
+        "--json",
+        "--no-on-policy",
+        *TINY_STUDY,
+        "--policy-candidates",
+        "3"
+    )
     assert code == 0, err
     with db.read() as session:
         new_runs = session.exec(select(TrainingRun).where(TrainingRun.id > max(runs))).all()
@@ -115,12 +168,32 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
 
 def test_a_study_without_any_success_reports_what_could_not_be_trained(tiny_model_dir, tmp_path, cli):
     folder = tmp_path / "study"
-    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--arm", "rft", "--arm", "mtdpo", "--arm", "sweet", "--critic-ensemble", "2", *TINY_STUDY)
+    code, out, err = cli(
+        "experiment",
+        "backend",
+        "--model",
+        str(tiny_model_dir),
+        "--dir",
+        str(folder),
+        "--json",
+        "--arm",
+        "rft",
+        "--arm",
+        "mtdpo",
+        "--arm",
+        "sweet",
+        "--critic-ensemble",
+        "2",
+        *TINY_STUDY
+    )
     assert code == 0, err
     result = json.loads(out)
     arms = {a["arm"]: a for a in result["arms"]}
     assert list(arms) == ["zero-shot", "rft", "mtdpo", "sweet"]
-    assert "fully correct" in result["critics"]["with c"]["skipped"] and "fully correct" in result["critics"]["with c #2"]["skipped"]
+    assert (
+        "fully correct" in result["critics"]["with c"]["skipped"]
+        and "fully correct" in result["critics"]["with c #2"]["skipped"]
+    )
     assert "no successful trajectory" in arms["rft"]["training"]["skipped"]
     assert "critic could not be trained" in arms["sweet"]["training"]["skipped"]
     assert arms["rft"]["tests"]["test"] is None and arms["zero-shot"]["tests"]["test"]["success"]["mean"] == 0.0
@@ -142,20 +215,32 @@ def test_the_deviations_list_every_setting_that_leaves_the_official_run():
     from colbench.recipe import BY_DESIGN, deviations
 
     default = deviations(asdict(ExperimentConfig()))
-    for expected in ("the critic reads at most 2048 tokens (official: 8192)", "the policy trains on at most 2048 tokens (official: 16384)",
-                     "LoRA critic (official: full fine-tune)", "critic learning rate 2e-05 (official: 2e-07 for 8B)",
-                     "the critic's advantage is normalised per turn"):
+    for expected in (
+        "the critic reads at most 2048 tokens (official: 8192)",
+        "the policy trains on at most 2048 tokens (official: 16384)",
+        "LoRA critic (official: full fine-tune)",
+        "critic learning rate 2e-05 (official: 2e-07 for 8B)",
+        "the critic's advantage is normalised per turn"
+    ):
         assert any(line.startswith(expected) for line in default), (expected, default)
     official = ExperimentConfig(
         max_new_tokens=1024, simulator="endpoint:http://127.0.0.1:8000/v1#llama-70b",
         critic=replace(study_critic(), full=True, max_len=8192, normalize="trajectory"),
         policy=replace(study_policy(), full=True, max_len=16384),
     )
-    assert deviations(asdict(official)) == ["the human simulator is endpoint:http://127.0.0.1:8000/v1#llama-70b (paper: Llama-3.1-70B-Instruct)", *BY_DESIGN]
+    assert deviations(asdict(official)) == [
+        "the human simulator is endpoint:http://127.0.0.1:8000/v1#llama-70b (paper: Llama-3.1-70B-Instruct)",
+        *BY_DESIGN
+    ]
     remedied = asdict(replace(official, policy=replace(official.policy, nll_weight=0.2, score="critic", candidates=8)))
     assert set(deviations(remedied)) - set(deviations(asdict(official))) == {
-        "NLL weight 0.2 on the chosen side (official: 0.01)", "8 SWEET candidates per turn (paper: 16)",
-        "SWEET ranks candidates by the critic's own advantage (official: the critic's mean log-prob minus the sampler's)"}
+        "NLL weight 0.2 on the chosen side (official: 0.01)",
+        "8 SWEET candidates per turn (paper: 16)",
+        (
+            "SWEET ranks candidates by the critic's own advantage (official: the critic's mean log-prob minus the"
+            " sampler's)"
+        )
+    }
 
 
 def test_a_lite_study_evaluates_on_validation_unless_told_to_read_the_test_sets(cli, tmp_path):
@@ -182,22 +267,44 @@ def test_on_policy_rounds_roll_out_the_last_policy_on_fresh_tasks_and_continue_i
     db = Database(f"sqlite:///{folder / 'colbench.db'}")
     records = [t for i in range(2) for t in (trajectory(backend_task(i), 2, 1.0), trajectory(backend_task(i), 3, 0.0))]
     import_trajectories(db, write_jsonl(tmp_path / "offline.jsonl", records))
-    code, out, err = cli("experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-on-policy",
-                         "--arm", "sweet", "--rounds", "2", *TINY_STUDY)
+    code, out, err = cli(
+        "experiment",
+        "backend",
+        "--model",
+        str(tiny_model_dir),
+        "--dir",
+        str(folder),
+        "--json",
+        "--no-on-policy",
+        "--arm",
+        "sweet",
+        "--rounds",
+        "2",
+        *TINY_STUDY
+    )
     assert code == 0, err
     arms = {a["arm"]: a for a in json.loads(out)["arms"]}
-    assert list(arms) == ["zero-shot", "sweet", "sweet-round-2"] and arms["sweet-round-2"]["title"] == "SWEET-RL, on-policy round 2"
+    assert (
+        list(arms) == ["zero-shot", "sweet", "sweet-round-2"]
+        and arms["sweet-round-2"]["title"] == "SWEET-RL, on-policy round 2"
+    )
     round2 = arms["sweet-round-2"]["training"]
     assert round2["round"]["from"] == arms["sweet"]["model"] and round2["round"]["data"] == arms["sweet"]["model"]
     with db.read() as session:
         runs = {r.id: r for r in session.exec(select(TrainingRun))}
         policy = runs[round2["run_id"]]
-        fresh = session.exec(select(RolloutRun).where(RolloutRun.policy == arms["sweet"]["model"], RolloutRun.tasks == "backend:train")).one()
+        fresh = session.exec(select(RolloutRun).where(RolloutRun.policy == arms["sweet"]["model"],
+                                                      RolloutRun.tasks == "backend:train")).one()
         trained_on = {row.trajectory_id for row in session.exec(select(Lineage).where(Lineage.run_id == policy.id))}
         fresh_ids = {t.id for t in session.exec(select(Trajectory).where(Trajectory.rollout_id == fresh.id))}
     assert policy.parent_checkpoint_id == int(arms["sweet"]["model"].removeprefix("ckpt:"))  # continued, not restarted
     assert trained_on and trained_on <= fresh_ids  # the new rollouts alone
     assert fresh.config["offset"] == 1 and fresh.config["limit"] == 1  # the next train task
-    assert sorted(r.kind for r in runs.values()) == ["critic", "critic", "policy:sweet", "policy:sweet"]  # the critic refitted
+    assert sorted(r.kind for r in runs.values()) == [
+        "critic",
+        "critic",
+        "policy:sweet",
+        "policy:sweet"
+    ]  # the critic refitted
     code, out, err = cli("experiment", "backend", "--dir", str(tmp_path / "x"), "--rounds", "2", "--arm", "rft")
     assert code != 0 and "--rounds needs" in err

@@ -22,7 +22,9 @@ def cli(sqlite_url, capsys, monkeypatch):
 
 
 def roll(cli, policy: str) -> None:
-    code, out, err = cli("rollout", "--engine", policy, "--tasks", "backend-lite:train", "--limit", "3", "--sandbox", "bwrap", "--json")
+    code, out, err = cli(
+        "rollout", "--engine", policy, "--tasks", "backend-lite:train", "--limit", "3", "--sandbox", "bwrap", "--json"
+    )
     assert code == 0 and out["finished"] == 3, err
 
 
@@ -38,7 +40,9 @@ def test_eval_facts_tells_asking_from_writing(cli, sqlite_url):
     by_policy = {row["policy"]: row for row in rows}
     assert sorted(by_policy) == ["scripted:early@0", "scripted:expert", "scripted:irrelevant@1", "scripted:repeat@1"]
     assert all(row["trajectories"] == 3 for row in rows)
-    expert, repeat, irrelevant, early = (by_policy[f"scripted:{p}"] for p in ("expert", "repeat@1", "irrelevant@1", "early@0"))
+    expert, repeat, irrelevant, early = (
+        by_policy[f"scripted:{p}"] for p in ("expert", "repeat@1", "irrelevant@1", "early@0")
+    )
     for row, questions in ((expert, facts), (repeat, 2 * facts), (irrelevant, 2 * facts)):
         assert row["facts_obtained"] == row["every_fact"] == row["success_with_every_fact"] == 1.0
         assert row["success_without"] is None
@@ -61,7 +65,12 @@ def test_critic_pairs_judges_each_side_against_the_dialogue_so_far(cli, sqlite_u
     db = Database(sqlite_url)
     with db.read() as session:
         ids = queries.finished_trajectory_ids(session, policy="scripted:expert")
-        tasks = {t.id: spec_of(t) for t in queries.tasks_by_id(session, [t.task_id for t in queries.trajectories_by_id(session, ids).values()]).values()}
+        tasks = {
+            t.id: spec_of(t)
+            for t in queries.tasks_by_id(
+                session, [t.task_id for t in queries.trajectories_by_id(session, ids).values()]
+            ).values()
+        }
         dialogues = queries.turns_for(session, ids)
         by_id = queries.trajectories_by_id(session, ids)
     # The second agent turn of a dialogue with at least two facts: the first fact is known there.
@@ -74,20 +83,35 @@ def test_critic_pairs_judges_each_side_against_the_dialogue_so_far(cli, sqlite_u
         "right": answer_text(task.ground_truth), "naive": answer_text(task.naive_solution),
     }
     with db.write() as session:
-        run_id = queries.start_run(session, kind="policy:sweet", base_model="hand", parent_checkpoint_id=None, config={})
+        run_id = queries.start_run(session, kind="policy:sweet", base_model="hand", parent_checkpoint_id=None,
+                                   config={})
         queries.replace_sweet_candidates(session, "hand", [turn.id], [
-            {"run_id": run_id, "sampling_key": "hand", "turn_id": turn.id, "index": index, "content": text, "token_ids": [],
+            {"run_id": run_id, "sampling_key": "hand", "turn_id": turn.id, "index": index, "content": text,
+             "token_ids": [],
              "sampler_logp": 0.0} for index, text in enumerate(sides.values())
         ])
-        candidate = {name: c.id for name, c in zip(sides, queries.sweet_candidates(session, "hand", [turn.id])[turn.id])}
-        queries.add_sweet_pairs(session, [
-            {"run_id": run_id, "turn_id": turn.id, "chosen_id": candidate[a], "rejected_id": candidate[b]}
-            for a, b in (("new", "repeat"), ("repeat", "new"), ("nothing", "new"), ("repeat", "right"), ("right", "naive"), ("naive", "right"))
-        ])
+        candidate = {
+            name: c.id for name, c in zip(sides, queries.sweet_candidates(session, "hand", [turn.id])[turn.id])
+        }
+        queries.add_sweet_pairs(
+            session,
+            [
+                {"run_id": run_id, "turn_id": turn.id, "chosen_id": candidate[a], "rejected_id": candidate[b]}
+                for a, b in (
+                    ("new", "repeat"),
+                    ("repeat", "new"),
+                    ("nothing", "new"),
+                    ("repeat", "right"),
+                    ("right", "naive"),
+                    ("naive", "right")
+                )
+            ]
+        )
 
     found = pair_kinds(db, run_id)
     assert found.pairs == 6 and found.kinds == {
-        "new fact > repeat": 1, "repeat > new fact": 1, "nothing > new fact": 1, "repeat > answer": 1, "answer > answer": 2,
+        "new fact > repeat": 1, "repeat > new fact": 1, "nothing > new fact": 1, "repeat > answer": 1,
+        "answer > answer": 2,
     }
     assert found.preferred("new fact", "repeat") == (1, 1) and found.preferred("answer", "repeat") == (0, 1)
     assert found.answers_graded == {}
@@ -98,7 +122,11 @@ def test_critic_pairs_judges_each_side_against_the_dialogue_so_far(cli, sqlite_u
     code, out, err = cli("critic", "pairs", f"train:{run_id}", "--grade", "--sandbox", "bwrap", "--json")
     assert code == 0 and out == graded.as_dict(), err
     code, text, _ = cli("critic", "pairs", f"train:{run_id}")
-    assert code == 0 and "a new fact over re-asking a known one: 1 of 2 pairs" in text and "answering over re-asking a known fact: 0 of 1" in text
+    assert (
+        code == 0
+        and "a new fact over re-asking a known one: 1 of 2 pairs" in text
+        and "answering over re-asking a known fact: 0 of 1" in text
+    )
     code, _, err = cli("critic", "pairs", "rollout:1")
     assert code == 1 and "is a rollout run" in err
 
@@ -117,11 +145,14 @@ def test_the_oracle_ranks_candidates_by_ground_truth(cli, sqlite_url, tokenizer)
     by_trajectory: dict[int, list] = {}
     for job in jobs:
         by_trajectory.setdefault(job.trajectory_id, []).append(job)
-    trajectory_id, turns = next((t, sorted(js, key=lambda j: j.turn_id)) for t, js in by_trajectory.items() if len(js) >= 3)
+    trajectory_id, turns = next(
+        (t, sorted(js, key=lambda j: j.turn_id)) for t, js in by_trajectory.items() if len(js) >= 3
+    )
     with db.read() as session:
         task = spec_of(queries.tasks_by_id(session, [turns[0].task_id])[turns[0].task_id])
     facts = facts_of(task)
-    texts = [facts[0].question, facts[1].question, IRRELEVANT_QUESTIONS[0], answer_text(task.ground_truth), answer_text(task.naive_solution)]
+    texts = [facts[0].question, facts[1].question, IRRELEVANT_QUESTIONS[0], answer_text(task.ground_truth),
+             answer_text(task.naive_solution)]
     generation = Generation("", 0, [Sample(text, [1, 2], [-1.0, -3.0]) for text in texts], 0.0)
     ranking = OracleRanking(db, turns)
     try:
@@ -131,5 +162,7 @@ def test_the_oracle_ranks_candidates_by_ground_truth(cli, sqlite_url, tokenizer)
     values = [row["score"] for row in rows]
     assert values[:4] == [0.0, 1.0, 0.0, 1.0] and values[4] <= 0.6, values
     assert all(row["sampler_logp"] == -2.0 and "critic_logp" not in row for row in rows)
-    code, _, err = cli("policy", "fit", "--algo", "sweet", "--score", "oracle", "--critic", "ckpt:1", "--split", "lite-train")
+    code, _, err = cli(
+        "policy", "fit", "--algo", "sweet", "--score", "oracle", "--critic", "ckpt:1", "--split", "lite-train"
+    )
     assert code != 0 and "no --critic" in err

@@ -144,7 +144,8 @@ def test_the_eval_table_renders_the_headline(fam: TaskFamily):
     from colbench.cli import views
 
     interval = Interval(0.5, 0.25, 0.75)
-    result = PolicyEval(policy="p", simulator="builtin", setting="", metric="m", grading=None, n_tasks=2, n_trajectories=2,
+    result = PolicyEval(policy="p", simulator="builtin", setting="", metric="m", grading=None, n_tasks=2,
+                        n_trajectories=2,
                         reward=interval, success=interval if fam.graded_by_tests else None)
     console = Console(width=200, record=True)
     console.print(views.eval_table([result], fam.name, "test"))
@@ -207,5 +208,7 @@ def test_nothing_outside_the_families_compares_a_familys_name():
 
 def test_the_name_check_sees_comparisons(tmp_path):
     sample = tmp_path / "sample.py"
-    sample.write_text('if task.family == "frontend" or f not in ("backend",) or s.startswith("backend-lite"):\n    pass\n')
+    sample.write_text(
+        'if task.family == "frontend" or f not in ("backend",) or s.startswith("backend-lite"):\n    pass\n'
+    )
     assert len(_names_compared(sample, tmp_path)) == 3

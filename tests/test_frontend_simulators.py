@@ -26,9 +26,12 @@ REFERENCE = f"""<html><head>{CDN}</head><body class="bg-gray-100">
 </header>
 <main class="container mx-auto p-8">
   <section class="grid grid-cols-3 gap-6">
-    <div class="bg-white rounded shadow p-4"><h2 class="text-xl">Sourdough bread</h2><p>Baked fresh every morning.</p></div>
-    <div class="bg-white rounded shadow p-4"><h2 class="text-xl">Birthday cakes</h2><p>Made to order for parties.</p></div>
-    <div class="bg-white rounded shadow p-4"><h2 class="text-xl">Espresso bar</h2><p>Coffee from local roasters.</p></div>
+    <div class="bg-white rounded shadow p-4"><h2 class="text-xl">Sourdough bread</h2><p>Baked fresh every \
+morning.</p></div>
+    <div class="bg-white rounded shadow p-4"><h2 class="text-xl">Birthday cakes</h2><p>Made to order for \
+parties.</p></div>
+    <div class="bg-white rounded shadow p-4"><h2 class="text-xl">Espresso bar</h2><p>Coffee from local \
+roasters.</p></div>
   </section>
   <section class="mt-8 bg-yellow-200 p-6"><h2 class="text-2xl">Order online today</h2>
     <button class="bg-red-500 text-white px-4 py-2 rounded">Order now</button></section>
@@ -207,9 +210,12 @@ def test_builtin_does_not_send_the_same_message_twice(renders):
     first = builtin_reply(renders, "no_cta")
     dialogue = [{"role": "user", "content": "Build my bakery site."}, {"role": "assistant", "content": "OUTPUT: ..."},
                 {"role": "user", "content": first}, {"role": "assistant", "content": "OUTPUT: ..."}]
-    [again] = FrontendBuiltinSimulator().reply([frontend_request(TASK, dialogue, renders["no_cta"], renders["reference"])])
+    [again] = FrontendBuiltinSimulator().reply([frontend_request(TASK, dialogue, renders["no_cta"],
+                                                                 renders["reference"])])
     assert again.text and again.text != first and len(again.text) <= family("frontend").reply_limit
-    assert again.text.startswith("That is still as I described") or not any(p in again.text for p in first.split(". ")[1:] if p)
+    assert again.text.startswith("That is still as I described") or not any(
+        p in again.text for p in first.split(". ")[1:] if p
+    )
 
 
 def test_a_navigation_bar_reads_as_words_not_glued_text(renders):

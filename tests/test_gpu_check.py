@@ -14,10 +14,12 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.skipif(os.environ.get("COLBENCH_SLOW") != "1", reason="runs the whole GPU check on the CPU: set COLBENCH_SLOW=1")
+@pytest.mark.skipif(os.environ.get("COLBENCH_SLOW") != "1",
+                    reason="runs the whole GPU check on the CPU: set COLBENCH_SLOW=1")
 def test_the_gpu_check_passes_every_check_on_the_cpu():
     env = dict(os.environ, PYTHON=sys.executable)
-    done = subprocess.run(["bash", "scripts/gpu_check.sh", "--device", "cpu"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(["bash", "scripts/gpu_check.sh", "--device", "cpu"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=900)
     lines = [line for line in done.stdout.splitlines() if line.split(" ", 1)[0] in ("PASS", "FAIL", "SKIP")]
     assert done.returncode == 0, done.stdout + done.stderr
     assert [line.split()[:2] for line in lines] == [["PASS", "1"], ["PASS", "2"], ["PASS", "3"], ["PASS", "4"]], lines

@@ -62,7 +62,8 @@ def test_incorrect_and_partially_correct_answers(grader):
 
 
 def test_fences_are_stripped_and_task_order_is_natural(grader):
-    shuffled = TaskSpec("backend", "d", ADD.ground_truth, {"test10": "add(1, 1)", "test2": "add(2, 2)", "test1": "add(0, 0)"})
+    shuffled = TaskSpec("backend", "d", ADD.ground_truth,
+                        {"test10": "add(1, 1)", "test2": "add(2, 2)", "test1": "add(0, 0)"})
     answer = "Here it is:\n```py\ndef add(a, b):\n    return a + b\n```\nDone."
     (report,) = grader.grade([(shuffled, answer)])
     assert [t.name for t in report.tests] == ["test1", "test2", "test10"]
@@ -104,7 +105,9 @@ def f(kind):
 
 def test_runtime_errors_are_one_short_line(grader):
     task = backend_task("def f(x):\n    return x\n", ["f(1)", "f(2)"])
-    (report,) = grader.grade([(task, "def f(x):\n    if x == 1:\n        return undefined_name\n    raise ValueError('bad\\nvalue ' * 100)")])
+    (report,) = grader.grade(
+        [(task, "def f(x):\n    if x == 1:\n        return undefined_name\n    raise ValueError('bad\\nvalue ' * 100)")]
+    )
     assert report.tests[0].error == "NameError: name 'undefined_name' is not defined"
     assert report.tests[1].error.startswith("ValueError: bad value bad value")
     assert "\n" not in report.tests[1].error and len(report.tests[1].error) <= 200
@@ -114,7 +117,9 @@ def test_large_outputs_travel_as_digests(grader):
     task = backend_task("def f(n):\n    return list(range(n))\n", ["f(100_000)", "f(3)"])
     (report,) = grader.grade([(task, "def f(n):\n    return [i for i in range(n)]")])
     assert report.success
-    assert report.tests[0].expected.startswith("<sha256 ") and report.tests[0].expected.endswith(f" of {len(repr(list(range(100_000))))} chars>")
+    assert report.tests[0].expected.startswith("<sha256 ") and report.tests[0].expected.endswith(
+        f" of {len(repr(list(range(100_000))))} chars>"
+    )
     assert report.tests[1].expected == "[0, 1, 2]"
 
 
@@ -168,7 +173,7 @@ def probe(what):
         except ImportError as error:
             outcomes[name] = type(error).__name__
     return outcomes
-"""
+"""  # noqa: E501 (a line of the code above, which the sandbox runs as given)
 LIBRARY_CALLS = {
     "preloaded": "probe('preloaded')",
     "numpy": "probe('numpy')",
@@ -190,7 +195,10 @@ def test_graded_code_imports_the_offered_libraries_and_nothing_else_of_the_host(
 
     task = backend_task("def probe(what):\n    return 0\n", list(LIBRARY_CALLS.values()), "libraries")
     (report,) = grader.grade([(task, LIBRARIES)])
-    found = {name: ast.literal_eval(test.actual) if test.actual else test.error for name, test in zip(LIBRARY_CALLS, report.tests)}
+    found = {
+        name: ast.literal_eval(test.actual) if test.actual else test.error
+        for name, test in zip(LIBRARY_CALLS, report.tests)
+    }
     assert found["preloaded"] == ["numpy", "pandas"]  # so importing them costs no test any time
     assert found["numpy"] == [5, f"{LIBRARY_PATH}/numpy/__init__.py"]
     assert found["pandas"] == 6
@@ -200,7 +208,8 @@ def test_graded_code_imports_the_offered_libraries_and_nothing_else_of_the_host(
     env = found["env"]
     assert {name: env[name] for name in env if name not in ("LC_CTYPE", "PWD", "HOSTNAME", "HOME")} == sandbox_env()
     assert found["path"] == []
-    assert found["others"] == {"yaml": "ModuleNotFoundError", "apt": "ModuleNotFoundError", "cryptography": "ModuleNotFoundError",
+    assert found["others"] == {"yaml": "ModuleNotFoundError", "apt": "ModuleNotFoundError",
+                               "cryptography": "ModuleNotFoundError",
                                "six": "imported"}
 
 
@@ -287,9 +296,16 @@ def test_reports_say_what_kind_of_failure_without_parsing_messages():
     """Callers (tasks validate) read the kind from fields, not from message prefixes."""
     task = backend_task("def f(x):\n    return x\n", ["f(1)", "f(2)"])
     with Grader(sandbox="bwrap", workers=1, grading="official") as official:
-        banned, slow = official.grade([(task, "def f(x):\n    return x  # import os"), (task, "def f(x):\n    while x == 2:\n        pass\n    return x")])
+        banned, slow = official.grade(
+            [
+                (task, "def f(x):\n    return x  # import os"),
+                (task, "def f(x):\n    while x == 2:\n        pass\n    return x")
+            ]
+        )
     assert banned.banned == "import os" and banned.fraction_passed == 0.0 and not banned.sandbox_failed
-    assert [t.timed_out for t in slow.tests] == [False, True] and slow.banned is None, [(t.error, t.actual) for t in slow.tests]
+    assert [t.timed_out for t in slow.tests] == [False, True] and slow.banned is None, [
+        (t.error, t.actual) for t in slow.tests
+    ]
 
 
 def test_a_sandbox_whose_process_1_is_not_our_server_is_replaced(sandbox):

@@ -68,7 +68,8 @@ class Case:
 # ------------------------------------------------------------------ tasks
 
 # double(1), double(2), double(5), double(-3): 4 tests, so rewards move in quarters.
-DOUBLE = backend_task("double", "def double(x):\n    return x * 2", ["double(1)", "double(2)", "double(5)", "double(-3)"])
+DOUBLE = backend_task("double", "def double(x):\n    return x * 2",
+                      ["double(1)", "double(2)", "double(5)", "double(-3)"])
 OK = "def double(x):\n    return x * 2"  # the correct answer, bare
 
 # Iterative, so the reference itself works under the official scoping.
@@ -96,7 +97,8 @@ def case(name, task, answer, official, strict, xfail_official=None):
 # fact(0) and fact(1) return before the recursive call; fact(4), fact(6) hit the
 # NameError of the function's own name, invisible inside itself officially.
 case("recursion", FACT, "def fact(n):\n    return 1 if n <= 1 else n * fact(n - 1)", 0.5, 1.0)
-case("top_level_helper", DOUBLE, "def _times(a, b):\n    return a * b\n\ndef double(x):\n    return _times(x, 2)", 0.0, 1.0)
+case("top_level_helper", DOUBLE, "def _times(a, b):\n    return a * b\n\ndef double(x):\n    return _times(x, 2)", 0.0,
+     1.0)
 case("top_level_import_used_inside", FACT, "import math\n\ndef fact(n):\n    return math.factorial(n)", 0.0, 1.0)
 case("import_inside_body", FACT, "def fact(n):\n    import math\n    return math.factorial(n)", 1.0, 1.0)
 case("top_level_constant", DOUBLE, "FACTOR = 2\n\ndef double(x):\n    return x * FACTOR", 0.0, 1.0)
@@ -111,8 +113,10 @@ case(
     1.0,
 )
 # Defaults are evaluated at def time, in the answer's own namespace: that works officially.
-case("default_arg_from_top_level", DOUBLE, "FACTOR = 2\n\ndef double(x, factor=FACTOR):\n    return x * factor", 1.0, 1.0)
-case("nested_helper", DOUBLE, "def double(x):\n    def helper(v):\n        return v + v\n    return helper(x)", 1.0, 1.0)
+case("default_arg_from_top_level", DOUBLE, "FACTOR = 2\n\ndef double(x, factor=FACTOR):\n    return x * factor", 1.0,
+     1.0)
+case("nested_helper", DOUBLE, "def double(x):\n    def helper(v):\n        return v + v\n    return helper(x)", 1.0,
+     1.0)
 # A nested function recursing on itself is a closure over the outer function's local.
 case(
     "nested_recursion",
@@ -147,9 +151,11 @@ case("py_fence", DOUBLE, f"```py\n{OK}\n```", 0.0, 1.0)
 # Officially any "```python" counts; strictly a fence must open a line (or follow white
 # space), so the whole text is code: a SyntaxError.
 case("glued_fence", DOUBLE, f"Here:```python\n{OK}\n```", 1.0, 0.0)
-case("function_block_then_example_block", DOUBLE, f"```python\n{OK}\n```\nFor example:\n```python\nprint(double(3))  # 6\n```", 1.0, 1.0)
+case("function_block_then_example_block", DOUBLE,
+     f"```python\n{OK}\n```\nFor example:\n```python\nprint(double(3))  # 6\n```", 1.0, 1.0)
 # Officially only the example is graded; strictly the example runs before the definition.
-case("example_block_then_function_block", DOUBLE, f"```python\nprint(double(3))\n```\nwith\n```python\n{OK}\n```", 0.0, 0.0)
+case("example_block_then_function_block", DOUBLE, f"```python\nprint(double(3))\n```\nwith\n```python\n{OK}\n```", 0.0,
+     0.0)
 # Officially only the first block (the helper) is code; strictly both are joined.
 case(
     "two_python_blocks",
@@ -177,7 +183,8 @@ case("bl_from_os_in_comment", DOUBLE, f"# adapted from oscar's notes\n{OK}", 0.0
 case("bl_import_sys_in_body", DOUBLE, "def double(x):\n    import sys\n    return x * 2", 0.0, 1.0)
 case("bl_from_sys", DOUBLE, f"from sys import maxsize\n\n{OK}", 0.0, 1.0)
 case("bl_sudo_in_prose_outside_fence", DOUBLE, f"No sudo needed:\n```python\n{OK}\n```", 0.0, 1.0)
-case("bl_transformers_in_docstring", DOUBLE, 'def double(x):\n    """Doubles x; no transformers involved."""\n    return x * 2', 0.0, 1.0)
+case("bl_transformers_in_docstring", DOUBLE,
+     'def double(x):\n    """Doubles x; no transformers involved."""\n    return x * 2', 0.0, 1.0)
 # "sys.exit(" is caught by "exit(" (and "__import__('sys')" contains no "import sys").
 case(
     "bl_sys_exit_unreachable",
@@ -193,14 +200,17 @@ case(
     0.0,
     1.0,
 )
-case("bl_quit_in_identifier", DOUBLE, "def double(x):\n    def acquit(v):\n        return v * 2\n    return acquit(x)", 0.0, 1.0)
+case("bl_quit_in_identifier", DOUBLE, "def double(x):\n    def acquit(v):\n        return v * 2\n    return acquit(x)",
+     0.0, 1.0)
 case("bl_argparse_in_comment", DOUBLE, "def double(x):\n    # argparse is overkill here\n    return x * 2", 0.0, 1.0)
-case("bl_import_system_substring", DOUBLE, 'def double(x):\n    """Does not import system modules."""\n    return x * 2', 0.0, 1.0)
+case("bl_import_system_substring", DOUBLE,
+     'def double(x):\n    """Does not import system modules."""\n    return x * 2', 0.0, 1.0)
 case("bl_and_wrong", DOUBLE, "import os\n\ndef double(x):\n    return x + 2", 0.0, 0.25)
 # The blacklist is case-sensitive, and "print(" / "write" (blocked only by a helper the
 # official grader never calls) are not in it.
 case("not_bl_capitalised_import_os", DOUBLE, f"# Import OS modules? No need.\n{OK}", 1.0, 1.0)
-case("not_bl_print_and_write", DOUBLE, "def double(x):\n    rewrite = x * 2\n    print(rewrite)\n    return rewrite", 1.0, 1.0)
+case("not_bl_print_and_write", DOUBLE, "def double(x):\n    rewrite = x * 2\n    print(rewrite)\n    return rewrite",
+     1.0, 1.0)
 
 # ------------------------------------------------------------------ equality
 
@@ -217,14 +227,16 @@ case("bool_vs_int", COUNT, "def count_true(xs):\n    return any(xs)", 0.75, 0.75
 NEG = backend_task("neg", "def neg(x):\n    return -x", ["neg(0.0)", "neg(2.5)"])
 case("negative_zero", NEG, "def neg(x):\n    return 0.0 - x", 1.0, 1.0)  # 0.0 == -0.0
 
-RATIO = backend_task("ratio", "def ratio(a, b):\n    return a / b if b else float('nan')", ["ratio(1, 2)", "ratio(1, 0)"])
+RATIO = backend_task("ratio", "def ratio(a, b):\n    return a / b if b else float('nan')",
+                     ["ratio(1, 2)", "ratio(1, 0)"])
 case("nan_never_equal", RATIO, "def ratio(a, b):\n    return a / b if b else float('nan')", 0.5, 0.5)
 
 NANS = backend_task("nans", "def nans(n):\n    return [float('nan')] * n", ["nans(1)", "nans(0)"])
 # Two fresh NaNs inside lists: list == list compares them with ==, False.
 case("nan_in_list", NANS, "def nans(n):\n    return [float('nan')] * n", 0.5, 0.5)
 
-MATH_NANS = backend_task("math_nans", "def nans(n):\n    import math\n    return [math.nan] * n", ["nans(1)", "nans(0)"])
+MATH_NANS = backend_task("math_nans", "def nans(n):\n    import math\n    return [math.nan] * n",
+                         ["nans(1)", "nans(0)"])
 # Officially the reference and the answer run in one process, so both lists hold the
 # same math.nan object, and list == list takes identity as equality: [nan] == [nan] is
 # True. Our grader compares canonical texts, NaN never equal anywhere.
@@ -250,7 +262,8 @@ COUNTS = backend_task(
     """,
     ["counts('abca')", "counts('')"],
 )
-case("dict_order_ignored", COUNTS, "def counts(s):\n    return {c: s.count(c) for c in sorted(set(s), reverse=True)}", 1.0, 1.0)
+case("dict_order_ignored", COUNTS, "def counts(s):\n    return {c: s.count(c) for c in sorted(set(s), reverse=True)}",
+     1.0, 1.0)
 
 PAIR = backend_task("pair", "def pair(x):\n    return (x, x + 1)", ["pair(1)", "pair(5)"])
 case("tuple_vs_list", PAIR, "def pair(x):\n    return [x, x + 1]", 0.0, 0.0)
@@ -302,7 +315,10 @@ case(
 case(
     "answer_class_eq_always_true",
     DOUBLE,
-    "def double(x):\n    class Anything:\n        def __eq__(self, other):\n            return True\n    return Anything()",
+    (
+        "def double(x):\n    class Anything:\n        def __eq__(self, other):\n            return True\n    return"
+        " Anything()"
+    ),
     0.0,
     0.0,
 )
@@ -327,7 +343,8 @@ LOG = backend_task("log", "def log(x):\n    pass", ["log(1)", "log(2)"])
 case("reference_always_none", LOG, "def log(x):\n    return None", 0.0, 0.0)
 
 case("partial_credit", DOUBLE, "def double(x):\n    return x * 2 if x > 0 else x", 0.75, 0.75)
-case("exceptions_on_odd", DOUBLE, "def double(x):\n    if x % 2:\n        raise ValueError(x)\n    return x * 2", 0.25, 0.25)
+case("exceptions_on_odd", DOUBLE, "def double(x):\n    if x % 2:\n        raise ValueError(x)\n    return x * 2", 0.25,
+     0.25)
 
 INV = backend_task("inv", "def inv(x):\n    return 1 / x", ["inv(0)", "inv(2)"])
 case("reference_raises", INV, "def inv(x):\n    return 1 / x if x else 0", 0.5, 0.5)
@@ -341,7 +358,10 @@ case("timeout_on_one_test", DOUBLE, "def double(x):\n    while x == 5:\n        
 case(
     "answer_raises_system_exit_and_keyboard_interrupt",
     DOUBLE,
-    "def double(x):\n    if x == 2:\n        raise SystemExit(0)\n    if x == 5:\n        raise KeyboardInterrupt\n    return x * 2",
+    (
+        "def double(x):\n    if x == 2:\n        raise SystemExit(0)\n    if x == 5:\n        raise"
+        " KeyboardInterrupt\n    return x * 2"
+    ),
     0.5,
     0.5,
 )
@@ -353,7 +373,8 @@ case(
 # fixed PYTHONHASHSEED; with a seed per interpreter this scored 0.0-0.4, varying by run.
 SET_WORDS = ["pear apple fig kiwi lime plum date lemon", "one two three four five six",
          "red green blue cyan magenta yellow black white", "a b c d e f g h i"]
-UNIQ_WORDS = backend_task("uniq_words", "def uniq_words(s):\n    return list(set(s.split()))", [f"uniq_words({w!r})" for w in SET_WORDS])
+UNIQ_WORDS = backend_task("uniq_words", "def uniq_words(s):\n    return list(set(s.split()))",
+                          [f"uniq_words({w!r})" for w in SET_WORDS])
 SAME_SET_ORDER = "def uniq_words(s):\n    return list(set(s.split()))"
 case("same_set_order", UNIQ_WORDS, SAME_SET_ORDER, 1.0, 1.0)
 
@@ -365,10 +386,15 @@ case("slow_reference_equally_slow_answer", TRIPLE, SLOW, 0.0, 0.0)  # the answer
 
 # Third-party libraries of the official environment (its requirements pull in numpy and
 # pandas), imported inside the function.
-MEAN = backend_task("mean", "def mean(xs):\n    return sum(xs) / len(xs)", ["mean([1, 2, 3, 4])", "mean([2.5])", "mean([-1, 1, 6])"])
-case("numpy_inside_body", MEAN, "def mean(xs):\n    import numpy as np\n    return np.mean(xs)", 1.0, 1.0)  # np.float64 is a float
-SUM = backend_task("total", "def total(xs):\n    return sum(xs)", ["total([1, 2, 3])", "total([5])", "total([-1, 1, 9])"])
-case("pandas_inside_body", SUM, "def total(xs):\n    import pandas as pd\n    return int(pd.Series(xs, dtype='int64').sum())", 1.0, 1.0)
+MEAN = backend_task("mean", "def mean(xs):\n    return sum(xs) / len(xs)",
+                    ["mean([1, 2, 3, 4])", "mean([2.5])", "mean([-1, 1, 6])"])
+case(
+    "numpy_inside_body", MEAN, "def mean(xs):\n    import numpy as np\n    return np.mean(xs)", 1.0, 1.0
+)  # np.float64 is a float
+SUM = backend_task("total", "def total(xs):\n    return sum(xs)",
+                   ["total([1, 2, 3])", "total([5])", "total([-1, 1, 9])"])
+case("pandas_inside_body", SUM,
+     "def total(xs):\n    import pandas as pd\n    return int(pd.Series(xs, dtype='int64').sum())", 1.0, 1.0)
 # Officially np.int64(6) == 6; our canonical form reads only builtin types, and numpy's
 # integers derive from none, so they are opaque and never equal.
 case(
@@ -396,7 +422,8 @@ case("reference_global_counter_persists", COUNTING_REFERENCE, "def f(x):\n    re
 
 # Python's default int-to-str limit (4,300 digits), which the official Python 3.10/3.11
 # has: str(10 ** 5000) raises there, but a returned 5,001-digit int still compares.
-DIGITS = backend_task("count_digits", "def count_digits(e):\n    return e + 1", ["count_digits(3)", "count_digits(5000)"])
+DIGITS = backend_task("count_digits", "def count_digits(e):\n    return e + 1",
+                      ["count_digits(3)", "count_digits(5000)"])
 case("big_int_to_str_raises", DIGITS, "def count_digits(e):\n    return len(str(10 ** e))", 0.5, 0.5)
 POWER = backend_task("power", "def power(e):\n    return 10 ** e", ["power(3)", "power(5000)"])
 case("big_int_returned", POWER, "def power(e):\n    return pow(10, e)", 1.0, 1.0)
@@ -466,7 +493,8 @@ def test_every_sandbox_starts_under_the_graders_hash_seed(sandbox):
     grading; the seed is the Grader's (HASH_SEED unless it is given another)."""
     for seed in (HASH_SEED, 12345):
         with Grader(sandbox=sandbox, workers=2, grading="official", hash_seed=seed) as grader:
-            reports = grader.grade([(UNIQ_WORDS, SAME_SET_ORDER)] * 4 + [(HASH, "def str_hash(s):\n    return hash(s)")])
+            reports = grader.grade([(UNIQ_WORDS, SAME_SET_ORDER)] * 4 + [(HASH,
+                                                                          "def str_hash(s):\n    return hash(s)")])
         assert all(r.success for r in reports[:4]), [r.fraction_passed for r in reports[:4]]
         row = reports[4].tests[0]
         assert row.expected == row.actual == _host_hash("colbench", seed), (seed, row)
@@ -501,4 +529,9 @@ def test_system_exit_and_keyboard_interrupt_fail_their_own_test(sandbox):
     answer = next(c.answer for c in CASES if c.name == "answer_raises_system_exit_and_keyboard_interrupt")
     with Grader(sandbox=sandbox, workers=1, grading="official") as grader:
         (report,) = grader.grade([(DOUBLE, answer)])
-    assert [(t.actual, t.error) for t in report.tests] == [("2", None), (None, "SystemExit: 0"), (None, "KeyboardInterrupt"), ("-6", None)]
+    assert [(t.actual, t.error) for t in report.tests] == [
+        ("2", None),
+        (None, "SystemExit: 0"),
+        (None, "KeyboardInterrupt"),
+        ("-6", None)
+    ]

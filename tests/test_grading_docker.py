@@ -21,7 +21,8 @@ from colbench.grading.sandboxes.image import ImageError, build_image, configured
 from colbench.tasks.spec import TaskSpec
 
 COLBENCH = [sys.executable, "-m", "colbench.cli.app"]
-ADD = TaskSpec("backend", "add", "def add(a, b):\n    return a + b\n", {f"test{i}": f"add({i}, 1)" for i in range(1, 4)})
+ADD = TaskSpec("backend", "add", "def add(a, b):\n    return a + b\n",
+               {f"test{i}": f"add({i}, 1)" for i in range(1, 4)})
 
 
 def colbench(*args: str, **env: str) -> subprocess.CompletedProcess:
@@ -50,7 +51,8 @@ def test_cli_builds_an_image_that_records_its_source(docker_engine):
     assert result.returncode == 0, result.stderr
     built = json.loads(result.stdout)
     try:
-        debian_python = subprocess.run(["/usr/bin/python3", "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True).stdout.strip()
+        debian_python = subprocess.run(["/usr/bin/python3", "-c", "import platform; print(platform.python_version())"],
+                                       capture_output=True, text=True).stdout.strip()
         assert built["tag"] == tag and built["id"].startswith("sha256:")
         assert 10e6 < built["size"] < 200e6
         labels = built["labels"]
@@ -85,7 +87,10 @@ def test_the_image_needs_the_offered_libraries(docker_engine, monkeypatch):
     from colbench.grading.sandboxes import image
 
     monkeypatch.setattr(image, "LIBRARY_PATH", "/nonexistent/dist-packages")
-    with closing(docker.from_env()) as client, pytest.raises(ImageError, match="apt-get install --no-install-recommends python3-numpy python3-pandas"):
+    with (
+        closing(docker.from_env()) as client,
+        pytest.raises(ImageError, match="apt-get install --no-install-recommends python3-numpy python3-pandas")
+    ):
         build_image(client, tag=absent_image())
 
 
@@ -106,7 +111,8 @@ def test_a_missing_image_is_a_clear_reason_and_never_pulled(docker_engine, monke
     monkeypatch.setenv("COLBENCH_GRADING_IMAGE", missing)
     why = DockerBackend.check()
     assert why == f"the grading image {missing} is missing: run `colbench sandbox image --tag {missing}`"
-    with pytest.raises(SandboxUnavailable, match=f"--sandbox docker is unavailable: the grading image {missing} is missing"):
+    with pytest.raises(SandboxUnavailable,
+                       match=f"--sandbox docker is unavailable: the grading image {missing} is missing"):
         Grader(sandbox="docker")
     with pytest.raises(SandboxUnavailable, match="colbench sandbox image"):
         DockerBackend().start(0, 256)  # no pull behind the check's back
@@ -312,7 +318,8 @@ MEMORY_MB = 512
 @pytest.fixture(scope="module")
 def inside(docker_engine):
     """What each probe returned inside a grading container: {name in CALLS: value}."""
-    task = TaskSpec("backend", "probe", "def probe(*args):\n    return 0\n", {f"test{i}": call for i, call in enumerate(CALLS.values(), 1)})
+    task = TaskSpec("backend", "probe", "def probe(*args):\n    return 0\n",
+                    {f"test{i}": call for i, call in enumerate(CALLS.values(), 1)})
     with Grader(sandbox="docker", workers=1, memory_mb=MEMORY_MB, grading="strict") as grader:
         (report,) = grader.grade([(task, PROBES)])
     found = {}

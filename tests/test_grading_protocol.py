@@ -27,7 +27,10 @@ def read(data: bytes, job: Job = JOB):
 def test_a_well_formed_reply_counts():
     run, verdict = read(signed("j7", ["j7 R 1 120 = 1", "j7 E 2 1000000 timeout"]))
     assert verdict == "ok"
-    assert [(o.value, o.comparable, o.error, o.duration_s) for o in run.outcomes] == [("1", True, None, 0.00012), (None, False, "timeout", 1.0)]
+    assert [(o.value, o.comparable, o.error, o.duration_s) for o in run.outcomes] == [
+        ("1", True, None, 0.00012),
+        (None, False, "timeout", 1.0)
+    ]
 
 
 def test_a_compile_error_fails_every_test():
@@ -49,7 +52,8 @@ def test_a_compile_error_fails_every_test():
         signed("j7", ["j7 R 1 0 = 1", "j7 R 2 0 = 2"]).replace(b"= 2", b"= 3"),  # altered after signing
         signed("j7", ["j7 C oops", "j7 R 1 0 = 1", "j7 R 2 0 = 2"]),  # a compile error and results
     ],
-    ids=["carriage-return", "other-job", "order", "twice", "missing", "kind", "after-end", "wrong-key", "altered", "mixed"],
+    ids=["carriage-return", "other-job", "order", "twice", "missing", "kind", "after-end", "wrong-key", "altered",
+         "mixed"],
 )
 def test_anything_off_protocol_is_tampering(data):
     with pytest.raises(Tampered):

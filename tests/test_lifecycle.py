@@ -22,7 +22,8 @@ def test_an_interrupted_run_is_failed_with_its_reason_and_keeps_its_steps(sqlite
     with db.read() as session:
         stored = session.get(TrainingRun, run.id)
         figures = [(s.step, s.values["loss"]) for s in queries.training_steps(session, run.id)]
-    assert (stored.status, stored.error, stored.name, stored.kind) == ("failed", "KeyboardInterrupt", "short", "policy:sft")
+    assert (stored.status, stored.error, stored.name, stored.kind) == ("failed", "KeyboardInterrupt", "short",
+                                                                       "policy:sft")
     assert stored.config == {"lr": 1e-5}
     assert figures == [(1, 0.5), (2, 0.25)]
 
@@ -46,5 +47,9 @@ def test_a_finished_run_saves_through_the_recipe_and_records_its_checkpoint(sqli
     assert saved == [folder] and folder == tmp_path / "critic"
     assert f"train:{run.id}" in (folder / "README.md").read_text()  # the card names its run
     assert (stored.status, stored.error, stored.data_watermark) == ("done", None, 7)
-    assert (checkpoint.run_id, checkpoint.kind, checkpoint.path, checkpoint.adapter, checkpoint.sha256) == (run.id, "critic", str(folder), True, "0" * 64)
+    assert (checkpoint.run_id, checkpoint.kind, checkpoint.path, checkpoint.adapter, checkpoint.sha256) == (run.id,
+                                                                                                            "critic",
+                                                                                                            str(folder),
+                                                                                                            True,
+                                                                                                            "0" * 64)
     assert checkpoint.metrics["train_loss"] == 0.1

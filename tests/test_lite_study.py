@@ -15,12 +15,15 @@ from colbench.refs import checkpoint_lookup
 from colbench.wiring import select_tasks
 
 STUDY = [
-    "--tasks", "backend-lite", "--train-tasks", "3", "-k", "1", "--test-tasks", "1", "--max-new-tokens", "4", "--batch-size", "4",
-    "--critic-epochs", "1", "--policy-candidates", "2", "--policy-fraction", "0.5", "--critic-lr", "1e-3", "--policy-lr", "1e-3",
+    "--tasks", "backend-lite", "--train-tasks", "3", "-k", "1", "--test-tasks", "1", "--max-new-tokens", "4",
+    "--batch-size", "4",
+    "--critic-epochs", "1", "--policy-candidates", "2", "--policy-fraction", "0.5", "--critic-lr", "1e-3",
+    "--policy-lr", "1e-3",
     "--critic-lora-rank", "4", "--policy-lora-rank", "4", "--critic-max-len", "256", "--policy-max-len", "256",
     "--sandbox", "bwrap", "--device", "cpu", "--no-on-policy", "--best-of", "2",
 ]
-FIT = ["--split", "lite-train", "--lora-rank", "8", "--lr", "5e-3", "--max-len", "512", "--device", "cpu", "--batch-size", "1"]
+FIT = ["--split", "lite-train", "--lora-rank", "8", "--lr", "5e-3", "--max-len", "512", "--device", "cpu",
+       "--batch-size", "1"]
 
 
 @pytest.fixture
@@ -63,9 +66,11 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
     # Demonstrations: the expert on the first three train tasks (each template's instances are
     # spread over the tier, so these are three templates), and noisy agents for failures.
     for engine in ("scripted:expert", "scripted:early@0"):
-        done = cli("--db", db_url, "rollout", "--engine", engine, "--tasks", "backend-lite:train", "--limit", "3", "--sandbox", "bwrap", "--json")
+        done = cli("--db", db_url, "rollout", "--engine", engine, "--tasks", "backend-lite:train", "--limit", "3",
+                   "--sandbox", "bwrap", "--json")
         assert done["finished"] == 3 and done["success_rate"] == (1.0 if engine.endswith("expert") else 0.0)
-    warm = cli("--db", db_url, "policy", "fit", "--algo", "sft", "--model", str(tiny_model_dir), "--epochs", "12", *FIT, "--json")
+    warm = cli("--db", db_url, "policy", "fit", "--algo", "sft", "--model", str(tiny_model_dir), "--epochs", "12", *FIT,
+               "--json")
     assert warm["metrics"]["trajectories"] == 3  # the expert's successes, not early@0's failures
 
     # Learning: on each demonstrated dialogue's opening, asking for the first hidden fact became
@@ -84,7 +89,8 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
     # The study from the warm start: every arm trains (on the scripted data too, --no-on-policy)
     # and is evaluated on lite-test and lite-novel, best-of-N included.
     folder = tmp_path / "study"
-    result = cli("--db", db_url, "experiment", "backend", "--model", warm["checkpoint"], "--dir", str(folder), "--json", "--evaluate-on", "test", *STUDY)
+    result = cli("--db", db_url, "experiment", "backend", "--model", warm["checkpoint"], "--dir", str(folder), "--json",
+                 "--evaluate-on", "test", *STUDY)
     arms = {a["arm"]: a for a in result["arms"]}
     assert list(arms) == ["zero-shot", "rft", "mtdpo", "sweet", "sweet-no-c", "best-of-n"]
     for key, arm in arms.items():
@@ -92,19 +98,31 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
         assert all(arm["tests"][split]["n_trajectories"] == 1 for split in arm["tests"]), (key, arm["training"])
     assert arms["best-of-n"]["training"]["critic"] == result["critics"]["with c"]["checkpoint"]
     critic = result["critics"]["with c"]["checkpoint"]
-    assert all(f"best-of-2:{critic}" in arms["best-of-n"]["tests"][split]["setting"] for split in ("lite-test", "lite-novel"))
+    assert all(
+        f"best-of-2:{critic}" in arms["best-of-n"]["tests"][split]["setting"] for split in ("lite-test", "lite-novel")
+    )
     assert all("best-of" not in arms["zero-shot"]["tests"][split]["setting"] for split in ("lite-test", "lite-novel"))
     # Each critic was judged on a scripted agent's test dialogues, whose turns' ground truth is known.
     for name in ("with c", "without c"):
         judged = result["critics"][name]["eval"]
-        assert judged["tasks"] == "backend:lite-test" and judged["trajectories"] == 2 and judged["labelled_turns"] >= 2, judged
+        assert (
+            judged["tasks"] == "backend:lite-test" and judged["trajectories"] == 2 and judged["labelled_turns"] >= 2
+        ), judged
         # ... and the judgement is kept with the critic's run, where `runs show` finds it
         shown = cli("--db", db_url, "runs", "show", f"train:{result['critics'][name]['run_id']}", "--json")
         assert shown["metrics"]["eval"] == judged
-    # Every run the study made carries its tag: the zero-shot, scripted-judge and test rollouts, both critics, every policy.
+    # Every run the study made carries its tag: the zero-shot, scripted-judge and test rollouts, both critics, every
+    # policy.
     tagged = cli("--db", db_url, "runs", "ls", "--tag", "study:study", "--json")
     kinds = [r["what"] if r["kind"] == "train" else r["tasks"] for r in tagged]
-    assert sorted(k for k in kinds if not k.startswith("backend:")) == ["critic", "critic", "policy:mtdpo", "policy:rft", "policy:sweet", "policy:sweet"]
+    assert sorted(k for k in kinds if not k.startswith("backend:")) == [
+        "critic",
+        "critic",
+        "policy:mtdpo",
+        "policy:rft",
+        "policy:sweet",
+        "policy:sweet"
+    ]
     assert {"backend:lite-train", "backend:lite-test", "backend:lite-novel"} <= set(kinds)
     assert not any(r["policy"] == "scripted:early@0" for r in tagged if r["kind"] == "rollout")  # made before the study
     # Each arm against zero-shot, paired on the same tasks: what `colbench compare` says of the two
@@ -117,19 +135,30 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
                 assert versus is None
                 continue
             mine = arm["tests"][split]
-            assert versus["mean_a"] == zero_shot[split]["success"]["mean"] and versus["mean_b"] == mine["success"]["mean"]
+            assert (
+                versus["mean_a"] == zero_shot[split]["success"]["mean"] and versus["mean_b"] == mine["success"]["mean"]
+            )
             assert versus["n_tasks"] == 1
-            runs = [run_of[(tests["policy"], tests["setting"], f"backend:{split}")] for tests in (zero_shot[split], mine)]
+            runs = [
+                run_of[(tests["policy"], tests["setting"], f"backend:{split}")] for tests in (zero_shot[split], mine)
+            ]
             compared = cli("--db", db_url, "compare", *runs, "--json")
             assert compared["difference"]["mean"] == versus["difference"]["mean"] == versus["mean_b"] - versus["mean_a"]
             assert compared["p_value"] == versus["p_value"]
-            if zero_shot[split]["setting"] == mine["setting"]:  # policies too: ckpt:<id> is a policy here, not its training run
-                by_policy = cli("--db", db_url, "compare", zero_shot[split]["policy"], mine["policy"], "--tasks", f"backend:{split}",
+            if (
+                zero_shot[split]["setting"] == mine["setting"]
+            ):  # policies too: ckpt:<id> is a policy here, not its training run
+                by_policy = cli("--db", db_url, "compare", zero_shot[split]["policy"], mine["policy"], "--tasks",
+                                f"backend:{split}",
                                 "--setting", mine["setting"], "--json")
                 assert by_policy["difference"] == compared["difference"] and by_policy["b"].startswith(mine["policy"])
     markdown = (folder / "results.md").read_text()
     assert "judged on 2 dialogues of backend:lite-test" in markdown
-    assert "**backend:lite-test**" in markdown and "**backend:lite-novel**" in markdown and "| best-of-N with the critic |" in markdown
+    assert (
+        "**backend:lite-test**" in markdown
+        and "**backend:lite-novel**" in markdown
+        and "| best-of-N with the critic |" in markdown
+    )
     assert "success − zero-shot, paired (95% CI), p" in markdown
 
     # A rerun judges no critic again (minutes each at the study's scale): the judgement is read back from its run.
@@ -138,20 +167,24 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
 
     with monkeypatch.context() as patched:
         patched.setattr("colbench.training.critic_eval.evaluate_critic", judged_again)
-        again = cli("--db", db_url, "experiment", "backend", "--model", warm["checkpoint"], "--dir", str(folder), "--json",
-                    "--evaluate-on", "test", *STUDY)
-    assert {name: c["eval"] for name, c in again["critics"].items()} == {name: c["eval"] for name, c in result["critics"].items()}
+        again = cli("--db", db_url, "experiment", "backend", "--model", warm["checkpoint"], "--dir", str(folder),
+                    "--json", "--evaluate-on", "test", *STUDY)
+    judgements = {name: c["eval"] for name, c in result["critics"].items()}
+    assert {name: c["eval"] for name, c in again["critics"].items()} == judgements
 
     # The warm start's test dialogues and its best-of-N ones share its name; --setting tells them apart.
     critic = result["critics"]["with c"]["checkpoint"]
-    both = cli("--db", db_url, "critic", "eval", "--critic", critic, "--policies", warm["checkpoint"], "--device", "cpu", "--json")
-    plain = cli("--db", db_url, "critic", "eval", "--critic", critic, "--policies", warm["checkpoint"], "--device", "cpu",
+    both = cli("--db", db_url, "critic", "eval", "--critic", critic, "--policies", warm["checkpoint"], "--device",
+               "cpu", "--json")
+    plain = cli("--db", db_url, "critic", "eval", "--critic", critic, "--policies", warm["checkpoint"], "--device",
+                "cpu",
                 "--setting", zero_shot["lite-test"]["setting"], "--json")
     assert both["trajectories"] == 2 and plain["trajectories"] == 1
 
     # Critic evaluation against ground truth: the expert's fact questions are the labelled turns.
     for name, training_info in (("with c", True), ("without c", False)):
-        figures = cli("--db", db_url, "critic", "eval", "--critic", result["critics"][name]["checkpoint"], "--tasks", "backend-lite:train",
+        figures = cli("--db", db_url, "critic", "eval", "--critic", result["critics"][name]["checkpoint"], "--tasks",
+                      "backend-lite:train",
                       "--policies", "scripted:*", "--device", "cpu", "--json")
         assert figures["training_info"] is training_info
         assert figures["trajectories"] == 6 and figures["pairs"] == 3

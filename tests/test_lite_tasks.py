@@ -58,11 +58,16 @@ def test_tier_size_templates_domains_and_splits(instances):
         if name in NOVEL_TEMPLATES:
             assert set(counts) == {"novel"}, name
         else:
-            assert counts["novel"] == 0 and (counts["test"], counts["val"], counts["train"]) == (4, 3, 18), (name, counts)
+            assert counts["novel"] == 0 and (counts["test"], counts["val"], counts["train"]) == (4, 3, 18), (
+                name,
+                counts
+            )
     # the rule is positional: instance i of a template is test iff i % 7 == 3, validation iff i % 7 == 6
     for item in instances:
         if item.template.name not in NOVEL_TEMPLATES:
-            assert (item.spec.split == "test") == (item.index % 7 == 3) and (item.spec.split == "val") == (item.index % 7 == 6)
+            assert (item.spec.split == "test") == (item.index % 7 == 3) and (item.spec.split == "val") == (
+                item.index % 7 == 6
+            )
 
 
 def test_a_store_made_before_lite_val_gets_its_validation_tasks_moved_out_of_lite_train(sqlite_url, instances):
@@ -88,7 +93,9 @@ def test_a_store_made_before_lite_val_gets_its_validation_tasks_moved_out_of_lit
         splits = collections.Counter(t.split for t in session.exec(select(Task)))
     assert splits == {"lite-train": 720, "lite-val": 120, "lite-test": 160, "lite-novel": 250}
     assert [t.split for t in select_tasks(db, "backend-lite:val", limit=40)] == ["lite-val"] * 40
-    assert len({template_of(spec_of(t)) for t in select_tasks(db, "backend-lite:val", limit=40)}) == 40  # spread over templates
+    assert (
+        len({template_of(spec_of(t)) for t in select_tasks(db, "backend-lite:val", limit=40)}) == 40
+    )  # spread over templates
 
 
 def test_deterministic_cached_and_unique(instances):
@@ -215,7 +222,11 @@ def test_reference_passes_naive_fails_and_each_fact_is_needed(instances):
             for other in param.values:
                 if other != item.keys[param.name]:
                     variant = template.render({**item.keys, param.name: other})
-                    assert _failures(expected, _run(variant, template.name, calls)) >= 1, (template.name, param.name, other)
+                    assert _failures(expected, _run(variant, template.name, calls)) >= 1, (
+                        template.name,
+                        param.name,
+                        other
+                    )
         # the naive solution is the reference with every hidden value guessed
         assert spec.naive_solution == template.render({p.name: p.guess for p in template.hidden})
 
@@ -228,7 +239,8 @@ def test_facts_of_round_trips(instances):
         facts = facts_of(item.spec)
         assert [f.name for f in facts] == [p.name for p in item.template.hidden]
         for fact, param in zip(facts, item.template.hidden):
-            assert fact == HiddenFact(param.name, param.sentence_of(item.keys[param.name]), param.question, tuple(param.keywords))
+            assert fact == HiddenFact(param.name, param.sentence_of(item.keys[param.name]), param.question,
+                                      tuple(param.keywords))
             assert "def " not in fact.sentence and "```" not in fact.sentence
         assert 1 <= len(facts) <= 3
 
@@ -288,5 +300,9 @@ def test_tasks_validate_lite_checks_every_lite_task(capsys):
         app.main(["tasks", "validate", "--lite", "--sandbox", "bwrap", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert exit_info.value.code == 0, report["findings"][:5]
-    assert report["ok"] and report["tasks"] == len(lite_tasks()) == report["naive_checked"] and report["naive_passes_all"] == 0
+    assert (
+        report["ok"]
+        and report["tasks"] == len(lite_tasks()) == report["naive_checked"]
+        and report["naive_passes_all"] == 0
+    )
     print(f"\nbackend-lite: {len(lite_tasks())} tasks validated in {time.monotonic() - started:.1f} s")

@@ -140,7 +140,8 @@ def test_tokenizer_from_the_embedded_gguf(smol_tokenizer_dir):
     tokenizer = load_tokenizer(ModelSource(base=str(smol_tokenizer_dir)))  # a tokenizer, not a model
     assert tokenizer.eos_token == "<|im_end|>" and tokenizer.eos_token_id == 2 and tokenizer.pad_token_id == 2
     assert len(tokenizer) == 49152
-    text = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True)
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False,
+                                         add_generation_prompt=True)
     assert text.endswith("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
 
 

@@ -29,7 +29,8 @@ def launch() -> list[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    return [str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+    return [str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2",
+            "--num_machines", "1",
             "--mixed_precision", "no", "--main_process_port", str(port), "-m", "colbench.cli.app"]
 
 
@@ -56,7 +57,9 @@ def running_runs(db: Database, timeout_s: float = 180) -> list[TrainingRun]:
 
 def lineage_of(db: Database, run_id: int) -> list[tuple[int, int | None]]:
     with db.read() as session:
-        return sorted((l.trajectory_id, l.turn_id) for l in session.exec(select(Lineage).where(Lineage.run_id == run_id)))
+        return sorted(
+            (l.trajectory_id, l.turn_id) for l in session.exec(select(Lineage).where(Lineage.run_id == run_id))
+        )
 
 
 @pytest.fixture(scope="module")
@@ -83,25 +86,33 @@ def test_two_processes_train_each_recipe_as_one_does(store, tiny_model_dir):
         # Figures over both processes, not rank 0's share: every token trained, a loss near one process's.
         assert metrics["train_tokens"] == one["metrics"]["train_tokens"] > 0
         assert metrics["train_loss"] == pytest.approx(one["metrics"]["train_loss"], rel=0.5)
-    critic = json.loads(run(COLBENCH, url, "critic", "fit", "--model", model, "--epochs", "1", "--heldout", "0", "--from-scratch", *TINY).stdout)["checkpoint"]
-    sweet = ["policy", "fit", "--algo", "sweet", "--model", model, "--critic", critic, "--fraction", "1", "--candidates", "4",
+    critic = json.loads(run(COLBENCH, url, "critic", "fit", "--model", model, "--epochs", "1", "--heldout", "0",
+                            "--from-scratch", *TINY).stdout)["checkpoint"]
+    sweet = ["policy", "fit", "--algo", "sweet", "--model", model, "--critic", critic, "--fraction", "1",
+             "--candidates", "4",
              "--max-new-tokens", "4", "--sample-batch-size", "8"]
     two = run(COLBENCH, url, "launch", "--processes", "2", *sweet, *TINY)  # colbench's own front to accelerate launch
     assert two.returncode == 0, two.stderr[-3000:]
     summary = json.loads(two.stdout)
     one = json.loads(run(COLBENCH, url, *sweet, *TINY).stdout)  # reuses the candidates the two sampled
-    assert one["metrics"]["turns_sampled"] == 0, [(k, summary["metrics"].get(k), one["metrics"].get(k)) for k in ("sampling_key", "sampler", "turns_sampled", "turns_reused", "selected_turns")]
+    assert one["metrics"]["turns_sampled"] == 0, [
+        (k, summary["metrics"].get(k), one["metrics"].get(k))
+        for k in ("sampling_key", "sampler", "turns_sampled", "turns_reused", "selected_turns")
+    ]
     assert lineage_of(db, summary["run_id"]) == lineage_of(db, one["run_id"]) != []
     with db.read() as session:
         runs = session.exec(select(TrainingRun)).all()
         checkpoints = session.exec(select(Checkpoint)).all()
-    assert all(r.status == "done" for r in runs) and len(checkpoints) == len(runs) == 9  # one run and checkpoint per launch
+    assert (
+        all(r.status == "done" for r in runs) and len(checkpoints) == len(runs) == 9
+    )  # one run and checkpoint per launch
 
 
 def test_a_run_whose_process_was_killed_is_marked_failed(store, tiny_model_dir):
     db, url = store
     env = dict(os.environ, NO_COLOR="1")
-    process = subprocess.Popen(COLBENCH + ["--db", url, "policy", "fit", "--algo", "rft", "--model", str(tiny_model_dir), "--epochs", "200", *TINY],
+    process = subprocess.Popen(COLBENCH + ["--db", url, "policy", "fit", "--algo", "rft", "--model",
+                                           str(tiny_model_dir), "--epochs", "200", *TINY],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     running = running_runs(db)
     assert running and running[0].worker.split(":")[1] == str(process.pid)
@@ -119,7 +130,8 @@ def test_launch_stops_every_process_on_ctrl_c_in_one_line(store, tiny_model_dir)
     env = dict(os.environ, NO_COLOR="1", OMP_NUM_THREADS="1")
     env.pop("COLBENCH_DEBUG", None)
     process = subprocess.Popen(
-        COLBENCH + ["--db", url, "launch", "-n", "2", "policy", "fit", "--algo", "rft", "--model", str(tiny_model_dir), "--epochs", "500", *TINY],
+        COLBENCH + ["--db", url, "launch", "-n", "2", "policy", "fit", "--algo", "rft", "--model", str(tiny_model_dir),
+                    "--epochs", "500", *TINY],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
     running = running_runs(db)
@@ -128,11 +140,14 @@ def test_launch_stops_every_process_on_ctrl_c_in_one_line(store, tiny_model_dir)
     process.send_signal(signal.SIGINT)  # a terminal's Ctrl-C reaches colbench; the launcher has a session of its own
     out, err = process.communicate(timeout=120)
     lines = [line for line in err.splitlines() if line.strip()]
-    assert process.returncode == 130 and lines[-1].startswith("error: interrupted") and "Traceback" not in err, err[-3000:]
+    assert process.returncode == 130 and lines[-1].startswith("error: interrupted") and "Traceback" not in err, err[
+        -3000:
+    ]
     with db.read() as session:
         assert session.get(TrainingRun, running[0].id).status == "failed"
     time.sleep(1)
-    trainers = subprocess.run(["pgrep", "-f", f"colbench.cli.app policy fit --algo rft --model {tiny_model_dir} --epochs 500"],
+    trainers = subprocess.run(["pgrep", "-f",
+                               f"colbench.cli.app policy fit --algo rft --model {tiny_model_dir} --epochs 500"],
                               capture_output=True, text=True).stdout.split()
     assert trainers == []  # none left behind
 

@@ -58,7 +58,9 @@ def test_trajectories_round_trip_with_inputs_outputs_answer_reward(db, tmp_path)
     export_official(db, out)
     # The export names the grading of every reward; otherwise the records come back as they went in.
     exported = _read(out / "trajectories.jsonl")
-    assert [r.get("grading") for r in exported] == ["official" if r.get("reward") is not None else None for r in records]
+    assert [r.get("grading") for r in exported] == [
+        "official" if r.get("reward") is not None else None for r in records
+    ]
     assert [{k: v for k, v in r.items() if k != "grading"} for r in exported] == records
     strict = [dict(r, grading="strict") for r in exported if "grading" in r]
     reimported = tmp_path / "strict.jsonl"
@@ -92,7 +94,8 @@ def test_several_samples_of_one_task_get_distinct_indexes(db, tmp_path):
         ("{not json", "not valid JSON"),
         ('["a", "list"]', "expected a JSON object"),
         ('{"problem_description": "x"}', "'ground_truth'"),
-        ('{"problem_description": "x", "ground_truth": "def f(): pass", "test_cases": {"test1": 3}}', "test case 'test1'"),
+        ('{"problem_description": "x", "ground_truth": "def f(): pass", "test_cases": {"test1": 3}}',
+         "test case 'test1'"),
     ],
 )
 def test_malformed_task_line_imports_nothing_and_names_the_line(db, tmp_path, bad_line, message):
@@ -118,7 +121,9 @@ def test_malformed_trajectory_line_imports_nothing(db, tmp_path):
 
 
 def test_export_filters_by_policy(db, tmp_path):
-    import_trajectories(db, write_jsonl(tmp_path / "a.jsonl", [trajectory(backend_task(i)) for i in range(3)]), policy="a")
-    import_trajectories(db, write_jsonl(tmp_path / "b.jsonl", [trajectory(backend_task(i), turns=2) for i in range(2)]), policy="b")
+    import_trajectories(db, write_jsonl(tmp_path / "a.jsonl", [trajectory(backend_task(i)) for i in range(3)]),
+                        policy="a")
+    import_trajectories(db, write_jsonl(tmp_path / "b.jsonl", [trajectory(backend_task(i), turns=2) for i in range(2)]),
+                        policy="b")
     export_official(db, tmp_path / "out", policy="b")
     assert len(_read(tmp_path / "out" / "trajectories.jsonl")) == 2

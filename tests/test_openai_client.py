@@ -79,7 +79,9 @@ def test_gives_up_with_one_line_error(openai_server):
         client.chat("m", MESSAGES)
     message = str(err.value)
     assert "\n" not in message
-    assert message == f"endpoint {openai_server.base_url} failed after 3 tries: HTTP 503: model is overloaded please retry"
+    assert (
+        message == f"endpoint {openai_server.base_url} failed after 3 tries: HTTP 503: model is overloaded please retry"
+    )
     assert err.value.status == 503
     assert len(openai_server.requests) == 3
 

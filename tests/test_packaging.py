@@ -29,7 +29,8 @@ def test_wheel_holds_only_the_colbench_namespace(tmp_path):
     for folder in ("colbench", "store", "cli", "migrations"):
         shutil.copytree(REPO / folder, source / folder, ignore=skip)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(source)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
+         str(source)],
         check=True,
         capture_output=True,
     )
@@ -37,8 +38,10 @@ def test_wheel_holds_only_the_colbench_namespace(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}
     assert tops == {"colbench", next(t for t in tops if t.endswith(".dist-info"))}
-    expected_files = ("colbench/store/models.py", "colbench/cli/app.py", "colbench/migrations/env.py", "colbench/migrations/versions/0001_initial_schema.py",
-                      "colbench/store/queries/__init__.py", "colbench/store/queries/runs.py", "colbench/training/lifecycle.py", "colbench/authoring/validate.py", "colbench/regrade.py")
+    expected_files = ("colbench/store/models.py", "colbench/cli/app.py", "colbench/migrations/env.py",
+                      "colbench/migrations/versions/0001_initial_schema.py",
+                      "colbench/store/queries/__init__.py", "colbench/store/queries/runs.py",
+                      "colbench/training/lifecycle.py", "colbench/authoring/validate.py", "colbench/regrade.py")
     for expected in expected_files:
         assert expected in names
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()

@@ -18,7 +18,16 @@ from sqlmodel import select
 from colbench.official import import_trajectories
 from colbench.store import queries
 from colbench.store.db import Database
-from colbench.store.models import Checkpoint, Lineage, SweetCandidate, SweetPair, TrainingRun, TrainingStep, Trajectory, Turn
+from colbench.store.models import (
+    Checkpoint,
+    Lineage,
+    SweetCandidate,
+    SweetPair,
+    TrainingRun,
+    TrainingStep,
+    Trajectory,
+    Turn
+)
 from colbench.training import data as D
 from colbench.training import mtdpo, rft, sweet
 from colbench.training.checkpoints import export_checkpoint
@@ -86,20 +95,25 @@ def test_dpo_plus_nll_by_hand_with_masks():
         [-9.0, -9.0, -3.0, -1.0, -50.0],
         [-9.0, -50.0, -9.0, -9.0, -0.5],
     ])
-    turns = torch.tensor([[-1, 0, 0, -1, -1], [-1, -1, 0, 0, -1], [-1, 0, 0, -1, 1], [-1, -1, 0, 0, -1], [-1, -1, -1, -1, 1]])
+    turns = torch.tensor([[-1, 0, 0, -1, -1], [-1, -1, 0, 0, -1], [-1, 0, 0, -1, 1], [-1, -1, 0, 0, -1],
+                          [-1, -1, -1, -1, 1]])
     owner = torch.tensor([0, 1, 2, 3, 0])
     ref_chosen, ref_rejected = torch.tensor([-4.0, -2.5]), torch.tensor([-4.5, -3.0])
     loss, stats = policy_dpo_loss(logps, turns, owner, ref_chosen, ref_rejected, beta=0.5, nll_weight=0.1)
     # chosen sums: -3.5 (rows 0 and 4), -2.0; rejected: -5.0, -4.0
     m1 = (-3.5 - -4.0) - (-5.0 - -4.5)  # 1.0
     m2 = (-2.0 - -2.5) - (-4.0 - -3.0)  # 1.5
-    dpo = (-torch.nn.functional.logsigmoid(torch.tensor(0.5 * m1)) - torch.nn.functional.logsigmoid(torch.tensor(0.5 * m2))) / 2
+    dpo = (
+        -torch.nn.functional.logsigmoid(torch.tensor(0.5 * m1)) - torch.nn.functional.logsigmoid(torch.tensor(0.5 * m2))
+    ) / 2
     nll = (1.0 + 2.0 + 0.5 + 1.5 + 0.5) / 5  # mean over the chosen rows' 5 agent tokens
     assert float(loss) == pytest.approx(float(dpo) + 0.1 * nll, abs=1e-6)
     assert stats["nll"] == pytest.approx(nll) and stats["reward_margin"] == pytest.approx(0.5 * (m1 + m2) / 2)
     assert stats["reward_accuracy"] == 1.0
     # Swapping the sides turns every margin negative: the loss tells chosen from rejected.
-    swapped, swapped_stats = policy_dpo_loss(logps, turns, torch.tensor([2, 3, 0, 1, 2]), ref_rejected, ref_chosen, beta=0.5, nll_weight=0.0)
+    swapped, swapped_stats = policy_dpo_loss(
+        logps, turns, torch.tensor([2, 3, 0, 1, 2]), ref_rejected, ref_chosen, beta=0.5, nll_weight=0.0
+    )
     assert swapped_stats["reward_accuracy"] == 0.0 and float(swapped) > float(dpo)
     sft, _ = sft_loss(logps[[0, 1, 4]], turns[[0, 1, 4]])
     assert float(sft) == pytest.approx(nll)
@@ -109,13 +123,17 @@ def test_dpo_plus_nll_by_hand_with_masks():
 
 
 def toy_pair(tokenizer):
-    prompt = S.encode_text(tokenizer, tokenizer.apply_chat_template(S.conversation("backend", DIALOGUE[:3]), tokenize=False, add_generation_prompt=True))
-    good = tokenizer("I WANT TO ANSWER: def add(a, b): return a + b", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    prompt = S.encode_text(tokenizer,
+                           tokenizer.apply_chat_template(S.conversation("backend", DIALOGUE[:3]), tokenize=False,
+                                                         add_generation_prompt=True))
+    good = tokenizer("I WANT TO ANSWER: def add(a, b): return a + b",
+                     add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     bad = tokenizer("I do not know.", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     return S.turn_row([], prompt, good, None), S.turn_row([], prompt, bad, None)
 
 
-def test_one_step_moves_the_margin_only_the_adapter_learns_reference_frozen_and_reload(tiny_model_dir, tokenizer, tmp_path):
+def test_one_step_moves_the_margin_only_the_adapter_learns_reference_frozen_and_reload(tiny_model_dir, tokenizer,
+                                                                                       tmp_path):
     torch.manual_seed(0)
     model = attach_lora(tiny(tiny_model_dir), rank=4, alpha=8)
     model.train()
@@ -128,7 +146,9 @@ def test_one_step_moves_the_margin_only_the_adapter_learns_reference_frozen_and_
     optimizer = torch.optim.AdamW(params, lr=1e-2)
 
     logps, turns = logps_of(model, tokenizer, [chosen, rejected])
-    loss, stats = policy_dpo_loss(logps, turns, torch.tensor([0, 1]), ref_seq[:1], ref_seq[1:], beta=0.1, nll_weight=0.01)
+    loss, stats = policy_dpo_loss(
+        logps, turns, torch.tensor([0, 1]), ref_seq[:1], ref_seq[1:], beta=0.1, nll_weight=0.01
+    )
     assert stats["reward_margin"] == pytest.approx(0.0, abs=1e-6)  # B = 0: the policy is the reference
     loss.backward()
     for name, p in model.named_parameters():
@@ -182,7 +202,9 @@ def trained(tiny_model_dir, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("policy-store")
     db = Database(f"sqlite:///{tmp_path / 'colbench.db'}")
     import_records(db, tmp_path, "first", small_batch())
-    critic = fit_critic(db, CriticConfig(epochs=1, batch_size=4, max_len=160, heldout_fraction=0.0, lora_rank=4, device="cpu", lr=1e-3), base_model=str(tiny_model_dir))
+    critic = fit_critic(db,
+                        CriticConfig(epochs=1, batch_size=4, max_len=160, heldout_fraction=0.0, lora_rank=4,
+                                     device="cpu", lr=1e-3), base_model=str(tiny_model_dir))
     return db, tmp_path, critic.checkpoint_id
 
 
@@ -192,7 +214,8 @@ SWEET = dict(SMALL, fraction=1.0, candidates=4, pairs_per_turn=2, max_new_tokens
 def test_sweet_stores_candidates_scores_pairs_and_a_rerun_resumes(trained, tiny_model_dir):
     db, tmp_path, critic_id = trained
     progress = []
-    result = fit_policy(db, PolicyConfig(**SWEET), "sweet", base_model=str(tiny_model_dir), critic_checkpoint=f"ckpt:{critic_id}",
+    result = fit_policy(db, PolicyConfig(**SWEET), "sweet", base_model=str(tiny_model_dir),
+                        critic_checkpoint=f"ckpt:{critic_id}",
                           on_progress=lambda *a: progress.append(a))
     with db.read() as session:
         run = session.get(TrainingRun, result.run_id)
@@ -204,7 +227,11 @@ def test_sweet_stores_candidates_scores_pairs_and_a_rerun_resumes(trained, tiny_
         max_seq = max(t.graded_seq for t in session.exec(select(Trajectory)))
     assert run.kind == "policy:sweet" and run.status == "done" and run.data_watermark == max_seq
     assert run.config["critic_checkpoint_id"] == critic_id and run.config["candidates"] == 4
-    assert checkpoint.kind == "policy" and checkpoint.adapter and (tmp_path / "checkpoints" / f"policy-{run.id}-{db.store_id[:8]}" / "adapter_config.json").is_file()
+    assert (
+        checkpoint.kind == "policy"
+        and checkpoint.adapter
+        and (tmp_path / "checkpoints" / f"policy-{run.id}-{db.store_id[:8]}" / "adapter_config.json").is_file()
+    )
     # Every agent turn got 4 scored candidates (fraction 1: every trajectory, every turn).
     assert len(agent_turns) == 12 and len(candidates) == 48
     by_turn = {}
@@ -217,13 +244,19 @@ def test_sweet_stores_candidates_scores_pairs_and_a_rerun_resumes(trained, tiny_
         ranked = sorted(by_turn[p.turn_id], key=lambda c: -c.score)
         assert p.chosen_id in {c.id for c in ranked[:2]} and p.rejected_id in {c.id for c in ranked[2:]}
     assert 0 < len(pairs) <= 24 and run.metrics["pairs"] == len(pairs)
-    assert {(l.trajectory_id, l.turn_id) for l in lineage} == {(session_t.trajectory_id, session_t.id) for session_t in agent_turns if session_t.id in {p.turn_id for p in pairs}}
+    assert {(l.trajectory_id, l.turn_id) for l in lineage} == {
+        (session_t.trajectory_id, session_t.id)
+        for session_t in agent_turns
+        if session_t.id in {p.turn_id for p in pairs}
+    }
     assert run.metrics["turns_sampled"] == 12 and run.metrics["turns_reused"] == 0
     for key in ("train_loss", "train_dpo_loss", "train_nll", "train_reward_margin", "steps"):
         assert key in run.metrics
     assert any(a[0] == "sample" for a in progress) and progress[-1][0] == "train"
     with db.read() as session:  # every optimiser step's figures, stored as it trained
-        steps = session.exec(select(TrainingStep).where(TrainingStep.run_id == run.id).order_by(TrainingStep.step)).all()
+        steps = session.exec(
+            select(TrainingStep).where(TrainingStep.run_id == run.id).order_by(TrainingStep.step)
+        ).all()
     assert [s.step for s in steps] == list(range(1, run.metrics["steps"] + 1))
     assert all({"loss", "reward_margin", "reward_accuracy", "nll", "lr", "grad_norm"} <= s.values.keys() for s in steps)
     card = (Path(checkpoint.path) / "README.md").read_text()
@@ -255,7 +288,8 @@ def test_sweet_stores_candidates_scores_pairs_and_a_rerun_resumes(trained, tiny_
 
     # Continuing the policy: nothing new was graded since its run, so nothing to train and no run.
     with pytest.raises(NothingToTrain):
-        fit_policy(db, PolicyConfig(**SWEET), "sweet", critic_checkpoint=critic_id, parent_checkpoint=result.checkpoint_id)
+        fit_policy(db, PolicyConfig(**SWEET), "sweet", critic_checkpoint=critic_id,
+                   parent_checkpoint=result.checkpoint_id)
 
 
 def test_sweet_candidates_from_ct2_are_the_policys_own_samples(trained, tiny_model_dir, tokenizer):
@@ -265,9 +299,12 @@ def test_sweet_candidates_from_ct2_are_the_policys_own_samples(trained, tiny_mod
 
     db, _, _ = trained
     # A critic that reads whole dialogues: a cut prompt has its sampler log-probs recomputed by hf.
-    critic = fit_critic(db, CriticConfig(epochs=1, batch_size=4, max_len=2048, heldout_fraction=0.0, lora_rank=4, device="cpu", lr=1e-3),
+    critic = fit_critic(db,
+                        CriticConfig(epochs=1, batch_size=4, max_len=2048, heldout_fraction=0.0, lora_rank=4,
+                                     device="cpu", lr=1e-3),
                         base_model=str(tiny_model_dir))
-    runs = {s: fit_policy(db, PolicyConfig(**SWEET, sampler=s), "sweet", base_model=str(tiny_model_dir), critic_checkpoint=critic.checkpoint_id)
+    runs = {s: fit_policy(db, PolicyConfig(**SWEET, sampler=s), "sweet", base_model=str(tiny_model_dir),
+                          critic_checkpoint=critic.checkpoint_id)
             for s in ("ct2", "hf")}
     assert {s: r.metrics["sampler"] for s, r in runs.items()} == {"ct2": "ct2", "hf": "hf"}
     assert runs["ct2"].metrics["sampling_key"] != runs["hf"].metrics["sampling_key"]
@@ -309,7 +346,10 @@ def test_rft_trains_only_on_successful_trajectories_agent_tokens_only(trained, t
         for k in sorted({t for t in item.seq.turn_ids if t >= 0}):
             start = item.seq.turn_ids.index(k)
             assert tokenizer.decode(item.seq.input_ids[:start]) == agent[k].prompt
-            assert tokenizer.decode([i for i, t in zip(item.seq.input_ids, item.seq.turn_ids) if t == k]) == agent[k].raw + "<|im_end|>"
+            assert (
+                tokenizer.decode([i for i, t in zip(item.seq.input_ids, item.seq.turn_ids) if t == k])
+                == agent[k].raw + "<|im_end|>"
+            )
     result = fit_policy(db, PolicyConfig(**SMALL, epochs=2), "rft", base_model=str(tiny_model_dir))
     with db.read() as session:
         run = session.get(TrainingRun, result.run_id)
@@ -324,7 +364,9 @@ def test_rft_threshold_keeps_each_tasks_best_trajectory_when_it_reaches_it(train
         rows = session.exec(select(Trajectory)).all()
     best = {t.id for t in rows if t.reward == 1.0}
     assert {t.id for t in rft.successful(rows, "backend")} == best
-    assert {t.id for t in rft.successful(rows, "backend", threshold=0.2)} == best  # the best per task, not every one above
+    assert {
+        t.id for t in rft.successful(rows, "backend", threshold=0.2)
+    } == best  # the best per task, not every one above
     assert rft.successful(rows, "backend", threshold=1.01) == []
     partial = [t for t in rows if t.reward < 1.0]
     assert {t.reward for t in rft.successful(partial, "backend", threshold=0.2)} == {0.3}
@@ -335,18 +377,25 @@ def test_mtdpo_uses_the_critics_pairs_without_training_info(trained, tiny_model_
     db, _, _ = trained
     items, _, _ = mtdpo.items(db, tokenizer, PolicyConfig(**dict(SMALL, max_len=4096)), None)
     pairs = D.read_pairs(db, family="backend").pairs
-    assert [(it.source.chosen, it.source.rejected) for it in items] == [(p.chosen, p.rejected) for p in pairs] and len(pairs) == 4
+    assert [(it.source.chosen, it.source.rejected) for it in items] == [(p.chosen, p.rejected) for p in pairs] and len(
+        pairs
+    ) == 4
     for item in items:
         text = "".join(tokenizer.decode(row.input_ids) for row in item.chosen)
         # What the policy saw: the stored prompt, its system message included, and no training-time information.
         assert D.TRAINING_INFO_HEADER not in text and text.startswith("<|im_start|>system\nYou are a helpful agent.")
-        assert len({t for row in item.chosen for t in row.turn_ids if t >= 0}) == 2  # both agent turns of the correct trajectory
+        assert (
+            len({t for row in item.chosen for t in row.turn_ids if t >= 0}) == 2
+        )  # both agent turns of the correct trajectory
     result = fit_policy(db, PolicyConfig(**SMALL), "mtdpo", base_model=str(tiny_model_dir))
     assert result.metrics["pairs"] == 4 and result.metrics["steps"] == 1
-    assert "train_reward_margin" in result.metrics and result.metrics["train_dpo_loss"] == pytest.approx(0.6931, abs=1e-3)
+    assert "train_reward_margin" in result.metrics and result.metrics["train_dpo_loss"] == pytest.approx(
+        0.6931, abs=1e-3
+    )
 
 
-def test_export_merge_gives_base_plus_adapter_logps_and_ckpt_works_in_an_engine(trained, tiny_model_dir, tokenizer, tmp_path):
+def test_export_merge_gives_base_plus_adapter_logps_and_ckpt_works_in_an_engine(trained, tiny_model_dir, tokenizer,
+                                                                                tmp_path):
     db, _, _ = trained
     result = fit_policy(db, PolicyConfig(**dict(SMALL, lr=5e-2), epochs=1), "rft", base_model=str(tiny_model_dir))
     ref = f"ckpt:{result.checkpoint_id}"
@@ -396,24 +445,68 @@ def test_cli_import_critic_sweet_rollout_eval(tiny_model_dir, sqlite_url, tmp_pa
         out, err = capsys.readouterr()
         return exit_info.value.code, out, err
 
-    code, out, err = run("critic", "fit", "--model", str(tiny_model_dir), "--epochs", "1", "--batch-size", "4", "--max-len", "128",
-                         "--lora-rank", "4", "--device", "cpu", "--heldout", "0")
+    code, out, err = run(
+        "critic",
+        "fit",
+        "--model",
+        str(tiny_model_dir),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "4",
+        "--max-len",
+        "128",
+        "--lora-rank",
+        "4",
+        "--device",
+        "cpu",
+        "--heldout",
+        "0"
+    )
     assert code == 0, err
-    code, out, err = run("policy", "fit", "--algo", "sweet", "--critic", "ckpt:1", "--model", str(tiny_model_dir), "--fraction", "1",
-                         "--candidates", "2", "--pairs-per-turn", "1", "--max-new-tokens", "3", "--lora-rank", "4", "--max-len", "160",
-                         "--lr", "1e-3", "--device", "cpu")
+    code, out, err = run(
+        "policy",
+        "fit",
+        "--algo",
+        "sweet",
+        "--critic",
+        "ckpt:1",
+        "--model",
+        str(tiny_model_dir),
+        "--fraction",
+        "1",
+        "--candidates",
+        "2",
+        "--pairs-per-turn",
+        "1",
+        "--max-new-tokens",
+        "3",
+        "--lora-rank",
+        "4",
+        "--max-len",
+        "160",
+        "--lr",
+        "1e-3",
+        "--device",
+        "cpu"
+    )
     assert code == 0, err
     out = " ".join(out.split())
     assert out.startswith("policy:sweet ckpt:2 (run 2):") and "pairs" in out and "reward margin" in out
     code, out, err = run("checkpoint", "ls", "--json")
-    assert code == 0 and [(r["ref"], r["kind"]) for r in json.loads(out)] == [("ckpt:1", "critic"), ("ckpt:2", "policy:sweet")]
+    assert code == 0 and [(r["ref"], r["kind"]) for r in json.loads(out)] == [
+        ("ckpt:1", "critic"),
+        ("ckpt:2", "policy:sweet")
+    ]
     code, out, err = run("policy", "fit", "--algo", "sweet")
     assert code != 0 and "--critic" in err
 
     env = dict(os.environ, COLBENCH_DB=sqlite_url)
     cmd = [sys.executable, "-m", "colbench.cli.app"]
-    rollout = subprocess.run(cmd + ["rollout", "--model", "ckpt:2", "--tasks", "backend:test", "--limit", "2", "--max-new-tokens", "4",
-                                    "--sandbox", "bwrap", "--device", "cpu", "--json"], capture_output=True, text=True, env=env, timeout=300)
+    rollout = subprocess.run(cmd + ["rollout", "--model", "ckpt:2", "--tasks", "backend:test", "--limit", "2",
+                                    "--max-new-tokens", "4",
+                                    "--sandbox", "bwrap", "--device", "cpu", "--json"], capture_output=True, text=True,
+                                    env=env, timeout=300)
     assert rollout.returncode == 0, rollout.stderr
     evaluation = subprocess.run(cmd + ["eval", "--json"], capture_output=True, text=True, env=env, timeout=120)
     assert evaluation.returncode == 0, evaluation.stderr

@@ -18,7 +18,8 @@ def db(tmp_path, tiny_model_dir):
         run = TrainingRun(kind="policy:sft", name="warm", base_model=DEFAULT_MODEL, status="done")
         session.add(run)
         session.flush()
-        session.add(Checkpoint(run_id=run.id, kind="policy", base_model=DEFAULT_MODEL, path=str(tiny_model_dir), adapter=False))
+        session.add(Checkpoint(run_id=run.id, kind="policy", base_model=DEFAULT_MODEL, path=str(tiny_model_dir),
+                               adapter=False))
     return db
 
 
@@ -41,7 +42,8 @@ def test_every_way_to_name_a_checkpoint_finds_it(db, tiny_model_dir):
 
 @pytest.mark.parametrize("ref, message", [
     ("ckpt:99", "checkpoint ckpt:99 not found"),
-    ("ckpt:nobody", "ckpt:nobody: no checkpoint has that id, and no trained run that name (see `colbench runs ls --kind train`)"),
+    ("ckpt:nobody",
+     "ckpt:nobody: no checkpoint has that id, and no trained run that name (see `colbench runs ls --kind train`)"),
     ("bogus", "not a checkpoint reference: 'bogus' (expected ckpt:<id>)"),
 ])
 def test_a_missing_checkpoint_is_one_line(db, ref, message):
@@ -74,7 +76,9 @@ def test_engine_auto_resolves_the_model_once(db, monkeypatch, tmp_path):
     monkeypatch.setattr(model_refs, "resolve_model", counting)  # default_engine's
     monkeypatch.setattr(refs, "resolve_model", counting)  # the resolver's
     for engine_module in (ct2, hf):
-        monkeypatch.setattr(engine_module, "resolve_model", lambda *a, **k: pytest.fail("the engine resolved the model again"))
+        monkeypatch.setattr(
+            engine_module, "resolve_model", lambda *a, **k: pytest.fail("the engine resolved the model again")
+        )
     with build_engine(db, "auto", "ckpt:warm", device="cpu", max_batch_size=2) as engine:
         assert engine.kind == "ct2" and engine.model_ref == "ckpt:1"  # the tiny model is a Llama: ct2 on a CPU
     assert calls == ["ckpt:1"]
@@ -86,7 +90,11 @@ def test_a_critic_ensemble_reaches_sweet_as_the_checkpoints_it_names(db, monkeyp
     from colbench.training import policy, sweet
 
     seen = []
-    monkeypatch.setattr(sweet, "fit", lambda db, config, critic_checkpoint=None, **run: seen.append((critic_checkpoint, run["base_model"])))
+    monkeypatch.setattr(
+        sweet,
+        "fit",
+        lambda db, config, critic_checkpoint=None, **run: seen.append((critic_checkpoint, run["base_model"]))
+    )
     policy.fit_policy(db, algo="sweet", critic_checkpoint=[1, 3])
     policy.fit_policy(db, algo="sweet", critic_checkpoint="ckpt:warm, ckpt:3", base_model="ckpt:warm")
     policy.fit_policy(db, algo="sweet", critic_checkpoint=1)

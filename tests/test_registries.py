@@ -32,7 +32,9 @@ def registry() -> Registry:
     kinds = Registry("gadget", error=LookupError, traits={"colour": "grey"})
     kinds.register("plain", "no argument", colour="red")(lambda argument: ("plain", argument))
     kinds.register("named", "takes a name", argument="<name>", aliases=("alias",))(lambda argument: ("named", argument))
-    kinds.register("needs", "must have one", argument="<x>", argument_required=True)(lambda argument: ("needs", argument))
+    kinds.register("needs", "must have one", argument="<x>", argument_required=True)(
+        lambda argument: ("needs", argument)
+    )
     kinds.register("old", "an older name", hidden=True)(lambda argument: ("old", argument))
     return kinds
 
@@ -44,7 +46,13 @@ def test_a_spec_names_a_choice_and_its_argument():
     assert kinds.get("alias:x").name == "named"
     assert kinds.get("old").name == "old"  # hidden: still understood
     assert kinds.get("plain").colour == "red" and kinds.get("named").colour == "grey"  # given, or the kind's default
-    assert "needs:1" in kinds and "needs" not in kinds and "named" in kinds and "plain:1" not in kinds and "nope" not in kinds
+    assert (
+        "needs:1" in kinds
+        and "needs" not in kinds
+        and "named" in kinds
+        and "plain:1" not in kinds
+        and "nope" not in kinds
+    )
 
 
 def test_choices_help_and_errors_are_the_registrations():
@@ -60,7 +68,9 @@ def test_choices_help_and_errors_are_the_registrations():
         kinds.parse("needs")
     with pytest.raises(ValueError, match="registered twice"):
         kinds.register("alias", "again")(lambda argument: None)
-    with pytest.raises(ValueError, match=r"unknown traits \['color'\]"):  # a misspelt trait is caught where it is registered
+    with pytest.raises(
+        ValueError, match=r"unknown traits \['color'\]"
+    ):  # a misspelt trait is caught where it is registered
         kinds.register("other", "misspelt", color="blue")
 
 
@@ -71,7 +81,8 @@ def test_the_cli_offers_and_refuses_what_is_registered():
     with pytest.raises(ValueError) as err:
         RolloutConfig(sandbox="chroot")
     assert all(name in str(err.value) for name in CHOICES)
-    shown = subprocess.run([sys.executable, "-m", "colbench.cli.app", "rollout", "--help"], capture_output=True, text=True,
+    shown = subprocess.run([sys.executable, "-m", "colbench.cli.app", "rollout", "--help"], capture_output=True,
+                           text=True,
                            env={**os.environ, "COLUMNS": "400"}, timeout=120)
     for kinds in (ENGINES, SIMULATORS, SANDBOXES):
         for choice in kinds:
@@ -120,7 +131,8 @@ def test_a_new_sandbox_joins_the_attack_suite(tmp_path):
         "SANDBOXES.register('fake', 'a test double', confines=True)(Fake)\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    found = subprocess.run([sys.executable, "-m", "pytest", "-p", "fake_sandbox", "--collect-only", "-q", "-p", "no:cacheprovider",
+    found = subprocess.run([sys.executable, "-m", "pytest", "-p", "fake_sandbox", "--collect-only", "-q", "-p",
+                            "no:cacheprovider",
                             "tests/test_sandbox_attacks.py", "tests/test_grading_differential.py"],
                            cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
     ids = found.stdout.splitlines()
@@ -146,7 +158,8 @@ def test_auto_takes_the_first_usable_confining_sandbox(monkeypatch):
 
 # ---------------------------------------------------------------- the engine contract
 
-CONVERSATIONS = [[{"role": "user", "content": "Hi"}], [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Add two numbers."}]]
+CONVERSATIONS = [[{"role": "user", "content": "Hi"}],
+                 [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Add two numbers."}]]
 
 
 def lite_conversation() -> tuple[list, TaskSpec]:
@@ -160,7 +173,10 @@ def lite_conversation() -> tuple[list, TaskSpec]:
 
 
 def build_hf(request, tmp_path):
-    return make_engine("hf", str(request.getfixturevalue("tiny_model_dir")), device="cpu", max_batch_size=2), CONVERSATIONS
+    return (
+        make_engine("hf", str(request.getfixturevalue("tiny_model_dir")), device="cpu", max_batch_size=2),
+        CONVERSATIONS
+    )
 
 
 def build_ct2(request, tmp_path):
@@ -177,7 +193,10 @@ def build_vllm(request, tmp_path):
 
 
 def build_openai(request, tmp_path):
-    return make_engine("openai", "test-model", base_url=request.getfixturevalue("openai_server").base_url), CONVERSATIONS
+    return (
+        make_engine("openai", "test-model", base_url=request.getfixturevalue("openai_server").base_url),
+        CONVERSATIONS
+    )
 
 
 def build_scripted(request, tmp_path):
@@ -205,7 +224,9 @@ def test_every_engine_meets_the_contract(name, request, tmp_path):
             for sample in gen.samples:
                 assert isinstance(sample.text, str) and sample.finish_reason in ("stop", "length")
                 if sample.token_logprobs:  # an engine that reports them reports one per sampled token, each <= 0
-                    assert len(sample.token_logprobs) == sample.num_tokens and all(lp <= 1e-6 for lp in sample.token_logprobs)
+                    assert len(sample.token_logprobs) == sample.num_tokens and all(
+                        lp <= 1e-6 for lp in sample.token_logprobs
+                    )
                 if name != "scripted":  # a scripted answer is written, not sampled: no token budget
                     assert sample.num_tokens <= 6
 

@@ -248,7 +248,8 @@ def _png(color, size) -> bytes:
 
 
 def test_side_by_side_puts_agent_left_and_reference_right_under_a_title():
-    joined = image(side_by_side(_png((255, 0, 0), (100, 50)), _png((0, 0, 255), (80, 120)), gap=10, title="task 7 · ssim-edges 0.812"))
+    joined = image(side_by_side(_png((255, 0, 0), (100, 50)), _png((0, 0, 255), (80, 120)), gap=10,
+                                title="task 7 · ssim-edges 0.812"))
     top = joined.height - 120  # title and label bands above the pages
     assert joined.width == 190 and top > 40
     assert joined.getpixel((50, top + 10)) == (255, 0, 0) and joined.getpixel((150, top + 100)) == (0, 0, 255)
@@ -261,7 +262,8 @@ def test_side_by_side_puts_agent_left_and_reference_right_under_a_title():
 def test_a_missing_page_is_a_placeholder_not_a_black_image():
     from colbench.render.pictures import contact_sheet
 
-    sheet = image(contact_sheet([("turn 1", None), ("turn 2", black_png(640, 400)), ("reference", _png((0, 0, 255), (640, 400)))],
+    sheet = image(contact_sheet([("turn 1", None), ("turn 2", black_png(640, 400)),
+                                 ("reference", _png((0, 0, 255), (640, 400)))],
                                 frame_width=320, gap=0))
     assert sheet.width == 960
     placeholder = np.asarray(sheet.crop((0, sheet.height - 150, 320, sheet.height - 50)))

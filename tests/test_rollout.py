@@ -36,7 +36,8 @@ def env():
 
 
 def stored_tasks(db, tmp_path, n=3):
-    import_tasks(db, write_jsonl(tmp_path / "tasks.jsonl", [backend_task(i) for i in range(n)]), family="backend", split="test")
+    import_tasks(db, write_jsonl(tmp_path / "tasks.jsonl", [backend_task(i) for i in range(n)]), family="backend",
+                 split="test")
     with db.read() as session:
         return list(session.exec(select(Task).order_by(Task.id)))
 
@@ -158,11 +159,13 @@ def test_simulator_failure_goes_on_with_no_response_and_is_graded(sqlite_url, tm
 
 def _rollout_cli(db_url: str, model_dir, *extra: str) -> subprocess.Popen:
     env = dict(os.environ, COLBENCH_DB=db_url)
-    args = ["rollout", "--model", str(model_dir), "--tasks", "backend:test", "--limit", "3", "--max-new-tokens", "4", "--batch-size", "2", "--sandbox", "bwrap", "--json", *extra]
+    args = ["rollout", "--model", str(model_dir), "--tasks", "backend:test", "--limit", "3", "--max-new-tokens", "4",
+            "--batch-size", "2", "--sandbox", "bwrap", "--json", *extra]
     return subprocess.Popen(COLBENCH + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
-def test_the_default_engine_on_a_cpu_is_ct2_sampling_the_policy_itself(sqlite_url, tmp_path, tiny_model_dir, tiny_engine):
+def test_the_default_engine_on_a_cpu_is_ct2_sampling_the_policy_itself(sqlite_url, tmp_path, tiny_model_dir,
+                                                                       tiny_engine):
     db = Database(sqlite_url)
     stored_tasks(db, tmp_path, n=3)
     out, err = _rollout_cli(sqlite_url, tiny_model_dir, "--device", "cpu").communicate(timeout=300)
@@ -172,14 +175,24 @@ def test_the_default_engine_on_a_cpu_is_ct2_sampling_the_policy_itself(sqlite_ur
     # samples, with the log-probs transformers gives them.
     assert fast["policy"] == tiny_engine.model_ref
     with db.read() as session:
-        turns = [t for trajectory in session.exec(select(Trajectory)) for t in queries.turns_of(session, trajectory.id) if t.role == "assistant"]
+        turns = [
+            t
+            for trajectory in session.exec(select(Trajectory))
+            for t in queries.turns_of(session, trajectory.id)
+            if t.role == "assistant"
+        ]
     forced = tiny_engine.logprobs([t.prompt for t in turns], [t.token_ids for t in turns])
     assert len(turns) == 3 * MAX_AGENT_TURNS
     assert all(abs(t.logprob_sum - sum(f)) <= 1e-3 * len(f) for t, f in zip(turns, forced))
     # So an hf run of the same policy continues it: the first sample of each task is done.
     out, err = _rollout_cli(sqlite_url, tiny_model_dir, "--engine", "hf", "-k", "2").communicate(timeout=300)
     exact = json.loads(out)
-    assert (exact["engine"], exact["policy"], exact["already_done"], exact["finished"]) == ("hf", fast["policy"], 3, 3), err
+    assert (exact["engine"], exact["policy"], exact["already_done"], exact["finished"]) == (
+        "hf",
+        fast["policy"],
+        3,
+        3
+    ), err
 
 
 def test_kill_9_mid_rollout_loses_no_turn_and_rerun_completes(sqlite_url, tmp_path, tiny_model_dir):
@@ -262,7 +275,8 @@ def test_best_of_n_keeps_the_candidate_the_critic_ranks_highest(sqlite_url, tmp_
     db = Database(sqlite_url)
     training = [trajectory(backend_task(i), turns, reward) for i in range(3) for turns, reward in ((2, 1.0), (1, 0.0))]
     import_trajectories(db, write_jsonl(tmp_path / "train.jsonl", training))
-    fitted = fit_critic(db, CriticConfig(epochs=1, batch_size=4, max_len=160, lora_rank=4, device="cpu"), base_model=str(tiny_model_dir))
+    fitted = fit_critic(db, CriticConfig(epochs=1, batch_size=4, max_len=160, lora_rank=4, device="cpu"),
+                        base_model=str(tiny_model_dir))
     critic = CriticModel.from_checkpoint(db, f"ckpt:{fitted.checkpoint_id}", device="cpu")
     tasks = stored_tasks(db, tmp_path, n=2)[-2:]  # two of the tasks the critic trained on
     config = RolloutConfig(max_new_tokens=5, candidates=4, rerank_critic=f"ckpt:{fitted.checkpoint_id}")
@@ -270,14 +284,19 @@ def test_best_of_n_keeps_the_candidate_the_critic_ranks_highest(sqlite_url, tmp_
 
     # Replay the first turns: both episodes' first turns make one batch, seeded by the first's.
     with db.read() as session:
-        trajectories = sorted(session.exec(select(Trajectory).where(Trajectory.setting == config.setting())), key=lambda t: (t.task_id, t.sample_index))
+        trajectories = sorted(
+            session.exec(select(Trajectory).where(Trajectory.setting == config.setting())),
+            key=lambda t: (t.task_id, t.sample_index)
+        )
         kept = [queries.turns_of(session, t.id)[1].content for t in trajectories]
     specs = {task.id: spec_of(task) for task in tasks}
     episodes = [BackendEnv.episode_class(t.id, specs[t.task_id]) for t in trajectories]
     seed = turn_seed(config.seed, trajectories[0].id, 0)
-    generations = tiny_engine.generate([e.conversation() for e in episodes], SamplingParams(temperature=1.0, max_new_tokens=5, n=4, seed=seed))
+    generations = tiny_engine.generate([e.conversation() for e in episodes],
+                                       SamplingParams(temperature=1.0, max_new_tokens=5, n=4, seed=seed))
     for episode, generation, text in zip(episodes, generations, kept):
-        scores = critic.score_candidates(critic.context(generation.prompt_text, episode.task.hidden).ids, [s.token_ids for s in generation.samples])
+        scores = critic.score_candidates(critic.context(generation.prompt_text, episode.task.hidden).ids,
+                                         [s.token_ids for s in generation.samples])
         best = max(range(4), key=lambda i: scores[i].advantage)
         assert text == generation.samples[best].text
         assert len({s.text for s in generation.samples}) > 1  # there was a choice to make

@@ -38,10 +38,13 @@ def ok(result):
 
 def test_rollouts_are_named_tagged_and_told_apart_by_their_seed(colbench_on_both, db_url):
     colbench = colbench_on_both
-    first = ok(colbench("rollout", "--engine", "scripted:expert", *LITE, "--name", "expert-a", "--tag", "demo", "--tag", "lite", "--json"))
+    first = ok(colbench("rollout", "--engine", "scripted:expert", *LITE, "--name", "expert-a", "--tag", "demo", "--tag",
+                        "lite", "--json"))
     assert first["run"] == "rollout:1" and first["name"] == "expert-a" and first["finished"] == 24
     again = ok(colbench("rollout", "--engine", "scripted:expert", *LITE, "--tag", "again", "--json"))
-    assert again["run"] == "rollout:1" and again["finished"] == 0 and again["already_done"] == 24  # the same run, continued
+    assert (
+        again["run"] == "rollout:1" and again["finished"] == 0 and again["already_done"] == 24
+    )  # the same run, continued
     seeded = ok(colbench("rollout", "--engine", "scripted:expert", *LITE, "--seed", "5", "--json"))
     assert seeded["run"] == "rollout:2" and seeded["finished"] == 24  # another seed: other samples, not "already done"
 
@@ -79,35 +82,48 @@ def test_a_name_stays_on_the_run_it_named(colbench):
     assert code == 1 and len(err.strip().splitlines()) == 1, err
     assert "this rollout continues rollout:1 (train4)" in err and "drop --name val-warm" in err and "--seed" in err
     (row,) = ok(colbench("runs", "ls", "--json"))
-    assert (row["ref"], row["name"], row["trajectories"]) == ("rollout:1", "train4", 8)  # nothing renamed, nothing added
+    assert (row["ref"], row["name"], row["trajectories"]) == (
+        "rollout:1",
+        "train4",
+        8
+    )  # nothing renamed, nothing added
 
     more = ok(colbench(*expert, "--offset", "4", "--limit", "4", "-k", "1", "--json"))
     assert (more["run"], more["name"], more["continued"], more["finished"]) == ("rollout:1", "train4", True, 4)
     said = ok(colbench(*expert, "--offset", "4", "--limit", "4", "-k", "1"))
     assert said.startswith("rollout:1 (train4), continued: 0 trajectories finished, 4 were already done")
-    again = ok(colbench(*expert, "--limit", "4", "-k", "2", "--name", "train4", "--json"))  # its own name: a plain rerun
+    again = ok(
+        colbench(*expert, "--limit", "4", "-k", "2", "--name", "train4", "--json")
+    )  # its own name: a plain rerun
     assert (again["run"], again["finished"], again["already_done"]) == ("rollout:1", 0, 8)
 
-    seeded = ok(colbench(*expert, "--offset", "4", "--limit", "4", "-k", "1", "--seed", "1", "--name", "val-warm", "--json"))
-    assert (seeded["run"], seeded["name"], seeded["continued"], seeded["finished"]) == ("rollout:2", "val-warm", False, 4)
+    seeded = ok(colbench(*expert, "--offset", "4", "--limit", "4", "-k", "1", "--seed", "1", "--name", "val-warm",
+                         "--json"))
+    assert (seeded["run"], seeded["name"], seeded["continued"], seeded["finished"]) == ("rollout:2", "val-warm", False,
+                                                                                        4)
     rows = {r["name"]: r for r in ok(colbench("runs", "ls", "--json"))}
     assert {name: r["trajectories"] for name, r in rows.items()} == {"train4": 12, "val-warm": 4}
     assert "train4" in ok(colbench("runs", "ls"))
 
 
-def test_training_runs_record_steps_report_to_tensorboard_and_write_a_model_card(colbench, sqlite_url, tiny_model_dir, tmp_path):
+def test_training_runs_record_steps_report_to_tensorboard_and_write_a_model_card(colbench, sqlite_url, tiny_model_dir,
+                                                                                 tmp_path):
     ok(colbench("rollout", "--engine", "scripted:mixed@0.5", *LITE, "--name", "mixed"))
     fit = ok(colbench("critic", "fit", "--model", str(tiny_model_dir), *FIT, "--name", "critic-a",
                       "--tag", "study", "--report-to", "tensorboard", "--json"))
     db = Database(sqlite_url)
     with db.read() as session:
-        steps = session.exec(select(TrainingStep).where(TrainingStep.run_id == fit["run_id"]).order_by(TrainingStep.step)).all()
+        steps = session.exec(
+            select(TrainingStep).where(TrainingStep.run_id == fit["run_id"]).order_by(TrainingStep.step)
+        ).all()
         checkpoint = session.exec(select(Checkpoint)).one()
     assert [s.step for s in steps] == list(range(1, fit["metrics"]["steps"] + 1)) and len(steps) >= 2
     for step in steps:
         assert {"loss", "pair_accuracy", "margin", "lr", "grad_norm"} <= step.values.keys()
         assert 0 <= step.values["pair_accuracy"] <= 1 and step.values["grad_norm"] > 0
-    epoch_means = [sum(s.values["loss"] for s in steps if s.epoch == e) / sum(s.epoch == e for s in steps) for e in (1, 2)]
+    epoch_means = [
+        sum(s.values["loss"] for s in steps if s.epoch == e) / sum(s.epoch == e for s in steps) for e in (1, 2)
+    ]
     assert epoch_means == pytest.approx([e["loss"] for e in fit["metrics"]["epochs"]], rel=1e-6)
     assert steps[-1].values["lr"] < steps[0].values["lr"]  # cosine decay, step by step
 
@@ -130,9 +146,15 @@ def test_training_runs_record_steps_report_to_tensorboard_and_write_a_model_card
 
     assert Image.open(tmp_path / "curves.png").size[0] > 400
     as_json = ok(colbench("runs", "show", f"ckpt:{checkpoint.id}", "--json"))
-    assert as_json["ref"] == f"train:{fit['run_id']}" and as_json["tags"] == ["study"] and len(as_json["steps"]) == len(steps)
+    assert (
+        as_json["ref"] == f"train:{fit['run_id']}"
+        and as_json["tags"] == ["study"]
+        and len(as_json["steps"]) == len(steps)
+    )
     with db.read() as session:
-        consumed = len({row.trajectory_id for row in session.exec(select(Lineage).where(Lineage.run_id == fit["run_id"]))})
+        consumed = len(
+            {row.trajectory_id for row in session.exec(select(Lineage).where(Lineage.run_id == fit["run_id"]))}
+        )
     assert as_json["data"] == [{"rollout": "rollout:1", "name": "mixed", "trajectories": consumed}] and consumed > 0
 
     code, _, err = colbench("critic", "fit", "--model", str(tiny_model_dir), *FIT, "--name", "mixed")
@@ -148,7 +170,8 @@ def test_training_runs_record_steps_report_to_tensorboard_and_write_a_model_card
 def test_wandb_runs_offline_into_the_store_folder(colbench, sqlite_url, tiny_model_dir, monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)
     ok(colbench("rollout", "--engine", "scripted:mixed@0.5", *LITE))
-    fit = ok(colbench("critic", "fit", "--model", str(tiny_model_dir), *FIT, "--epochs", "1", "--report-to", "wandb", "--json"))
+    fit = ok(colbench("critic", "fit", "--model", str(tiny_model_dir), *FIT, "--epochs", "1", "--report-to", "wandb",
+                      "--json"))
     folder = next((Path(sqlite_url.removeprefix("sqlite:///")).parent / "runs").glob(f"critic-{fit['run_id']}-*"))
     assert list(folder.glob("wandb/offline-run-*/run-*.wandb"))  # written offline: nothing left the machine
 
@@ -165,7 +188,8 @@ def test_removing_runs_respects_what_needs_them(colbench, sqlite_url, tiny_model
     assert code == 1 and f"train:{fit['run_id']} trained on it" in err
     # Slots an interrupted rollout left pending are pruned on their own.
     with db.write() as session:
-        pending = queries.Slot(policy="scripted:mixed@0.5", simulator="builtin", setting="", task_ids=(1, 2), samples_per_task=6, rollout_id=1)
+        pending = queries.Slot(policy="scripted:mixed@0.5", simulator="builtin", setting="", task_ids=(1, 2),
+                               samples_per_task=6, rollout_id=1)
         assert queries.ensure_slots(session, pending) == 4
     code, _, err = colbench("runs", "rm", "data", "--unfinished")  # not a terminal: never removes without --yes
     assert code == 1 and "needs --yes" in err

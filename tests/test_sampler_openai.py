@@ -23,7 +23,10 @@ from conftest import write_jsonl
 from officialdata import backend_task, trajectory
 
 COLBENCH = [sys.executable, "-m", "colbench.cli.app"]
-PROMPT = "<|im_start|>system\nYou are a helpful agent.<|im_end|>\n<|im_start|>user\nWhat unit?<|im_end|>\n<|im_start|>assistant\n"
+PROMPT = (
+    "<|im_start|>system\nYou are a helpful agent.<|im_end|>\n<|im_start|>user\nWhat"
+    " unit?<|im_end|>\n<|im_start|>assistant\n"
+)
 
 
 def serve_policy(server, engine) -> list[tuple[list[int], list]]:
@@ -33,11 +36,13 @@ def serve_policy(server, engine) -> list[tuple[list[int], list]]:
     lock = threading.Lock()  # the server answers on many threads; the model samples one batch at a time
 
     def respond(request):
-        params = SamplingParams(temperature=request["temperature"], max_new_tokens=request["max_tokens"], n=request["n"], seed=request.get("seed"))
+        params = SamplingParams(temperature=request["temperature"], max_new_tokens=request["max_tokens"],
+                                n=request["n"], seed=request.get("seed"))
         with lock:
             [generation] = engine.generate_from_prompts([request["prompt"]], params)
             served.append((list(request["prompt"]), generation.samples))
-        return [{"token_ids": s.token_ids, "logprobs": s.token_logprobs, "finish_reason": s.finish_reason, "text": s.text}
+        return [{"token_ids": s.token_ids, "logprobs": s.token_logprobs, "finish_reason": s.finish_reason,
+                 "text": s.text}
                 for s in generation.samples]
 
     server.set_completion_responder(respond)
@@ -45,14 +50,17 @@ def serve_policy(server, engine) -> list[tuple[list[int], list]]:
 
 
 @pytest.mark.parametrize("token_ids_field", [True, False], ids=["return_token_ids", "token_id-strings"])
-def test_prompts_go_as_ids_and_samples_come_back_as_ids_with_logprobs(openai_server, tiny_engine, tokenizer, token_ids_field):
+def test_prompts_go_as_ids_and_samples_come_back_as_ids_with_logprobs(openai_server, tiny_engine, tokenizer,
+                                                                      token_ids_field):
     openai_server.token_ids_field = token_ids_field  # False: an older vLLM, ids only in logprobs.tokens
     served = serve_policy(openai_server, tiny_engine)
     with OpenAIEngine("test-model", openai_server.base_url, tokenizer=tokenizer) as engine:
-        [generation] = engine.generate_from_prompts([PROMPT], SamplingParams(temperature=1.0, max_new_tokens=8, n=3, seed=5))
+        [generation] = engine.generate_from_prompts([PROMPT],
+                                                    SamplingParams(temperature=1.0, max_new_tokens=8, n=3, seed=5))
     [request] = openai_server.requests
     assert request["prompt"] == S.encode_text(tokenizer, PROMPT)  # exactly the ids training reads, no BOS added
-    assert (request["n"], request["max_tokens"], request["seed"], request["return_tokens_as_token_ids"]) == (3, 8, 5, True)
+    assert (request["n"], request["max_tokens"], request["seed"], request["return_tokens_as_token_ids"]) == (3, 8, 5,
+                                                                                                             True)
     [(_, sampled)] = served
     assert [s.token_ids for s in generation.samples] == [s.token_ids for s in sampled]
     assert [s.token_logprobs for s in generation.samples] == [s.token_logprobs for s in sampled]  # exact through JSON
@@ -65,13 +73,19 @@ def test_prompts_go_as_ids_and_samples_come_back_as_ids_with_logprobs(openai_ser
 
 
 def test_a_server_that_cannot_say_what_it_sampled_is_refused(openai_server, tokenizer):
-    openai_server.set_completion_responder(lambda request: [{"token_ids": [5, 6], "logprobs": [-1.0, -2.0], "finish_reason": "stop"}])
+    openai_server.set_completion_responder(
+        lambda request: [{"token_ids": [5, 6], "logprobs": [-1.0, -2.0], "finish_reason": "stop"}]
+    )
     engine = OpenAIEngine("test-model", openai_server.base_url, tokenizer=tokenizer, max_retries=0)
-    openai_server.token_ids_field = openai_server.token_id_strings = False  # a server that is not vLLM: tokens as text only
+    openai_server.token_ids_field = openai_server.token_id_strings = (
+        False  # a server that is not vLLM: tokens as text only
+    )
     with pytest.raises(EngineError, match="tokens as text"):
         engine.generate_from_prompts([PROMPT], SamplingParams(n=1, max_new_tokens=4))
     openai_server.token_id_strings = True
-    openai_server.set_completion_responder(lambda request: [{"token_ids": [len(tokenizer) + 3], "logprobs": [-1.0], "finish_reason": "stop"}])
+    openai_server.set_completion_responder(
+        lambda request: [{"token_ids": [len(tokenizer) + 3], "logprobs": [-1.0], "finish_reason": "stop"}]
+    )
     with pytest.raises(EngineError, match="outside the policy's vocabulary"):
         engine.generate_from_prompts([PROMPT], SamplingParams(n=1, max_new_tokens=4))
     engine.close()
@@ -88,14 +102,17 @@ def test_sweet_samples_its_candidates_from_the_served_policy(openai_server, tiny
     tiny = ["--device", "cpu", "--lora-rank", "4", "--max-len", "160", "--batch-size", "2", "--lr", "1e-3", "--json"]
 
     def colbench(*args):
-        done = subprocess.run(COLBENCH + ["--db", url, *args, *tiny], capture_output=True, text=True, env=env, timeout=600)
+        done = subprocess.run(COLBENCH + ["--db", url, *args, *tiny], capture_output=True, text=True, env=env,
+                              timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout)
 
     critic = colbench("critic", "fit", "--model", str(tiny_model_dir), "--epochs", "1", "--heldout", "0")["checkpoint"]
     served = serve_policy(openai_server, tiny_engine)
-    result = colbench("policy", "fit", "--algo", "sweet", "--model", str(tiny_model_dir), "--critic", critic, "--fraction", "1",
-                      "--candidates", "4", "--max-new-tokens", "6", "--sampler", "openai", "--base-url", openai_server.base_url)
+    result = colbench("policy", "fit", "--algo", "sweet", "--model", str(tiny_model_dir), "--critic", critic,
+                      "--fraction", "1",
+                      "--candidates", "4", "--max-new-tokens", "6", "--sampler", "openai", "--base-url",
+                      openai_server.base_url)
     metrics = result["metrics"]
     assert metrics["sampler"] == "openai" and metrics["turns_sampled"] == 6 and metrics["pairs"] > 0
     assert [r["model"] for r in openai_server.requests] == ["test-model"] * 6  # the only model the server lists
@@ -103,16 +120,24 @@ def test_sweet_samples_its_candidates_from_the_served_policy(openai_server, tiny
         candidates = session.exec(select(SweetCandidate).where(SweetCandidate.run_id == result["run_id"])).all()
     assert len(candidates) == 24 and len(served) == 6
     for candidate in candidates:
-        prompt, sample = next((ids, samples[candidate.index]) for ids, samples in served if samples[candidate.index].token_ids == candidate.token_ids)
-        # Stored as the other samplers store them: the sampled ids, and the mean of their log-probs as the sampler's term.
+        prompt, sample = next(
+            (ids, samples[candidate.index])
+            for ids, samples in served
+            if samples[candidate.index].token_ids == candidate.token_ids
+        )
+        # Stored as the other samplers store them: the sampled ids, and the mean of their log-probs as the sampler's
+        # term.
         assert candidate.finish_reason == sample.finish_reason
-        assert candidate.sampler_logp == pytest.approx(sum(sample.token_logprobs) / len(sample.token_logprobs), abs=1e-6)
+        assert candidate.sampler_logp == pytest.approx(sum(sample.token_logprobs) / len(sample.token_logprobs),
+                                                       abs=1e-6)
         text = tiny_engine.tokenizer.decode(prompt)
         assert text.endswith("<|im_start|>assistant\n") and S.encode_text(tiny_engine.tokenizer, text) == prompt
         [forced] = tiny_engine.logprobs([text], [candidate.token_ids])
         assert candidate.sampler_logp == pytest.approx(sum(forced) / len(forced), abs=1e-4)
     # Served again under the same name, a rerun reuses the candidates: the key names the served model.
-    again = colbench("policy", "fit", "--algo", "sweet", "--model", str(tiny_model_dir), "--critic", critic, "--fraction", "1",
-                     "--candidates", "4", "--max-new-tokens", "6", "--sampler", "openai", "--base-url", openai_server.base_url,
+    again = colbench("policy", "fit", "--algo", "sweet", "--model", str(tiny_model_dir), "--critic", critic,
+                     "--fraction", "1",
+                     "--candidates", "4", "--max-new-tokens", "6", "--sampler", "openai", "--base-url",
+                     openai_server.base_url,
                      "--served-model", "test-model")
     assert again["metrics"]["turns_sampled"] == 0 and again["metrics"]["sampling_key"] == metrics["sampling_key"]

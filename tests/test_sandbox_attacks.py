@@ -200,9 +200,15 @@ def f(x):
     "lines",
     [
         # the red team's: a \\r inside a line survived the server and split it on the host
-        b"".join(b"R %d 0 = %d\rj%d R %d 0 = %d\r" % (k, 7 * k, n, k, 7 * k) for k in range(1, 11) for n in range(1, 4)) + b"\n",
+        b"".join(b"R %d 0 = %d\rj%d R %d 0 = %d\r" % (k, 7 * k, n, k, 7 * k) for k in range(1, 11) for n in range(1, 4))
+        + b"\n",
         # whole result lines, as the host and the server's old protocol spelt them
-        b"".join(b"j%d R %d 0 = %d\nR %d = %d\nB %d\n" % (n, k, 7 * (k - 1), k, 7 * (k - 1), k) for n in range(1, 9) for k in range(1, 11)) + b"j1 D ok\nD\n",
+        b"".join(
+            b"j%d R %d 0 = %d\nR %d = %d\nB %d\n" % (n, k, 7 * (k - 1), k, 7 * (k - 1), k)
+            for n in range(1, 9)
+            for k in range(1, 11)
+        )
+        + b"j1 D ok\nD\n",
         # a guessed nonce: printable, well formed, wrong
         b"0123456789abcdef R = 0\n",
     ],
@@ -311,7 +317,10 @@ def test_signals_cost_at_most_the_task(serial_grader, attack, errors):
     "body",
     [
         "while True:\n        pass",
-        "while True:\n        try:\n            while True:\n                pass\n        except BaseException:\n            pass",
+        (
+            "while True:\n        try:\n            while True:\n                pass\n        except BaseException:\n"
+            "            pass"
+        ),
         "return sum(range(10 ** 12))",  # C-level: no signal would interrupt it
     ],
     ids=["python-loop", "loop-catching-everything", "c-level-loop"],
@@ -665,7 +674,10 @@ def f(x):
 ALL_ATTACKS = [
     (ONE, TAKE_OVER_PID_1), (ONE, SYSV_HOG), (ONE, POSIX_IPC), (ONE, FLOOD_FILES), (ONE, FORK_BOMB),
     (ONE, THREAD_BOMB), (TEN, FORGE.format(lines=b"R 1 0 = 0\r\n", then="return 7 * x")),
-    (ONE, "import os\ndef f(x):\n    if os.fork() == 0:\n        os.setsid()\n        import time\n        time.sleep(60)\n    return 2"),
+    (ONE, (
+        "import os\ndef f(x):\n    if os.fork() == 0:\n        os.setsid()\n        import time\n       "
+        " time.sleep(60)\n    return 2"
+    )),
     (ONE, "def f(x):\n    return 'x' * (32 << 20)"),
 ]
 

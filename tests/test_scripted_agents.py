@@ -51,11 +51,16 @@ def outside_task() -> TaskSpec:
     """A task in the lite format that is not one of lite_tasks() (as one imported into a store would be)."""
     facts = [
         HiddenFact("grace", "The first 3 days late are free.", "How many late days are free?", ("free", "grace")),
-        HiddenFact("fee", "Each further day costs 4 dollars.", "How much does each later day cost?", ("cost", "dollar")),
+        HiddenFact("fee", "Each further day costs 4 dollars.", "How much does each later day cost?",
+                   ("cost", "dollar")),
     ]
     return TaskSpec(
-        family="backend", split="train", source="lite:late_fee",
-        problem_description="Compute the fee for a library book returned late. The signature of the function is: def late_fee(days)",
+        family="backend",
+        split="train",
+        source="lite:late_fee",
+        problem_description=(
+            "Compute the fee for a library book returned late. The signature of the function is: def late_fee(days)"
+        ),
         ground_truth="def late_fee(days):\n    return max(0, days - 3) * 4\n",
         test_cases={f"test{k}": f"late_fee({k * 2})" for k in range(1, 6)},
         hidden_information=lite.hidden_information(facts),
@@ -88,7 +93,8 @@ def roll(tmp_path, env, policy: str, *, seed: int = 0, k: int = 1, name: str = "
     """Roll ``policy`` out on the chosen tasks in a fresh store; every trajectory with its turns."""
     db, tasks = store(tmp_path, name)
     specs = chosen_specs()
-    stats = Rollout(db, engine(policy, specs), BuiltinSimulator(), env, RolloutConfig(seed=seed, samples_per_task=k)).run(tasks)
+    stats = Rollout(db, engine(policy, specs), BuiltinSimulator(), env,
+                    RolloutConfig(seed=seed, samples_per_task=k)).run(tasks)
     assert stats.graded == len(tasks) * k
     with db.read() as session:
         trajectories = list(session.exec(select(Trajectory).order_by(Trajectory.id)))
@@ -129,7 +135,8 @@ def test_expert_solves_every_task_asking_once_per_fact(tmp_path, env):
         # and token ids that decode to the turn's text followed by the end-of-turn token.
         for turn in agent:
             history = [{"role": t.role, "content": t.content} for t in turns[: turn.index]]
-            assert turn.prompt == tokenizer.apply_chat_template([SYSTEM, *history], tokenize=False, add_generation_prompt=True)
+            assert turn.prompt == tokenizer.apply_chat_template([SYSTEM, *history], tokenize=False,
+                                                                add_generation_prompt=True)
             assert turn.prompt_tokens == len(tokenizer(turn.prompt, add_special_tokens=False)["input_ids"])
             assert turn.token_ids[-len(end):] == end
             assert tokenizer.decode(turn.token_ids[: -len(end)]) == turn.raw == turn.content
@@ -189,7 +196,10 @@ def test_repeat_asks_for_each_fact_twice_and_still_succeeds(tmp_path, env):
 
 
 def test_repeat_leaves_room_for_every_fact_within_the_turn_limit():
-    many = [HiddenFact(f"f{i}", f"Fact {i} is {i}.", f"What is the value of setting {i}?", (f"setting{i}",)) for i in range(6)]
+    many = [
+        HiddenFact(f"f{i}", f"Fact {i} is {i}.", f"What is the value of setting {i}?", (f"setting{i}",))
+        for i in range(6)
+    ]
     spec = outside_task()
     agent = engine("repeat@1", [spec])
     agent._facts = lambda task: many
@@ -235,8 +245,12 @@ def test_each_seed_is_its_own_and_samples_are_independent():
     specs = chosen_specs()
     spec = max(specs, key=lambda s: len(facts_of(s)))
     skip = engine("skip@0.5", specs)
-    texts = {seed: skip.generate([conversation(spec)], SamplingParams(seed=seed))[0].samples[0].text for seed in range(12)}
-    assert texts == {seed: skip.generate([conversation(spec)], SamplingParams(seed=seed))[0].samples[0].text for seed in range(12)}
+    texts = {
+        seed: skip.generate([conversation(spec)], SamplingParams(seed=seed))[0].samples[0].text for seed in range(12)
+    }
+    assert texts == {
+        seed: skip.generate([conversation(spec)], SamplingParams(seed=seed))[0].samples[0].text for seed in range(12)
+    }
     assert len(set(texts.values())) > 1
     many = skip.generate([conversation(spec)], SamplingParams(seed=0, n=8))[0]
     assert len(many.samples) == 8 and len({s.text for s in many.samples}) > 1
@@ -249,7 +263,12 @@ def test_max_new_tokens_cuts_the_answer_like_a_models():
     full = engine("expert", specs).generate([conversation(spec, *done)], SamplingParams())[0].samples[0]
     assert full.finish_reason == "stop" and full.text == answer_text(spec.ground_truth)
     cut = engine("expert", specs).generate([conversation(spec, *done)], SamplingParams(max_new_tokens=5))[0].samples[0]
-    assert cut.finish_reason == "length" and len(cut.token_ids) == 5 and full.text.startswith(cut.text) and cut.text != full.text
+    assert (
+        cut.finish_reason == "length"
+        and len(cut.token_ids) == 5
+        and full.text.startswith(cut.text)
+        and cut.text != full.text
+    )
 
 
 def test_without_a_tokenizer_the_prompt_is_plain_and_there_are_no_ids():
@@ -318,7 +337,8 @@ def test_bad_policy_is_one_line_listing_the_policies(spec, fragment):
 def test_tasks_given_to_the_engine_are_recognised_and_solved(tmp_path, env):
     outside = outside_task()
     with pytest.raises(EngineError, match="not the description of a backend-lite task"):
-        engine("expert").generate([[SYSTEM, {"role": "user", "content": outside.problem_description}]], SamplingParams())
+        engine("expert").generate([[SYSTEM, {"role": "user", "content": outside.problem_description}]],
+                                  SamplingParams())
     db = Database(f"sqlite:///{tmp_path / 'outside.db'}")
     with db.write() as session:
         queries.add_tasks(session, [task_row(outside)])
@@ -327,7 +347,8 @@ def test_tasks_given_to_the_engine_are_recognised_and_solved(tmp_path, env):
     stats = Rollout(db, engine("expert", [outside]), BuiltinSimulator(), env, RolloutConfig()).run(tasks)
     assert stats.success_rate == 1.0 and stats.agent_turns == 3
     # A task that is not in the lite format has no facts to ask for: refused, not answered outright.
-    builtin = TaskSpec(family="backend", problem_description="Sum a list.", ground_truth="def f(x):\n    return sum(x)\n")
+    builtin = TaskSpec(family="backend", problem_description="Sum a list.",
+                       ground_truth="def f(x):\n    return sum(x)\n")
     with pytest.raises(EngineError, match="is not a backend-lite task"):
         engine("expert", [builtin]).generate([[SYSTEM, {"role": "user", "content": "Sum a list."}]], SamplingParams())
 
@@ -335,7 +356,8 @@ def test_tasks_given_to_the_engine_are_recognised_and_solved(tmp_path, env):
 def test_unknown_task_is_one_line():
     specs = chosen_specs()
     with pytest.raises(EngineError) as caught:
-        engine("expert", specs).generate([[SYSTEM, {"role": "user", "content": "Write me a\nsorting function."}]], SamplingParams())
+        engine("expert", specs).generate([[SYSTEM, {"role": "user", "content": "Write me a\nsorting function."}]],
+                                         SamplingParams())
     message = str(caught.value)
     assert "not the description of a backend-lite task" in message and "\n" not in message
 
@@ -344,7 +366,8 @@ def test_cli_rollout_on_a_task_that_is_not_lite_is_one_line(tmp_path):
     env = dict(os.environ, COLBENCH_DB=f"sqlite:///{tmp_path / 'c.db'}", NO_COLOR="1")
     env.pop("COLBENCH_DEBUG", None)
     result = subprocess.run(
-        COLBENCH + ["rollout", "--engine", "scripted:expert", "--tasks", "backend:test", "--limit", "1", "--sandbox", "bwrap"],
+        COLBENCH + ["rollout", "--engine", "scripted:expert", "--tasks", "backend:test", "--limit", "1", "--sandbox",
+                    "bwrap"],
         capture_output=True, text=True, env=env, timeout=300,
     )
     lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
@@ -355,7 +378,8 @@ def test_cli_rollout_on_a_task_that_is_not_lite_is_one_line(tmp_path):
 def test_cli_expert_rollout_on_lite_tasks(tmp_path):
     env = dict(os.environ, COLBENCH_DB=f"sqlite:///{tmp_path / 'c.db'}", NO_COLOR="1")
     result = subprocess.run(
-        COLBENCH + ["rollout", "--engine", "scripted:expert", "--tasks", "backend-lite:train", "--limit", "5", "--sandbox", "bwrap", "--json"],
+        COLBENCH + ["rollout", "--engine", "scripted:expert", "--tasks", "backend-lite:train", "--limit", "5",
+                    "--sandbox", "bwrap", "--json"],
         capture_output=True, text=True, env=env, timeout=300,
     )
     assert result.returncode == 0, result.stderr

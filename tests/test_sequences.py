@@ -24,7 +24,8 @@ def stored_turns(tokenizer, dialogue, sampled=None):
     for index, message in enumerate(dialogue):
         fields = dict(id=index, role=message["role"], content=message["content"], raw=None, prompt=None, token_ids=None)
         if message["role"] == "assistant":
-            fields["prompt"] = tokenizer.apply_chat_template(S.conversation("backend", history), tokenize=False, add_generation_prompt=True)
+            fields["prompt"] = tokenizer.apply_chat_template(S.conversation("backend", history), tokenize=False,
+                                                             add_generation_prompt=True)
             ids = sampled[k] if sampled and k in sampled else S.encode_text(tokenizer, message["content"])
             fields["token_ids"], fields["raw"] = ids + eos, message["content"]
             k += 1
@@ -90,5 +91,7 @@ def test_imported_turns_without_prompt_or_ids_get_the_rollout_prompt_and_their_t
         turn.prompt, turn.token_ids = None, None
     agent = S.agent_turns(tokenizer, "backend", turns)
     expected = stored_turns(tokenizer, DIALOGUE)
-    assert [a.prompt_ids for a in agent] == [S.encode_text(tokenizer, t.prompt) for t in expected if t.role == "assistant"]
+    assert [a.prompt_ids for a in agent] == [
+        S.encode_text(tokenizer, t.prompt) for t in expected if t.role == "assistant"
+    ]
     assert [a.completion_ids for a in agent] == [t.token_ids for t in expected if t.role == "assistant"]

@@ -45,7 +45,10 @@ def test_the_server_loads_adapters_as_vllm_does(openai_server, tmp_path):
         assert client.list_models() == ["test-model", "a"] and client.list_models(adapters=False) == ["test-model"]
     assert openai_server.adapters == {"a": str(tmp_path / "a")}
     assert served_model(openai_server.base_url) == "test-model"  # the adapters loaded are not base models
-    with OpenAIEngine("b", openai_server.base_url, max_retries=0) as engine, pytest.raises(EngineError, match="HTTP 404: The model `b` does not exist"):
+    with (
+        OpenAIEngine("b", openai_server.base_url, max_retries=0) as engine,
+        pytest.raises(EngineError, match="HTTP 404: The model `b` does not exist")
+    ):
         engine.generate([[{"role": "user", "content": "hi"}]], SamplingParams(n=1, max_new_tokens=4))
 
 
@@ -58,13 +61,19 @@ def test_served_turns_are_stored_exact_when_the_engine_has_the_policys_tokenizer
         [generation] = engine.generate([conversation], SamplingParams(temperature=1.0, max_new_tokens=6, n=2, seed=3))
     prompt = tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
     [request] = openai_server.requests
-    assert generation.prompt_text == prompt and request["prompt"] == tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    assert (
+        generation.prompt_text == prompt
+        and request["prompt"] == tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    )
     [(_, sampled)] = served
-    assert [s.token_ids for s in generation.samples] == [s.token_ids for s in sampled] and all(s.token_ids for s in sampled)
+    assert [s.token_ids for s in generation.samples] == [s.token_ids for s in sampled] and all(
+        s.token_ids for s in sampled
+    )
     assert [s.token_logprobs for s in generation.samples] == [s.token_logprobs for s in sampled]
 
 
-def test_a_served_round_two_samples_round_one_adapter_and_a_failed_load_loses_nothing(openai_server, tiny_engine, tiny_model_dir, tmp_path, cli):
+def test_a_served_round_two_samples_round_one_adapter_and_a_failed_load_loses_nothing(openai_server, tiny_engine,
+                                                                                      tiny_model_dir, tmp_path, cli):
     folder = tmp_path / "study"
     folder.mkdir()
     db = Database(f"sqlite:///{folder / 'colbench.db'}")
@@ -73,8 +82,10 @@ def test_a_served_round_two_samples_round_one_adapter_and_a_failed_load_loses_no
     openai_server.allow_runtime_lora()
     serve_policy(openai_server, tiny_engine)
     url = openai_server.base_url
-    study = ["experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-on-policy", "--arm", "sweet",
-             "--rounds", "2", "--engine", "openai", "--base-url", url, "--policy-sampler", "openai", "--policy-base-url", url, *TINY_STUDY]
+    study = ["experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-on-policy",
+             "--arm", "sweet",
+             "--rounds", "2", "--engine", "openai", "--base-url", url, "--policy-sampler", "openai",
+             "--policy-base-url", url, *TINY_STUDY]
 
     openai_server.fail_loading = "Loading lora colbench failed: out of LoRA slots"  # as vLLM words a failed add_lora
     code, out, err = cli(*study)
@@ -85,7 +96,10 @@ def test_a_served_round_two_samples_round_one_adapter_and_a_failed_load_loses_no
     before = counts(db)
     with db.read() as session:
         trained = {(r.kind, r.id) for r in session.exec(select(TrainingRun))}
-    assert sorted(kind for kind, _ in trained) == ["critic", "policy:sweet"]  # round 1 was done and stored before the load
+    assert sorted(kind for kind, _ in trained) == [
+        "critic",
+        "policy:sweet"
+    ]  # round 1 was done and stored before the load
 
     openai_server.fail_loading = None
     code, out, err = cli(*study)
@@ -95,10 +109,13 @@ def test_a_served_round_two_samples_round_one_adapter_and_a_failed_load_loses_no
     with db.read() as session:
         checkpoints = {f"ckpt:{c.id}": c for c in session.exec(select(Checkpoint))}
         runs = {r.id: r for r in session.exec(select(TrainingRun))}
-        fresh = session.exec(select(RolloutRun).where(RolloutRun.policy == first, RolloutRun.tasks == "backend:train")).one()
+        fresh = session.exec(select(RolloutRun).where(RolloutRun.policy == first,
+                                                      RolloutRun.tasks == "backend:train")).one()
         fresh_ids = session.exec(select(Trajectory.id).where(Trajectory.rollout_id == fresh.id)).all()
         fresh_turns = [t for i in fresh_ids for t in queries.turns_of(session, i) if t.role == "assistant"]
-    assert trained <= {(r.kind, r.id) for r in runs.values()} and len(runs) == 4  # round 1 reused: only round 2's critic and policy are new
+    assert (
+        trained <= {(r.kind, r.id) for r in runs.values()} and len(runs) == 4
+    )  # round 1 reused: only round 2's critic and policy are new
     assert counts(db)[2] > before[2]
 
     def name(ref):
@@ -116,15 +133,20 @@ def test_a_served_round_two_samples_round_one_adapter_and_a_failed_load_loses_no
     # Round 2's rollouts asked for round 1's adapter, and stored exact turns under round 1's checkpoint.
     assert fresh.config["served_model"] == name(first) and fresh.config["engine"] == "openai"
     assert fresh_turns and all(t.token_ids for t in fresh_turns)
-    assert all(t.prompt.startswith("<|im_start|>system") and t.prompt.endswith("<|im_start|>assistant\n") for t in fresh_turns)
+    assert all(
+        t.prompt.startswith("<|im_start|>system") and t.prompt.endswith("<|im_start|>assistant\n") for t in fresh_turns
+    )
 
 
 def test_a_full_fine_tune_is_refused_before_any_work_for_served_rounds(cli, tmp_path):
-    base = ["experiment", "backend", "--dir", str(tmp_path / "x"), "--train-tasks", "1", "--arm", "sweet", "--policy-full"]
+    base = ["experiment", "backend", "--dir", str(tmp_path / "x"), "--train-tasks", "1", "--arm", "sweet",
+            "--policy-full"]
     for served in (["--engine", "openai", "--base-url", "http://127.0.0.1:9/v1"],
                    ["--rounds", "2", "--policy-sampler", "openai", "--policy-base-url", "http://127.0.0.1:9/v1"]):
         code, out, err = cli(*base, *served)
-        assert code != 0 and len(err.strip().splitlines()) == 1 and "vLLM loads new LoRA adapters, not new weights" in err
+        assert (
+            code != 0 and len(err.strip().splitlines()) == 1 and "vLLM loads new LoRA adapters, not new weights" in err
+        )
     assert not (tmp_path / "x" / "colbench.db").exists()
     code, out, err = cli("experiment", "backend", "--dir", str(tmp_path / "x"), "--engine", "openai")
     assert code != 0 and "--engine openai needs --base-url" in err and len(err.strip().splitlines()) == 1

@@ -40,7 +40,8 @@ def launch(processes: int = 2) -> list[str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     return [str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes", str(processes),
-            "--num_machines", "1", "--mixed_precision", "no", "--main_process_port", str(port), "-m", "colbench.cli.app"]
+            "--num_machines", "1", "--mixed_precision", "no", "--main_process_port", str(port), "-m",
+            "colbench.cli.app"]
 
 
 def fit(command: list[str], url: str, *args: str) -> dict:
@@ -106,7 +107,8 @@ def store(tiny_model_dir, tmp_path_factory):
 
 def test_sharded_critic_full_fine_tune_matches_one_process(store, tiny_model_dir):
     db, url = store
-    critic = ["critic", "fit", "--model", str(tiny_model_dir), "--full", "--epochs", "2", "--heldout", "0", "--from-scratch", *TINY]
+    critic = ["critic", "fit", "--model", str(tiny_model_dir), "--full", "--epochs", "2", "--heldout", "0",
+              "--from-scratch", *TINY]
     one = fit(COLBENCH, url, *critic, "--batch-size", "4")
     ddp = fit(launch(), url, *critic, "--batch-size", "2", "--shard", "none")
     fsdp = fit(launch(), url, *critic, "--batch-size", "2", "--shard", "full", "--gradient-checkpointing")
@@ -116,7 +118,9 @@ def test_sharded_critic_full_fine_tune_matches_one_process(store, tiny_model_dir
     assert_same_training(db, one, ddp)
     assert_same_training(db, one, fsdp)
     assert_halved(fsdp["metrics"], one["metrics"])
-    assert ddp["metrics"]["held"]["parameter_bytes"] == one["metrics"]["held"]["parameter_bytes"] * 2  # DDP: a whole copy each
+    assert (
+        ddp["metrics"]["held"]["parameter_bytes"] == one["metrics"]["held"]["parameter_bytes"] * 2
+    )  # DDP: a whole copy each
     # The gathered checkpoint is an ordinary one: its files as the one-process run writes them, its
     # checksum checked on load, and the engines load it (CTranslate2 converts it, as SWEET's CPU sampler does).
     assert sorted(p.name for p in Path(fsdp["path"]).iterdir()) == sorted(p.name for p in Path(one["path"]).iterdir())
@@ -126,24 +130,29 @@ def test_sharded_critic_full_fine_tune_matches_one_process(store, tiny_model_dir
     samples = []
     for run in (one, fsdp):
         with make_engine("ct2", run["checkpoint"], checkpoint_lookup=checkpoint_lookup(db), max_batch_size=2) as engine:
-            generation = engine.generate([[{"role": "user", "content": "What unit is the weight in?"}]], SamplingParams(temperature=0, max_new_tokens=6))
+            generation = engine.generate([[{"role": "user", "content": "What unit is the weight in?"}]],
+                                         SamplingParams(temperature=0, max_new_tokens=6))
             samples.append(generation[0].samples[0])
     assert samples[0].token_ids == samples[1].token_ids and len(samples[0].token_ids) > 0
 
 
 def test_sharded_policies_match_one_process(store, tiny_model_dir):
     """SWEET (LoRA, candidates from the ct2 sampler on the stored weights, reference log-probs from the
-    sharded model, activation checkpointing inside the sharded layers, the adapter gathered) and rejection fine-tuning (full fine-tuning): one process with
+    sharded model, activation checkpointing inside the sharded layers, the adapter gathered) and rejection fine-tuning
+    (full fine-tuning): one process with
     --grad-accum 2 takes the two processes' step."""
     db, url = store
     model = str(tiny_model_dir)
     critic = fit(COLBENCH, url, "critic", "fit", "--model", model, "--epochs", "1", "--heldout", "0", "--from-scratch",
                  "--lora-rank", "4", "--batch-size", "2", *TINY)["checkpoint"]
-    sweet = ["policy", "fit", "--algo", "sweet", "--model", model, "--critic", critic, "--fraction", "1", "--candidates", "4",
+    sweet = ["policy", "fit", "--algo", "sweet", "--model", model, "--critic", critic, "--fraction", "1",
+             "--candidates", "4",
              "--max-new-tokens", "4", "--sample-batch-size", "8", "--lora-rank", "4", "--nll-weight", "0", *TINY]
     two = fit(launch(), url, *sweet, "--batch-size", "2", "--shard", "full", "--gradient-checkpointing")
     one = fit(COLBENCH, url, *sweet, "--batch-size", "2", "--grad-accum", "2")
-    assert two["metrics"]["turns_sampled"] == 24 and one["metrics"]["turns_sampled"] == 0  # the same candidates, so the same pairs
+    assert (
+        two["metrics"]["turns_sampled"] == 24 and one["metrics"]["turns_sampled"] == 0
+    )  # the same candidates, so the same pairs
     assert two["metrics"]["sampler"] == "ct2" and two["metrics"]["pairs"] == one["metrics"]["pairs"] > 0
     worst_sweet = assert_same_training(db, one, two)
     assert_halved(two["metrics"], one["metrics"])

@@ -133,7 +133,8 @@ QUESTIONS = [
 
 
 def task(code: str, signature: str = "f(x)", family: str = "backend") -> TaskSpec:
-    return TaskSpec(family=family, problem_description=f"Write a function. The signature of the function is: def {signature}",
+    return TaskSpec(family=family,
+                    problem_description=f"Write a function. The signature of the function is: def {signature}",
                     ground_truth=code)
 
 
@@ -303,7 +304,10 @@ def test_frontend_gets_fixed_reply(builtin):
 # ---------------------------------------------------------------------------------------
 
 DIALOGUE = [
-    {"role": "user", "content": "Write shipping_cost. The signature of the function is: def shipping_cost(weight_kg, destination, express=False)"},
+    {"role": "user", "content": (
+        "Write shipping_cost. The signature of the function is: def shipping_cost(weight_kg, destination,"
+        " express=False)"
+    )},
     {"role": "assistant", "content": "What is the base cost for Europe?"},
 ]
 
@@ -329,7 +333,10 @@ def test_endpoint_simulator_failure_is_a_reply_not_an_exception(openai_server, c
     spec = task(SHIPPING)
     sim = EndpointSimulator("m", openai_server.base_url, max_retries=1)
     [reply] = sim.reply([SimRequest(spec, DIALOGUE)])
-    assert reply.text == "" and reply.error == f"endpoint {openai_server.base_url} failed after 2 tries: HTTP 500: injected failure 500"
+    assert (
+        reply.text == ""
+        and reply.error == f"endpoint {openai_server.base_url} failed after 2 tries: HTTP 500: injected failure 500"
+    )
     down = EndpointSimulator("m", f"http://127.0.0.1:{closed_port}/v1", max_retries=0)
     replies = down.reply([SimRequest(spec, DIALOGUE)] * 3)
     assert all(r.text == "" and "unreachable after 1 try: connection refused" in r.error for r in replies)
@@ -381,9 +388,20 @@ def test_make_simulator(openai_server):
     assert isinstance(sim, EndpointSimulator) and sim.model == "meta-llama/Llama-3.1-70B-Instruct"
     assert sim.base_url == openai_server.base_url
     built = []
-    local = make_simulator("local:hf:/models/x", engine_factory=lambda ref: built.append(ref) or OpenAIEngine("x", openai_server.base_url))
+    local = make_simulator(
+        "local:hf:/models/x", engine_factory=lambda ref: built.append(ref) or OpenAIEngine("x", openai_server.base_url)
+    )
     assert isinstance(local, LocalModelSimulator) and built == ["hf:/models/x"]
-    for bad in ("", "nope", "endpoint:http://h/v1", "endpoint:#m", "endpoint:ftp://h#m", "local:", "builtin:x", "builtin"):
+    for bad in (
+        "",
+        "nope",
+        "endpoint:http://h/v1",
+        "endpoint:#m",
+        "endpoint:ftp://h#m",
+        "local:",
+        "builtin:x",
+        "builtin"
+    ):
         with pytest.raises(ValueError) as err:
             make_simulator(bad)
         assert "\n" not in str(err.value)
@@ -401,5 +419,9 @@ def test_a_model_human_on_a_lite_task_is_told_facts_not_code(sqlite_url):
     [message] = build_messages(SimRequest(task, [{"role": "user", "content": task.problem_description}]))
     text = message["content"]
     assert all(f"- {fact.sentence}" in text for fact in facts_of(task)) and len(facts_of(task)) >= 2
-    assert "the code below" not in text and "[asked as:" not in text and "def " not in text.split("HIDDEN INFORMATION (only")[1].split("CONVERSATION")[0]
+    assert (
+        "the code below" not in text
+        and "[asked as:" not in text
+        and "def " not in text.split("HIDDEN INFORMATION (only")[1].split("CONVERSATION")[0]
+    )
     assert "say you don't know" in text

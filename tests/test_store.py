@@ -46,7 +46,8 @@ def test_write_transaction_rolls_back_on_error(db, tmp_path):
     import_tasks(db, path, family="backend", split="train")
     with pytest.raises(RuntimeError):
         with db.write() as session:
-            session.add(Task(family="backend", split="test", source="x", problem_description="p", ground_truth="g", content_hash="h"))
+            session.add(Task(family="backend", split="test", source="x", problem_description="p", ground_truth="g",
+                             content_hash="h"))
             session.flush()
             raise RuntimeError("boom")
     with db.read() as session:
@@ -65,14 +66,20 @@ def test_upgrade_from_first_revision_keeps_data(db_url):
     db = Database(db_url, migrate=False)
     assert upgrade(db, "0001") == "0001"
     with db.engine.begin() as connection:
-        connection.execute(text(
-            "INSERT INTO task (id, family, split, source, problem_description, ground_truth, test_cases, content_hash, created_at) "
-            "VALUES (1, 'backend', 'train', 'old', 'describe', 'def f(): return 1', '{\"test1\": \"f()\"}', 'hash-1', CURRENT_TIMESTAMP)"
-        ))
-        connection.execute(text(
-            "INSERT INTO trajectory (id, task_id, policy, simulator, setting, sample_index, status, answer, reward, success, graded_seq, created_at) "
-            "VALUES (7, 1, 'pol', 'sim', '', 0, 'done', 'def f(): return 1', 1.0, TRUE, 1, CURRENT_TIMESTAMP)"
-        ))
+        connection.execute(
+            text(
+                "INSERT INTO task (id, family, split, source, problem_description, ground_truth, test_cases,"
+                " content_hash, created_at) VALUES (1, 'backend', 'train', 'old', 'describe', 'def f(): return 1',"
+                " '{\"test1\": \"f()\"}', 'hash-1', CURRENT_TIMESTAMP)"
+            )
+        )
+        connection.execute(
+            text(
+                "INSERT INTO trajectory (id, task_id, policy, simulator, setting, sample_index, status, answer, reward,"
+                " success, graded_seq, created_at) VALUES (7, 1, 'pol', 'sim', '', 0, 'done', 'def f(): return 1', 1.0,"
+                " TRUE, 1, CURRENT_TIMESTAMP)"
+            )
+        )
         connection.execute(text(
             "INSERT INTO turn (trajectory_id, \"index\", role, content, prompt, logprob_sum, created_at) "
             "VALUES (7, 1, 'assistant', 'I WANT TO ANSWER: def f(): return 1', 'the prompt', -3.5, CURRENT_TIMESTAMP)"
@@ -110,8 +117,11 @@ def _write_turns(url: str, trajectory_id: int, worker: int, count: int, queue) -
         try:
             with db.write() as session:
                 # Read-then-write, the pattern that deadlocks under deferred transactions.
-                last = session.exec(select(Turn.index).where(Turn.trajectory_id == trajectory_id).order_by(Turn.index.desc())).first()
-                session.add(Turn(trajectory_id=trajectory_id, index=(last or 0) + 1, role="assistant", content=f"w{worker} {i}"))
+                last = session.exec(
+                    select(Turn.index).where(Turn.trajectory_id == trajectory_id).order_by(Turn.index.desc())
+                ).first()
+                session.add(Turn(trajectory_id=trajectory_id, index=(last or 0) + 1, role="assistant",
+                                 content=f"w{worker} {i}"))
                 traj = session.get(Trajectory, trajectory_id)
                 traj.worker, traj.heartbeat_at = f"w{worker}", datetime.now(timezone.utc)
         except Exception as exc:  # counted, not raised: the parent asserts on them
@@ -121,7 +131,8 @@ def _write_turns(url: str, trajectory_id: int, worker: int, count: int, queue) -
 
 def test_four_processes_write_turns_without_lock_errors(db):
     with db.write() as session:
-        task = Task(family="backend", split="train", source="t", problem_description="p", ground_truth="g", content_hash="c")
+        task = Task(family="backend", split="train", source="t", problem_description="p", ground_truth="g",
+                    content_hash="c")
         session.add(task)
         session.flush()
         trajectories = [Trajectory(task_id=task.id, policy="p", simulator="s", sample_index=w) for w in range(4)]

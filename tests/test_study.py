@@ -16,7 +16,8 @@ TASKS = 20
 
 def rows(successes: set[int], split: str = "lite-test") -> list[dict]:
     """Two samples of each of TASKS tasks; a task in ``successes`` is solved by both samples."""
-    return [{"split": split, "task_id": t, "template": f"t{t % 4}", "sample": k, "tests_passed": 1.0 if t in successes else 0.3,
+    return [{"split": split, "task_id": t, "template": f"t{t % 4}", "sample": k,
+             "tests_passed": 1.0 if t in successes else 0.3,
              "success": int(t in successes), "agent_turns": 3, "facts_obtained": 1.0 if t in successes else 0.5}
             for t in range(TASKS) for k in range(2)]
 
@@ -29,10 +30,12 @@ def test_holm_by_hand():
 
 
 def test_the_report_pairs_arms_by_task_and_holm_corrects_sweets_comparisons(tmp_path, capsys, monkeypatch):
-    arms = {"zero-shot": set(range(5)), "rft": set(range(6)), "mtdpo": set(range(4, 11)), "sweet": set(range(15)), "sweet-no-c": set(range(3, 9))}
+    arms = {"zero-shot": set(range(5)), "rft": set(range(6)), "mtdpo": set(range(4, 11)), "sweet": set(range(15)),
+            "sweet-no-c": set(range(3, 9))}
     for arm, solved in arms.items():
         record(tmp_path, arm, FINAL, rows(solved))
-    record(tmp_path, "sweet", "nll1", rows(set(range(8)), "lite-val"), {"policy": {"settings": {"nll_weight": 1.0}, "minutes": 3.5}})
+    record(tmp_path, "sweet", "nll1", rows(set(range(8)), "lite-val"),
+           {"policy": {"settings": {"nll_weight": 1.0}, "minutes": 3.5}})
     found = report(tmp_path)
     by = {(a["split"], a["label"], a["arm"]): a for a in found["arms"]}
     sweet = by[("lite-test", FINAL, "sweet")]
@@ -43,9 +46,13 @@ def test_the_report_pairs_arms_by_task_and_holm_corrects_sweets_comparisons(tmp_
     # paired with zero-shot on the same tasks: sweet solves 10 more of 20
     assert sweet["versus_zero_shot"]["difference"]["mean"] == pytest.approx(0.5)
     versus = found["sweet"]["lite-test"]["sweet_vs"]
-    assert versus["rft"]["difference"]["mean"] == pytest.approx(9 / 20) and versus["mtdpo"]["difference"]["mean"] == pytest.approx(8 / 20)
+    assert versus["rft"]["difference"]["mean"] == pytest.approx(9 / 20) and versus["mtdpo"]["difference"][
+        "mean"
+    ] == pytest.approx(8 / 20)
     raw = {k: v["p_value"] for k, v in versus.items()}
-    assert {k: v["p_holm"] for k, v in versus.items()} == pytest.approx(holm(raw)) and all(v["p_holm"] >= v["p_value"] for v in versus.values())
+    assert {k: v["p_holm"] for k, v in versus.items()} == pytest.approx(holm(raw)) and all(
+        v["p_holm"] >= v["p_value"] for v in versus.values()
+    )
     assert found["sweet"]["lite-test"]["sweet_vs_no_c"]["difference"]["mean"] == pytest.approx(9 / 20)
     # the validation run compares with zero-shot's rows under any label of that split only where they exist
     assert by[("lite-val", "nll1", "sweet")]["versus_zero_shot"] is None
@@ -55,7 +62,9 @@ def test_the_report_pairs_arms_by_task_and_holm_corrects_sweets_comparisons(tmp_
     record(tmp_path, "sweet", FINAL, rows(set(range(16))))
     again = report(tmp_path)
     assert {(a["label"], a["arm"]): a["n"] for a in again["arms"]}[(FINAL, "sweet")] == 40
-    assert [a for a in again["arms"] if a["arm"] == "sweet" and a["label"] == FINAL][0]["success"]["mean"] == pytest.approx(0.8)
+    assert [a for a in again["arms"] if a["arm"] == "sweet" and a["label"] == FINAL][0]["success"][
+        "mean"
+    ] == pytest.approx(0.8)
 
     run = command_line("sqlite://", capsys, monkeypatch)
     code, out, err = run("study", "report", str(tmp_path))
@@ -72,7 +81,8 @@ def test_the_report_pairs_arms_by_task_and_holm_corrects_sweets_comparisons(tmp_
 STUDY = Path(__file__).resolve().parent.parent / "studies" / "backend-lite"
 
 
-@pytest.mark.skipif(not (STUDY / "trajectories.jsonl").exists(), reason="the backend-lite study's files are not committed yet")
+@pytest.mark.skipif(not (STUDY / "trajectories.jsonl").exists(),
+                    reason="the backend-lite study's files are not committed yet")
 def test_the_readmes_backend_lite_tables_are_the_studys_report():
     readme = (STUDY.parent.parent / "README.md").read_text(encoding="utf-8")
     assert markdown(report(STUDY)) in readme

@@ -49,13 +49,19 @@ GOOD_1 = {
 }
 GRADE_ARGS = ["95", "90", "89.5", "80", "79", "70", "65", "60", "10", "100"]
 GOOD_2 = {
-    "problem_description": "As a teacher I need to turn a percentage into my school's letter grade. "
-    "The signature of the function is: def letter_grade(score)",
-    "ground_truth": "```python\ndef letter_grade(score):\n    for cut, letter in ((90, 'A'), (80, 'B'), (70, 'C'), (65, 'D')):\n"
-    "        if score >= cut:\n            return letter\n    return 'F'\n```",
+    "problem_description": (
+        "As a teacher I need to turn a percentage into my school's letter grade. "
+        "The signature of the function is: def letter_grade(score)"
+    ),
+    "ground_truth": (
+        "```python\ndef letter_grade(score):\n    for cut, letter in ((90, 'A'), (80, 'B'), (70, 'C'), (65, 'D')):\n"
+        "        if score >= cut:\n            return letter\n    return 'F'\n```"
+    ),
     "test_cases": [f"letter_grade({a})" for a in GRADE_ARGS],  # a list, not an object: accepted
-    "naive_solution": "def letter_grade(score):\n    if score >= 90:\n        return 'A'\n    if score >= 80:\n        return 'B'\n"
-    "    if score >= 70:\n        return 'C'\n    if score >= 60:\n        return 'D'\n    return 'F'\n",
+    "naive_solution": (
+        "def letter_grade(score):\n    if score >= 90:\n        return 'A'\n    if score >= 80:\n        return 'B'\n"
+        "    if score >= 70:\n        return 'C'\n    if score >= 60:\n        return 'D'\n    return 'F'\n"
+    ),
 }
 
 
@@ -65,43 +71,73 @@ def variant(record: dict, **changes) -> dict:
 
 CANDIDATES = {
     # good: JSON in a fence after some prose
-    "good-fenced": "Here is a task based on the passage.\n\n```json\n" + json.dumps(GOOD_1, indent=2) + "\n```\nHope it helps!",
+    "good-fenced": "Here is a task based on the passage.\n\n```json\n"
+    + json.dumps(GOOD_1, indent=2)
+    + "\n```\nHope it helps!",
     # good: bare JSON, tests as a list, code in fences inside the string
     "good-bare": json.dumps(GOOD_2),
     "bad-json": '```json\n{"problem_description": "A task", "ground_truth": "def f(x):\n    return x", \n```',
-    "syntax-error": json.dumps(variant(
-        GOOD_1,
-        problem_description="Points for a bakery card. The signature of the function is: def bakery_points(amount, tier)",
-        ground_truth="def bakery_points(amount, tier)\n    return amount * 2\n",
-        test_cases=calls("bakery_points", POINTS_ARGS),
-        naive_solution="def bakery_points(amount, tier):\n    return amount\n")),
-    "returns-none": json.dumps(variant(
-        GOOD_1,
-        problem_description="Points for a gym card. The signature of the function is: def gym_points(amount, tier)",
-        ground_truth="def gym_points(amount, tier):\n    if tier == 'gold':\n        return None\n    return amount * 3\n",
-        test_cases=calls("gym_points", POINTS_ARGS),
-        naive_solution="def gym_points(amount, tier):\n    return amount\n")),
-    "naive-passes": json.dumps(variant(
-        GOOD_1,
-        problem_description="Points for a book club. The signature of the function is: def book_points(amount, tier)",
-        ground_truth="def book_points(amount, tier):\n    return round(amount * 1.25, 2)\n",
-        test_cases=calls("book_points", POINTS_ARGS),
-        naive_solution="def book_points(amount, tier):\n    return round(amount * 1.25, 2)\n")),
+    "syntax-error": json.dumps(
+        variant(
+            GOOD_1,
+            problem_description=(
+                "Points for a bakery card. The signature of the function is: def bakery_points(amount, tier)"
+            ),
+            ground_truth="def bakery_points(amount, tier)\n    return amount * 2\n",
+            test_cases=calls("bakery_points", POINTS_ARGS),
+            naive_solution="def bakery_points(amount, tier):\n    return amount\n"
+        )
+    ),
+    "returns-none": json.dumps(
+        variant(
+            GOOD_1,
+            problem_description="Points for a gym card. The signature of the function is: def gym_points(amount, tier)",
+            ground_truth=(
+                "def gym_points(amount, tier):\n    if tier == 'gold':\n        return None\n    return amount * 3\n"
+            ),
+            test_cases=calls("gym_points", POINTS_ARGS),
+            naive_solution="def gym_points(amount, tier):\n    return amount\n"
+        )
+    ),
+    "naive-passes": json.dumps(
+        variant(
+            GOOD_1,
+            problem_description=(
+                "Points for a book club. The signature of the function is: def book_points(amount, tier)"
+            ),
+            ground_truth="def book_points(amount, tier):\n    return round(amount * 1.25, 2)\n",
+            test_cases=calls("book_points", POINTS_ARGS),
+            naive_solution="def book_points(amount, tier):\n    return round(amount * 1.25, 2)\n"
+        )
+    ),
     # the first good task again, reformatted and renamed: a duplicate
-    "duplicate": json.dumps(variant(
-        GOOD_1,
-        problem_description="My tea shop gives points per purchase. The signature of the function is: def tea_points(spent, level)",
-        ground_truth="def tea_points(spent, level):\n    multipliers = {\"bronze\": 1, \"silver\": 1.5, \"gold\": 2}  # per level\n"
-        "    if spent <= 0: return 0\n    return int(spent) * multipliers.get(level, 1) // 1\n",
-        test_cases=calls("tea_points", POINTS_ARGS),
-        naive_solution="def tea_points(spent, level):\n    return spent\n")),
+    "duplicate": json.dumps(
+        variant(
+            GOOD_1,
+            problem_description=(
+                "My tea shop gives points per purchase. The signature of the function is: def tea_points(spent, level)"
+            ),
+            ground_truth=(
+                'def tea_points(spent, level):\n    multipliers = {"bronze": 1, "silver": 1.5, "gold": 2}  # per'
+                " level\n    if spent <= 0: return 0\n    return int(spent) * multipliers.get(level, 1) // 1\n"
+            ),
+            test_cases=calls("tea_points", POINTS_ARGS),
+            naive_solution="def tea_points(spent, level):\n    return spent\n"
+        )
+    ),
     # the order of a set of strings differs between processes
-    "nondeterministic": json.dumps(variant(
-        GOOD_1,
-        problem_description="List the perks of a tier. The signature of the function is: def perks(amount, tier)",
-        ground_truth="def perks(amount, tier):\n    return list({'coffee', 'cake', 'mug', 'wifi', 'seat', tier, str(amount)})\n",
-        test_cases=calls("perks", POINTS_ARGS),
-        naive_solution="def perks(amount, tier):\n    return []\n")),
+    "nondeterministic": json.dumps(
+        variant(
+            GOOD_1,
+            problem_description="List the perks of a tier. The signature of the function is: def perks(amount, tier)",
+            ground_truth=(
+                "def perks(amount, tier):\n    return list({'coffee', 'cake', 'mug', 'wifi', 'seat', tier,"
+                " str(amount)})\n"
+            ),
+            test_cases=calls("perks", POINTS_ARGS),
+            naive_solution="def perks(amount, tier):\n    return []\n"
+        )
+    ),
 }
 EXPECTED_REASONS = {
     UNPARSEABLE: 1,
@@ -170,7 +206,8 @@ def test_passages_from_text_and_jsonl(tmp_path, passages_file):
 def run_cli(*args, db_url):
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1", COLBENCH_DB=db_url)
     env.pop("COLBENCH_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "colbench.cli.app", *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([sys.executable, "-m", "colbench.cli.app", *args], capture_output=True, text=True, env=env,
+                          timeout=120)
 
 
 def test_generate_stores_exactly_the_good_candidates(canned, passages_file, sqlite_url):
@@ -205,7 +242,10 @@ def test_generate_stores_exactly_the_good_candidates(canned, passages_file, sqli
                     "--sandbox", "bwrap", db_url=sqlite_url)
     assert again.returncode == 0, again.stderr
     assert "rejected candidates" in again.stdout and "no duplicates" in again.stdout
-    assert f"0 of {len(CANDIDATES)} candidates accepted from {len(CANDIDATES)} passages; 0 new tasks stored" in again.stdout
+    assert (
+        f"0 of {len(CANDIDATES)} candidates accepted from {len(CANDIDATES)} passages; 0 new tasks stored"
+        in again.stdout
+    )
     assert len(stored(sqlite_url)) == 2
 
 

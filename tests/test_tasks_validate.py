@@ -67,48 +67,69 @@ def variant(k: int) -> str:
 
 CASES = {
     "good": (task(), None, None),
-    "no signature sentence": (task(description="I want to know how much to tip.", reference=variant(6)), WELL_FORMED, "does not end with"),
+    "no signature sentence": (task(description="I want to know how much to tip.", reference=variant(6)), WELL_FORMED,
+                              "does not end with"),
     "signature names another function": (
-        task(description="Tips. The signature of the function is: def tip(bill, service)", reference=variant(7)), WELL_FORMED, "signature names 'tip'"),
+        task(description="Tips. The signature of the function is: def tip(bill, service)", reference=variant(7)),
+        WELL_FORMED, "signature names 'tip'"),
     "parameters differ": (
-        replace(renamed("p_differ", variant(1)), problem_description="Tips. The signature of the function is: def p_differ(amount, service)"),
+        replace(renamed("p_differ", variant(1)),
+                problem_description="Tips. The signature of the function is: def p_differ(amount, service)"),
         WELL_FORMED, "parameters differ"),
-    "two functions": (renamed("two_fns", REFERENCE + "\ndef helper(x):\n    return x\n"), WELL_FORMED, "exactly one top-level function"),
+    "two functions": (renamed("two_fns", REFERENCE + "\ndef helper(x):\n    return x\n"), WELL_FORMED,
+                      "exactly one top-level function"),
     "syntax error": (renamed("syn_err", "def syn_err(bill, service)\n    return 1\n"), WELL_FORMED, "does not parse"),
-    "top-level statement": (renamed("top_stmt", REFERENCE + "print_me = tip_amount(1, 'ok')\n"), WELL_FORMED, "top-level"),
+    "top-level statement": (renamed("top_stmt", REFERENCE + "print_me = tip_amount(1, 'ok')\n"), WELL_FORMED,
+                            "top-level"),
     "imports random": (
-        renamed("uses_random", "def tip_amount(bill, service):\n    import random\n    return round(bill * random.random(), 2)\n"),
+        renamed("uses_random",
+                "def tip_amount(bill, service):\n    import random\n    return round(bill * random.random(), 2)\n"),
         DETERMINISTIC, "imports random"),
     "reads the clock": (
-        renamed("uses_clock", "def tip_amount(bill, service):\n    from datetime import datetime\n    return datetime.now().hour + bill\n"),
+        renamed("uses_clock", (
+            "def tip_amount(bill, service):\n    from datetime import datetime\n    return datetime.now().hour +"
+            " bill\n"
+        )),
         DETERMINISTIC, ".now()"),
     "set order differs between runs": (
-        renamed("set_order", "def tip_amount(bill, service):\n    return list(set(['apple', 'pear', 'fig', 'kiwi', 'lime', str(bill), service]))\n"),
+        renamed("set_order", (
+            "def tip_amount(bill, service):\n    return list(set(['apple', 'pear', 'fig', 'kiwi', 'lime', str(bill),"
+            " service]))\n"
+        )),
         DETERMINISTIC, "gave"),
     "returns None": (
-        renamed("ret_none", "def tip_amount(bill, service):\n    if service == 'ok':\n        return None\n    return bill\n"),
+        renamed("ret_none",
+                "def tip_amount(bill, service):\n    if service == 'ok':\n        return None\n    return bill\n"),
         PROTOCOL, "returns None"),
     "nine tests": (renamed("nine", variant(2), calls=CALLS[:9]), PROTOCOL, "exactly 10 tests"),
-    "raises": (renamed("raises", "def tip_amount(bill, service):\n    return bill / 0\n"), PROTOCOL, "ZeroDivisionError"),
+    "raises": (renamed("raises", "def tip_amount(bill, service):\n    return bill / 0\n"), PROTOCOL,
+               "ZeroDivisionError"),
     "too slow": (
         renamed("too_slow", "def tip_amount(bill, service):\n    while bill == 50:\n        pass\n    return bill\n"),
         PROTOCOL, "longer than the 1 s limit"),
-    "NaN output": (renamed("nan_out", "def tip_amount(bill, service):\n    return float('nan')\n"), PROTOCOL, "no canonical form"),
+    "NaN output": (renamed("nan_out", "def tip_amount(bill, service):\n    return float('nan')\n"), PROTOCOL,
+                   "no canonical form"),
     "test does not call the function": (
         renamed("no_call", variant(3), calls=CALLS[:9] + ["len('abc')"]), PROTOCOL, "test10 does not call no_call()"),
-    "naive passes everything": (renamed("naive_ok", variant(4), naive=variant(4)), CLARIFICATION, "passes all 10 tests"),
-    "naive does not parse": (renamed("naive_bad", variant(5), naive="def tip_amount(:\n"), CLARIFICATION, "does not parse"),
+    "naive passes everything": (renamed("naive_ok", variant(4), naive=variant(4)), CLARIFICATION,
+                                "passes all 10 tests"),
+    "naive does not parse": (renamed("naive_bad", variant(5), naive="def tip_amount(:\n"), CLARIFICATION,
+                             "does not parse"),
     "recursion fails officially": (
-        renamed("recurses", "def tip_amount(bill, service):\n    if bill < 0:\n        return tip_amount(-bill, service)\n"
+        renamed("recurses",
+                "def tip_amount(bill, service):\n    if bill < 0:\n        return tip_amount(-bill, service)\n"
                 "    return round(bill * 0.1 + len(service), 2)\n"),
         PROTOCOL, "graded as an answer under the official grading, the reference fails test5; e.g. NameError"),
     "top-level import fails officially": (
-        renamed("top_import", "import math\n\ndef tip_amount(bill, service):\n    return math.floor(bill * 0.15) + len(service)\n"),
+        renamed("top_import",
+                "import math\n\ndef tip_amount(bill, service):\n    return math.floor(bill * 0.15) + len(service)\n"),
         PROTOCOL, "official scoping: names defined at the reference's top level"),
     "blacklisted function name": (
-        renamed("sudoku_tip", variant(8)), PROTOCOL, "contains 'sudo' (in the function name sudoku_tip), which is on the official blacklist"),
+        renamed("sudoku_tip", variant(8)), PROTOCOL,
+        "contains 'sudo' (in the function name sudoku_tip), which is on the official blacklist"),
     "fence inside a line": (
-        renamed("fence_mid", "def tip_amount(bill, service):\n    return 0.0 if service == '```' else round(bill * 0.11, 2)\n"),
+        renamed("fence_mid",
+                "def tip_amount(bill, service):\n    return 0.0 if service == '```' else round(bill * 0.11, 2)\n"),
         PROTOCOL, "cuts an answer at its first ``` (the reference has one at line 2)"),
     "duplicate reference": (
         task(description="Another story. The signature of the function is: def gratuity(total, quality)",
@@ -199,7 +220,9 @@ def test_duplicates_of_existing_tasks_and_frontend_checks():
     result = validate_tasks(specs, sandbox="bwrap", existing=[task()])
     backend, good_page, bad_page = result.checks
     assert backend.rules[DUPLICATES] == "failed" and "a stored task" in backend.failures[0].message
-    assert good_page.ok and good_page.rules[WELL_FORMED] == good_page.rules[DETERMINISTIC] == "passed"  # rendered twice, same page
+    assert (
+        good_page.ok and good_page.rules[WELL_FORMED] == good_page.rules[DETERMINISTIC] == "passed"
+    )  # rendered twice, same page
     assert not bad_page.ok and "<html>" in bad_page.failures[0].message
 
 
@@ -218,7 +241,8 @@ def test_validate_file_reports_unreadable_lines(tmp_path):
 
 def run_cli(*args):
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "colbench.cli.app", *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([sys.executable, "-m", "colbench.cli.app", *args], capture_output=True, text=True, env=env,
+                          timeout=120)
 
 
 def test_cli_names_failing_tasks_and_exits_nonzero(tmp_path):

@@ -45,13 +45,19 @@ def test_dpo_by_hand():
 
 
 def test_conservative_dpo_and_ipo_by_hand():
-    args = torch.tensor([-10.0, -5.0]), torch.tensor([-12.0, -5.0]), torch.tensor([-11.0, -4.0]), torch.tensor([-11.0, -6.0])
+    args = (
+        torch.tensor([-10.0, -5.0]),
+        torch.tensor([-12.0, -5.0]),
+        torch.tensor([-11.0, -4.0]),
+        torch.tensor([-11.0, -6.0])
+    )
     # margins 2 and −2 (test_dpo_by_hand); ε = 0.25: 0.75·softplus(β·m) + 0.25·softplus(−β·m) per pair
     smoothed = dpo_loss(*args, beta=0.1, label_smoothing=0.25)
     expected = (0.75 * softplus(0.2) + 0.25 * softplus(-0.2) + 0.75 * softplus(-0.2) + 0.25 * softplus(0.2)) / 2
     assert smoothed.item() == pytest.approx(expected, abs=1e-6)
     # ε = 0.5 cannot tell the sides apart: the loss is the same whatever the margin's sign
-    assert dpo_loss(*args, beta=0.1, label_smoothing=0.5).item() == pytest.approx((softplus(0.2) + softplus(-0.2)) / 2, abs=1e-6)
+    assert dpo_loss(*args, beta=0.1, label_smoothing=0.5).item() == pytest.approx((softplus(0.2) + softplus(-0.2)) / 2,
+                                                                                  abs=1e-6)
     # IPO: (m − 1/(2β))², target 5 at β = 0.1: (2 − 5)² = 9 and (−2 − 5)² = 49
     assert dpo_loss(*args, beta=0.1, loss_type="ipo").item() == pytest.approx((9 + 49) / 2)
     margin = torch.tensor([5.0], requires_grad=True)  # at the target, IPO stops pushing; DPO never does
@@ -74,7 +80,9 @@ def test_displacement_stops_on_the_chosen_reward_averaged_over_the_last_steps():
     assert why is None and displaced(one, falling[:7], 0.05).startswith("likelihood displacement")  # mean -0.1
     figures = displacement_figures(one, falling)
     assert figures["last_steps"] == 2 and figures["last_chosen_reward"] == pytest.approx((-0.3 - 0.35) / 2)
-    assert figures["last_nll"] == pytest.approx((1.1 + 1.2) / 2) and figures["first_nll"] == pytest.approx((0.3 + 0.4) / 2)
+    assert figures["last_nll"] == pytest.approx((1.1 + 1.2) / 2) and figures["first_nll"] == pytest.approx(
+        (0.3 + 0.4) / 2
+    )
 
 
 def test_nll_averages_over_masked_tokens():

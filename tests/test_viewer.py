@@ -39,11 +39,14 @@ def store(sqlite_url, tmp_path, capsys, monkeypatch):
     for engine, name in (("scripted:expert", "expert"), ("scripted:mixed@0.5", "mixed")):
         common.state._db = None
         with pytest.raises(SystemExit) as done:
-            app.main(["--db", sqlite_url, "rollout", "--engine", engine, "--tasks", "backend-lite:test", "--limit", "6", "-k", "2",
+            app.main(["--db", sqlite_url, "rollout", "--engine", engine, "--tasks", "backend-lite:test", "--limit", "6",
+                      "-k", "2",
                       "--sandbox", "bwrap", "--name", name])
         assert done.value.code == 0, capsys.readouterr().err
     db = Database(sqlite_url)
-    import_tasks(db, write_jsonl(tmp_path / "front.jsonl", [{"problem_description": "A bakery page.", "ground_truth": PAGE}]),
+    import_tasks(db,
+                 write_jsonl(tmp_path / "front.jsonl",
+                             [{"problem_description": "A bakery page.", "ground_truth": PAGE}]),
                  family="frontend", split="test")
     from PIL import Image
 
@@ -57,24 +60,32 @@ def store(sqlite_url, tmp_path, capsys, monkeypatch):
         checkpoint = Checkpoint(run_id=run.id, kind="critic", base_model="smollm2", path=str(tmp_path / "ckpt"))
         session.add(checkpoint)
         session.flush()
-        curve = [(s, 1 + s // 20, {"loss": 0.69 * math.exp(-s / 25) + 0.04 * math.sin(1.7 * s), "lr": 1e-5 * math.cos(s / 40 * math.pi / 2)})
+        curve = [(s, 1 + s // 20,
+                  {"loss": 0.69 * math.exp(-s / 25) + 0.04 * math.sin(1.7 * s),
+                   "lr": 1e-5 * math.cos(s / 40 * math.pi / 2)})
                  for s in range(1, 41)]  # the shape of a run: a falling, noisy loss under a cosine schedule
         queries.add_training_steps(session, run.id, curve)
-        mixed, clean = session.exec(select(Trajectory).where(Trajectory.policy == "scripted:mixed@0.5").order_by(Trajectory.id)).all()[:2]
+        mixed, clean = session.exec(
+            select(Trajectory).where(Trajectory.policy == "scripted:mixed@0.5").order_by(Trajectory.id)
+        ).all()[:2]
         for trajectory, score in ((mixed, 0.4321), (clean, -0.2)):
-            agent_turns = session.exec(select(Turn).where(Turn.trajectory_id == trajectory.id, Turn.role == "assistant").order_by(Turn.index)).all()
+            agent_turns = session.exec(select(Turn).where(Turn.trajectory_id == trajectory.id,
+                                                          Turn.role == "assistant").order_by(Turn.index)).all()
             for k, turn in enumerate(agent_turns):
                 session.add(CriticScore(turn_id=turn.id, checkpoint_id=checkpoint.id, score=score + 0.3 * k))
-        agent_turn = session.exec(select(Turn).where(Turn.trajectory_id == mixed.id, Turn.role == "assistant").order_by(Turn.index)).first()
+        agent_turn = session.exec(select(Turn).where(Turn.trajectory_id == mixed.id,
+                                                     Turn.role == "assistant").order_by(Turn.index)).first()
         agent_turn.content = HOSTILE
         front_task = session.exec(select(Task).where(Task.family == "frontend")).one()
         session.add(Screenshot(sha256=sha, path=str(path), width=640, height=400))
-        page_dialogue = Trajectory(task_id=front_task.id, policy="designer", simulator="builtin", status="done", reward=0.61,
+        page_dialogue = Trajectory(task_id=front_task.id, policy="designer", simulator="builtin", status="done",
+                                   reward=0.61,
                                    reward_metric="ssim-edges", screenshot=sha, answer=PAGE)
         session.add(page_dialogue)
         session.flush()
         session.add(Turn(trajectory_id=page_dialogue.id, index=0, role="user", content="A bakery page."))
-        session.add(Turn(trajectory_id=page_dialogue.id, index=1, role="assistant", content=f"OUTPUT: {PAGE}", screenshot=sha))
+        session.add(Turn(trajectory_id=page_dialogue.id, index=1, role="assistant", content=f"OUTPUT: {PAGE}",
+                         screenshot=sha))
         ids = {"mixed": mixed.id, "clean": clean.id, "front": page_dialogue.id}
     return db, ids
 
@@ -99,7 +110,9 @@ def browser():
 
     with sync_playwright() as playwright:
         # The renderer's flags, with names still resolving to nothing but loopback itself.
-        args = [a for a in CHROMIUM_ARGS if not a.startswith("--host-resolver-rules")] + ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+        args = [a for a in CHROMIUM_ARGS if not a.startswith("--host-resolver-rules")] + [
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
+        ]
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
         yield chromium
         chromium.close()
@@ -154,7 +167,9 @@ def test_the_viewer_in_a_browser(served, browser):
         page.goto(base + "/")
         page.screenshot(path=str(DOCS / "viewer-runs.png"))
 
-    assert requests and all(url.startswith(base + "/") for url in requests), [u for u in requests if not u.startswith(base)]
+    assert requests and all(url.startswith(base + "/") for url in requests), [
+        u for u in requests if not u.startswith(base)
+    ]
 
 
 def test_the_viewer_only_reads_and_only_on_loopback(served):
@@ -180,7 +195,8 @@ def test_colbench_view_serves_until_ctrl_c(sqlite_url, tmp_path):
     import time
 
     for stop in (signal.SIGINT, signal.SIGTERM):
-        process = subprocess.Popen([sys.executable, "-m", "colbench.cli.app", "--db", sqlite_url, "view", "--port", "0"],
+        process = subprocess.Popen([sys.executable, "-m", "colbench.cli.app", "--db", sqlite_url, "view", "--port",
+                                    "0"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
         line = process.stdout.readline()
         assert line.startswith("colbench view: http://127.0.0.1:"), line + process.stderr.read()

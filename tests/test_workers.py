@@ -113,7 +113,9 @@ def test_inserting_the_same_slots_at_once_is_not_an_error(postgres_url):
         except Exception as exc:  # noqa: BLE001 - the test reports it
             errors.append(exc)
 
-    threads = [threading.Thread(target=insert, args=args) for args in ((slot_with(slot, 1), 0.0, 1.0), (bigger, 0.2, 0.0))]
+    threads = [
+        threading.Thread(target=insert, args=args) for args in ((slot_with(slot, 1), 0.0, 1.0), (bigger, 0.2, 0.0))
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -134,9 +136,12 @@ def slot_with(slot: queries.Slot, samples: int) -> queries.Slot:
 def _workers(url: str, n: int, *extra: str) -> list[subprocess.Popen]:
     env = dict(os.environ, COLBENCH_DB=url, NO_COLOR="1")
     env.pop("COLBENCH_DEBUG", None)
-    command = COLBENCH + ["rollout", "--engine", "scripted:expert", "--tasks", "backend-lite:train", "--sandbox", "bwrap",
+    command = COLBENCH + ["rollout", "--engine", "scripted:expert", "--tasks", "backend-lite:train", "--sandbox",
+                          "bwrap",
                           "--grade-workers", "1", "--concurrency", "2", "--json", *extra]
-    return [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(n)]
+    return [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(n)
+    ]
 
 
 def _pending(db: Database, setting_part: str) -> int:
@@ -145,7 +150,8 @@ def _pending(db: Database, setting_part: str) -> int:
     return sum(1 for t in rows if setting_part in t.setting)
 
 
-def _wait_all(db: Database, processes: list[subprocess.Popen], setting_part: str, skip: set[int] = frozenset()) -> list[dict]:
+def _wait_all(db: Database, processes: list[subprocess.Popen], setting_part: str,
+              skip: set[int] = frozenset()) -> list[dict]:
     """Each worker's JSON summary; fails if any exits while rows are pending."""
     outputs: dict[int, dict] = {}
     deadline = time.time() + 600
@@ -213,7 +219,8 @@ def test_importing_the_same_file_at_once_stores_it_once(postgres_url, tmp_path, 
     from officialdata import backend_task, trajectory
 
     db = Database(postgres_url)
-    path = write_jsonl(tmp_path / "offline.jsonl", [trajectory(backend_task(i), turns=2, reward=1.0) for i in range(20)])
+    path = write_jsonl(tmp_path / "offline.jsonl",
+                       [trajectory(backend_task(i), turns=2, reward=1.0) for i in range(20)])
     import_trajectories(db, path, policy="earlier")  # its tasks are stored: nothing else makes the two imports queue
     both_read = threading.Barrier(2)
     read = queries.existing_trajectory_hashes

@@ -144,7 +144,9 @@ def parse_candidate(text: str) -> dict[str, Any]:
     for value in _json_objects(text):
         keys = {k.lower(): k for k in value}
         if any(alias in keys for alias in _ALIASES["ground_truth"] + _ALIASES["problem_description"]):
-            record = {name: next((value[keys[a]] for a in aliases if a in keys), None) for name, aliases in _ALIASES.items()}
+            record = {
+                name: next((value[keys[a]] for a in aliases if a in keys), None) for name, aliases in _ALIASES.items()
+            }
             break
     if record is None:
         message = "no JSON object with the task's fields" if "{" in text else "no JSON object in the reply"
@@ -203,8 +205,6 @@ class GenerateSummary:
             "task_ids": self.task_ids,
             "sandbox": self.sandbox,
         }
-
-
 
 
 def generate_tasks(
@@ -307,5 +307,8 @@ def parse_endpoint(value: str) -> tuple[str, str]:
     """'URL#MODEL' → (URL, MODEL)."""
     url, sep, model = value.rpartition("#")
     if not sep or not url.strip() or not model.strip():
-        raise ValueError(f"--endpoint takes URL#MODEL, e.g. http://localhost:8000/v1#meta-llama/Llama-3.1-70B-Instruct; got {value!r}")
+        raise ValueError(
+            "--endpoint takes URL#MODEL, e.g. http://localhost:8000/v1#meta-llama/Llama-3.1-70B-Instruct; got"
+            f" {value!r}"
+        )
     return url.strip(), model.strip()

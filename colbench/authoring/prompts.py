@@ -6,9 +6,13 @@ GENERATOR_SYSTEM = (
     "person to find out what they really want before writing code. You answer with strict JSON."
 )
 
-GENERATOR_USER = """Read the passage below and invent one Python programming task that a specific person connected to it might ask for: a single function that would help them.
+GENERATOR_USER = """Read the passage below and invent one Python programming task that a specific person connected to \
+it might ask for: a single function that would help them.
 
-Make the task need a conversation. Write the person's request in their own voice, briefly, and leave out the personal details only they know: the exact thresholds, rates, units, categories, tie-breaking and edge-case rules, and the shape of the result. Put those details into the reference implementation only. Someone who writes the function from the request alone, without asking, should get some of the tests wrong.
+Make the task need a conversation. Write the person's request in their own voice, briefly, and leave out the personal \
+details only they know: the exact thresholds, rates, units, categories, tie-breaking and edge-case rules, and the \
+shape of the result. Put those details into the reference implementation only. Someone who writes the function from \
+the request alone, without asking, should get some of the tests wrong.
 
 The reference implementation must:
 - define exactly one top-level function, with any imports inside it, using the standard library only;
@@ -17,10 +21,13 @@ The reference implementation must:
 - run each test in well under a second.
 
 Answer with a single JSON object and nothing else. Its keys:
-- "problem_description": the person's request. Its last sentence must be exactly "The signature of the function is: def NAME(PARAMS)" with the function's real name and parameters.
+- "problem_description": the person's request. Its last sentence must be exactly "The signature of the function is: \
+def NAME(PARAMS)" with the function's real name and parameters.
 - "ground_truth": the reference implementation, as one string of Python code.
-- "test_cases": an object with keys "test1" to "test10"; each value is one call of the function with literal arguments, as a string such as "NAME(3, 'x')". Cover the hidden details and the edge cases.
-- "naive_solution": the function as a capable programmer would write it from the request alone, without asking any question.
+- "test_cases": an object with keys "test1" to "test10"; each value is one call of the function with literal \
+arguments, as a string such as "NAME(3, 'x')". Cover the hidden details and the edge cases.
+- "naive_solution": the function as a capable programmer would write it from the request alone, without asking any \
+question.
 
 Passage:
 <<<

@@ -95,7 +95,6 @@ SCOPING_HINT = (
 )
 
 
-
 @dataclass
 class Finding:
     rule: str
@@ -249,16 +248,26 @@ def _top_level_problems(tree: ast.Module, what: str) -> tuple[list[ast.FunctionD
             functions.append(node)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
-        elif i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+        elif (
+            i == 0
+            and isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
             continue  # module docstring
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _is_constant_value(node.value):
+        elif (
+            isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _is_constant_value(node.value)
+        ):
             continue  # a constant table beside the function
         elif isinstance(node, ast.AsyncFunctionDef):
             problems.append(f"{what} defines an async function '{node.name}' (line {node.lineno})")
         elif isinstance(node, ast.ClassDef):
             problems.append(f"{what} defines a class '{node.name}' at top level (line {node.lineno})")
         else:
-            problems.append(f"{what} has a top-level {type(node).__name__} statement at line {node.lineno}; only imports, constants and the function may stand there")
+            problems.append(
+                f"{what} has a top-level {type(node).__name__} statement at line {node.lineno}; only imports,"
+                " constants and the function may stand there"
+            )
     return functions, problems
 
 
@@ -303,7 +312,12 @@ class _Normalise(ast.NodeTransformer):
         self.names = {function: "_f", **{p: f"_p{i}" for i, p in enumerate(params)}}
 
     def _drop_docstring(self, node):
-        if node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant) and isinstance(node.body[0].value.value, str):
+        if (
+            node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+            and isinstance(node.body[0].value.value, str)
+        ):
             node.body = node.body[1:] or [ast.Pass()]
         return node
 
@@ -375,7 +389,8 @@ def _check_backend_static(spec: TaskSpec, check: TaskCheck, exact_tests: int | N
             fail(WELL_FORMED, message)
         if len(functions) != 1:
             names = ", ".join(f.name for f in functions) or "none"
-            fail(WELL_FORMED, f"the reference must define exactly one top-level function; it defines {len(functions)} ({names})")
+            fail(WELL_FORMED,
+                 f"the reference must define exactly one top-level function; it defines {len(functions)} ({names})")
         if len(functions) == 1:
             fn = functions[0]
             check.function = check.function or fn.name
@@ -388,7 +403,10 @@ def _check_backend_static(spec: TaskSpec, check: TaskCheck, exact_tests: int | N
                 with_defaults = bool(stated.defaults or any(stated.kw_defaults))
                 want, got = _param_shape(stated, with_defaults), _param_shape(fn.args, with_defaults)
                 if want != got:
-                    fail(WELL_FORMED, f"parameters differ: the signature says ({_show_params(stated)}), the reference has ({_show_params(fn.args)})")
+                    fail(WELL_FORMED, (
+                        f"parameters differ: the signature says ({_show_params(stated)}), the reference has"
+                        f" ({_show_params(fn.args)})"
+                    ))
         elif functions and name is not None:
             parsed.reference_ok = _defines(tree, name)
         parsed.function = check.function
@@ -409,7 +427,11 @@ def _check_backend_static(spec: TaskSpec, check: TaskCheck, exact_tests: int | N
     if exact_tests is not None:
         expected = [f"test{i}" for i in range(1, exact_tests + 1)]
         if sorted(tests) != sorted(expected):
-            fail(PROTOCOL, f"needs exactly {exact_tests} tests named test1..test{exact_tests}; has {len(tests)}" + (f" ({', '.join(sorted(tests)[:12])})" if tests else ""))
+            fail(
+                PROTOCOL,
+                f"needs exactly {exact_tests} tests named test1..test{exact_tests}; has {len(tests)}"
+                + (f" ({', '.join(sorted(tests)[:12])})" if tests else "")
+            )
     elif not tests:
         fail(PROTOCOL, "has no test cases")
     parsed.tests_ok = bool(tests)
@@ -431,7 +453,8 @@ def _check_backend_static(spec: TaskSpec, check: TaskCheck, exact_tests: int | N
             not_calling.append((test_name, call.strip()[:80]))
     if not_calling:
         verb = "does" if len(not_calling) == 1 else "do"
-        fail(PROTOCOL, f"{_tests_phrase([t for t, _ in not_calling])} {verb} not call {function}(); e.g. {not_calling[0][1]}")
+        fail(PROTOCOL,
+             f"{_tests_phrase([t for t, _ in not_calling])} {verb} not call {function}(); e.g. {not_calling[0][1]}")
 
     # needs clarification (static part)
     if spec.naive_solution is None or not spec.naive_solution.strip():
@@ -482,10 +505,12 @@ def check_frontend_rendering(specs: Sequence[TaskSpec], checks: Sequence[TaskChe
                 continue
             fetches = list(renderer.blocked)[blocked_before:]
             if fetches:
-                check.findings.append(Finding(PROTOCOL, f"the page still fetches {fetches[0]} after the offline rewrite"))
+                check.findings.append(Finding(PROTOCOL,
+                                              f"the page still fetches {fetches[0]} after the offline rewrite"))
             same = similarity.score(first.png_bytes, second.png_bytes) if second.ok else 0.0
             if same < 0.999:
-                check.findings.append(Finding(DETERMINISTIC, f"two renders of the reference differ (similarity {same:.3f})"))
+                check.findings.append(Finding(DETERMINISTIC,
+                                              f"two renders of the reference differ (similarity {same:.3f})"))
     finally:
         if own:
             renderer.close()
@@ -551,7 +576,8 @@ def validate_tasks(
             official = grader
             if getattr(grader, "grading", "official") != "official":  # a grader under strict grading was given
                 official = Grader(sandbox=grader.backend, workers=workers, test_timeout_s=timeout)
-            reseeded = Grader(sandbox=grader.backend, workers=workers, test_timeout_s=timeout, grading=getattr(grader, "grading", "official"),
+            reseeded = Grader(sandbox=grader.backend, workers=workers, test_timeout_s=timeout,
+                              grading=getattr(grader, "grading", "official"),
                               answer_hash_seed=HASH_SEED + 1)
             _run_checks(grader, official, reseeded, specs, checks, parsed, runnable, tally)
         finally:
@@ -588,7 +614,12 @@ def _run_checks(grader, official, reseeded, specs, checks, parsed, runnable, tal
             reference_usable = all(t.expected not in (None, "None") for t in report.tests)
             if naive.success:
                 check.naive_passes_all = True
-                check.findings.append(Finding(CLARIFICATION, f"the naive solution passes all {len(naive.tests)} tests: the task needs no clarification"))
+                check.findings.append(
+                    Finding(
+                        CLARIFICATION,
+                        f"the naive solution passes all {len(naive.tests)} tests: the task needs no clarification"
+                    )
+                )
             elif reference_usable:
                 check.naive_passes_all = False
         tally(1)
@@ -637,13 +668,16 @@ def _judge_reference(report, check: TaskCheck, timeout: float) -> None:
         elif first == "None":
             note(PROTOCOL, "returns None", test, call)
         elif first != second:
-            note(DETERMINISTIC, "gives different outputs in two runs", test, f"{test.name} gave {_clip(first)} then {_clip(second)}")
+            note(DETERMINISTIC, "gives different outputs in two runs", test,
+                 f"{test.name} gave {_clip(first)} then {_clip(second)}")
         elif not test.passed:
-            note(PROTOCOL, "has an output with no canonical form (NaN or an opaque object)", test, f"{_clip(first)}, for {call}")
+            note(PROTOCOL, "has an output with no canonical form (NaN or an opaque object)", test,
+                 f"{_clip(first)}, for {call}")
         elif test.duration_s > 0.5 * timeout:
             note(PROTOCOL, "takes over half the time limit", test, f"{test.duration_s:.2f} s, for {call}", WARN)
     for (rule, level, what), hits in groups.items():
-        check.findings.append(Finding(rule, f"{what} on {_tests_phrase([name for name, _ in hits])}; e.g. {hits[0][1]}", level))
+        check.findings.append(Finding(rule, f"{what} on {_tests_phrase([name for name, _ in hits])}; e.g. {hits[0][1]}",
+                                      level))
 
 
 def _judge_official(answer, self_run, check: TaskCheck, reference: str) -> None:
@@ -655,7 +689,9 @@ def _judge_official(answer, self_run, check: TaskCheck, reference: str) -> None:
         return
     error = answer.error or ""
     if answer.sandbox_failed:
-        check.findings.append(Finding(PROTOCOL, f"could not grade the reference as an answer under the official grading: {error}"))
+        check.findings.append(
+            Finding(PROTOCOL, f"could not grade the reference as an answer under the official grading: {error}")
+        )
         return
     if answer.banned:
         word = answer.banned
@@ -790,11 +826,13 @@ def validate_file(path, *, family: str = DEFAULT_FAMILY, **options) -> Validatio
                 raise FormatError(f"{where}: expected a JSON object")
             spec = task_from_record(record, family=family, split="train", source=f"file:{path.name}", where=where)
         except json.JSONDecodeError as exc:
-            unreadable.append((len(specs) + len(unreadable), where, f"not valid JSON ({exc.msg} at column {exc.colno})"))
+            unreadable.append((len(specs) + len(unreadable), where,
+                               f"not valid JSON ({exc.msg} at column {exc.colno})"))
             continue
         except FormatError as exc:
             message = str(exc)
-            unreadable.append((len(specs) + len(unreadable), where, message.split(": ", 1)[-1] if message.startswith(where) else message))
+            unreadable.append((len(specs) + len(unreadable), where,
+                               message.split(": ", 1)[-1] if message.startswith(where) else message))
             continue
         specs.append(spec)
         wheres.append(where)

@@ -63,7 +63,8 @@ def _openai(model, *, checkpoint_lookup=None, device=None, max_batch_size=None, 
 
 
 @ENGINES.register("scripted", "rule-following agents for backend-lite tasks: expert, skip@P, irrelevant@P, early@K, "
-                  "mixed@Q, or bare scripted with the policy as --model; colbench/engines/scripted.py", argument="<policy>")
+                  "mixed@Q, or bare scripted with the policy as --model; colbench/engines/scripted.py",
+                  argument="<policy>")
 def _scripted(policy, **options) -> Engine:
     from colbench.engines.scripted import ScriptedEngine
 
@@ -71,7 +72,8 @@ def _scripted(policy, **options) -> Engine:
 
 
 __all__ = [
-    "Engine", "EngineError", "Generation", "Message", "Sample", "SamplingParams", "ENGINES", "AUTO", "make_engine", "default_engine",
+    "Engine", "EngineError", "Generation", "Message", "Sample", "SamplingParams", "ENGINES", "AUTO", "make_engine",
+    "default_engine",
 ]
 
 
@@ -107,7 +109,9 @@ def default_engine(model, device: str = "auto", checkpoint_lookup=None) -> str:
         return "hf"
     if isinstance(model, model_refs.ModelSource):
         source = model
-    elif str(model).strip().lower() in model_refs.EMBEDDED_ALIASES:  # SmolLM2: a Llama (and resolving it may convert for ~40 s)
+    elif (
+        str(model).strip().lower() in model_refs.EMBEDDED_ALIASES
+    ):  # SmolLM2: a Llama (and resolving it may convert for ~40 s)
         return "ct2"
     else:
         try:

@@ -225,10 +225,13 @@ class CT2Engine(TokenizerEngine):
     def _load(self):
         try:
             return self._ct2.Generator(
-                str(self.model_dir), device=self.device, compute_type=self.compute_type, intra_threads=self.intra_threads
+                str(self.model_dir), device=self.device, compute_type=self.compute_type,
+                intra_threads=self.intra_threads
             )
         except (RuntimeError, ValueError) as err:
-            raise EngineError(f"cannot load {self.model_ref} in CTranslate2 ({self.device}, {self.compute_type}): {err}") from err
+            raise EngineError(
+                f"cannot load {self.model_ref} in CTranslate2 ({self.device}, {self.compute_type}): {err}"
+            ) from err
 
     def _check_vocabulary(self) -> None:
         # Prompts go in as token strings and come back as ids of CTranslate2's vocabulary:
@@ -266,7 +269,8 @@ class CT2Engine(TokenizerEngine):
                     for c, found in zip(group, drawn):
                         samples[c], latency[c] = found, latency[c] + elapsed
         return [
-            Generation(prompt_text=prompts[c], prompt_tokens=len(prompt_ids[c]), samples=samples[c], latency_s=latency[c])
+            Generation(prompt_text=prompts[c], prompt_tokens=len(prompt_ids[c]), samples=samples[c],
+                       latency_s=latency[c])
             for c in range(len(prompts))
         ]
 

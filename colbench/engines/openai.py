@@ -24,7 +24,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from colbench.engines.base import EngineError, Generation, Message, Sample, SamplingParams, TokenizerEngine
-from colbench.openai_client import BoundedAsyncClient, ChatCompletion, EndpointError, OpenAIClient, TokenCompletion, dumps_messages
+from colbench.openai_client import (
+    BoundedAsyncClient,
+    ChatCompletion,
+    EndpointError,
+    OpenAIClient,
+    TokenCompletion,
+    dumps_messages
+)
 
 DEFAULT_CONCURRENCY = 64  # requests in flight; a vLLM server batches hundreds
 
@@ -112,7 +119,8 @@ class OpenAIEngine(TokenizerEngine):
         return {"temperature": params.temperature, "max_tokens": params.max_new_tokens, "n": params.n,
                 "seed": params.seed, "logprobs": self.logprobs}
 
-    def _generation(self, conversation: list[Message], params: SamplingParams, completion: ChatCompletion, start: float) -> Generation:
+    def _generation(self, conversation: list[Message], params: SamplingParams, completion: ChatCompletion,
+                    start: float) -> Generation:
         if len(completion.choices) != params.n:
             raise EngineError(f"endpoint {self.base_url} sent {len(completion.choices)} choices, asked for {params.n}")
         samples = [
@@ -138,7 +146,9 @@ class OpenAIEngine(TokenizerEngine):
         ids = [self.encode(p) for p in prompts]
         workers = min(self.concurrency, len(prompts))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-engine") as pool:
-            futures = [pool.submit(self._continue, prompt, prompt_ids, params) for prompt, prompt_ids in zip(prompts, ids)]
+            futures = [
+                pool.submit(self._continue, prompt, prompt_ids, params) for prompt, prompt_ids in zip(prompts, ids)
+            ]
             try:
                 return [future.result() for future in futures]
             except EndpointError as exc:
@@ -153,7 +163,8 @@ class OpenAIEngine(TokenizerEngine):
 
     @staticmethod
     def _token_sampling(params: SamplingParams) -> dict:
-        return {"temperature": params.temperature, "max_tokens": params.max_new_tokens, "n": params.n, "seed": params.seed}
+        return {"temperature": params.temperature, "max_tokens": params.max_new_tokens, "n": params.n,
+                "seed": params.seed}
 
     def _token_generation(self, prompt: str, prompt_ids: list[int], params: SamplingParams, completion: TokenCompletion,
                           start: float) -> Generation:
@@ -163,11 +174,16 @@ class OpenAIEngine(TokenizerEngine):
         samples = []
         for choice in completion.choices:
             if any(not 0 <= i < vocabulary for i in choice.token_ids):
-                raise EngineError(f"endpoint {self.base_url} sampled token ids outside the policy's vocabulary of {vocabulary}: "
-                                  f"is {self.model!r} the policy being trained?")
-            samples.append(Sample(text=self.tokenizer.decode(choice.token_ids, skip_special_tokens=True), token_ids=choice.token_ids,
-                                  token_logprobs=choice.token_logprobs, finish_reason="length" if choice.finish_reason == "length" else "stop"))
-        return Generation(prompt_text=prompt, prompt_tokens=len(prompt_ids), samples=samples, latency_s=time.monotonic() - start)
+                raise EngineError(
+                    f"endpoint {self.base_url} sampled token ids outside the policy's vocabulary of {vocabulary}: "
+                    f"is {self.model!r} the policy being trained?"
+                )
+            samples.append(Sample(text=self.tokenizer.decode(choice.token_ids, skip_special_tokens=True),
+                                  token_ids=choice.token_ids,
+                                  token_logprobs=choice.token_logprobs,
+                                  finish_reason="length" if choice.finish_reason == "length" else "stop"))
+        return Generation(prompt_text=prompt, prompt_tokens=len(prompt_ids), samples=samples,
+                          latency_s=time.monotonic() - start)
 
     async def aclose(self) -> None:
         await self._async.close()
@@ -182,5 +198,8 @@ def served_model(base_url: str, api_key: str | None = None) -> str:
     with OpenAIClient(base_url.rstrip("/"), api_key) as client:
         models = client.list_models(adapters=False)
     if len(models) != 1:
-        raise EngineError(f"endpoint {base_url} serves {len(models)} models ({', '.join(models[:5]) or 'none'}): name one with --served-model")
+        raise EngineError(
+            f"endpoint {base_url} serves {len(models)} models ({', '.join(models[:5]) or 'none'}): name one with"
+            " --served-model"
+        )
     return models[0]

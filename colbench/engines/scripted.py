@@ -2,7 +2,8 @@
 
 ``colbench rollout --engine scripted:<policy> --tasks backend-lite:train`` plays the agent on
 **backend-lite** tasks (colbench/tasks/lite): ``--engine scripted:skip@0.3``, or
-``--engine scripted --model skip@0.3``; in code, ``make_engine("scripted", "skip@0.3")``. A lite task's hidden information is a short list of facts
+``--engine scripted --model skip@0.3``; in code, ``make_engine("scripted", "skip@0.3")``. A lite task's hidden
+information is a short list of facts
 (``facts_of(task)``: name, the sentence the person says, a question that asks for it, keywords).
 The engine sees only what a model sees, the conversation; it recognises the task by the human's
 opening message (the task's ``problem_description``), looked up among ``lite_tasks()`` and any
@@ -247,7 +248,9 @@ class ScriptedEngine(Engine):
                 "task (nor of any task given to the engine)"
             )
         if len(distinct) > 1:
-            raise EngineError(f"scripted agent: {len(distinct)} different tasks share the description {_clip(opening)!r}")
+            raise EngineError(
+                f"scripted agent: {len(distinct)} different tasks share the description {_clip(opening)!r}"
+            )
         return next(iter(distinct.values()))
 
     def facts_of(self, task: TaskSpec) -> list:
@@ -258,13 +261,19 @@ class ScriptedEngine(Engine):
             else:
                 lite = _lite_module()
                 if lite is None:
-                    raise EngineError("scripted agents need the backend-lite tasks (colbench.tasks.lite), which are not installed")
+                    raise EngineError(
+                        "scripted agents need the backend-lite tasks (colbench.tasks.lite), which are not installed"
+                    )
                 if not lite.is_lite(task):
-                    raise EngineError(f"scripted agent: the task {_clip(task.problem_description)!r} is not a backend-lite task")
+                    raise EngineError(
+                        f"scripted agent: the task {_clip(task.problem_description)!r} is not a backend-lite task"
+                    )
                 try:
                     facts = lite.facts_of(task)
                 except Exception as err:  # noqa: BLE001 - whatever it is, one line for the user
-                    raise EngineError(f"scripted agent: no hidden facts for the task {_clip(task.problem_description)!r}: {err}") from None
+                    raise EngineError(
+                        f"scripted agent: no hidden facts for the task {_clip(task.problem_description)!r}: {err}"
+                    ) from None
             self._facts_cache[key] = list(facts)
         return self._facts_cache[key]
 
@@ -343,7 +352,8 @@ def naive_code(task: TaskSpec) -> str:
     reference's signature returning None."""
     if task.naive_solution:
         return task.naive_solution
-    signature = next((line for line in task.ground_truth.splitlines() if line.startswith("def ")), "def solution(*args):")
+    signature = next((line for line in task.ground_truth.splitlines() if line.startswith("def ")),
+                     "def solution(*args):")
     return f"{signature}\n    return None\n"
 
 

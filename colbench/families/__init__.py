@@ -68,5 +68,6 @@ def help_text() -> str:
     return "; ".join(f"{f.name}: {f.summary}" for f in registry().values())
 
 
-__all__ = ["DEFAULT_FAMILY", "TaskFamily", "UnknownFamily", "family", "family_of_record", "family_of_selector", "help_text", "names", "parse_selector", "registry",
+__all__ = ["DEFAULT_FAMILY", "TaskFamily", "UnknownFamily", "family", "family_of_record", "family_of_selector",
+           "help_text", "names", "parse_selector", "registry",
            "selectors_help"]

@@ -92,7 +92,8 @@ class BackendFamily(TaskFamily):
 
     def imported_grade(self, reward: float, record: dict, default_grading: str) -> dict[str, Any]:
         # A reward in an official file was made by the official grader, unless the record says otherwise.
-        return {"reward_metric": "tests", "success": float(reward) >= 1.0, "grading": record.get("grading", default_grading)}
+        return {"reward_metric": "tests", "success": float(reward) >= 1.0,
+                "grading": record.get("grading", default_grading)}
 
     def graded_by(self, env) -> str:
         return env.grader.backend

@@ -125,5 +125,6 @@ def ensure_lite_tasks(db) -> int:
         _, added = queries.add_tasks(session, rows)
         # Stores made before lite-val existed hold its tasks as lite-train: move them, so no
         # trainer reads a validation task. A split never moves the other way.
-        queries.move_tasks(session, [r["content_hash"] for r in rows if r["split"] == LITE_SPLITS["val"]], LITE_SPLITS["val"])
+        queries.move_tasks(session, [r["content_hash"] for r in rows if r["split"] == LITE_SPLITS["val"]],
+                           LITE_SPLITS["val"])
     return added

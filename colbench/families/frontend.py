@@ -112,7 +112,9 @@ class FrontendEnv(Env):
     def grade(self, task: TaskSpec, answer: str) -> "Future[Grade]":
         """An answer on its own: the page it shows, else the black image."""
         html = protocol.extract_html(answer)
-        return _resolved(lambda: self._score(task, self.renderer.render(html) if html else None, "no page in the answer"))
+        return _resolved(
+            lambda: self._score(task, self.renderer.render(html) if html else None, "no page in the answer")
+        )
 
     def grade_episode(self, episode: Episode) -> "Future[Grade]":
         """The last page shown in any turn, not only the answer's; the black image if none was."""

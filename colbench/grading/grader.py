@@ -101,7 +101,8 @@ class Grader:
         self.memory_mb = memory_mb
         # Separate sandboxes for references: their code and outputs must never sit in a
         # server's memory that an answer's child is later forked from.
-        self._answers = Pool(backend, workers, memory_mb=memory_mb, hash_seed=hash_seed if answer_hash_seed is None else answer_hash_seed)
+        self._answers = Pool(backend, workers, memory_mb=memory_mb,
+                             hash_seed=hash_seed if answer_hash_seed is None else answer_hash_seed)
         self._references = Pool(backend, workers, memory_mb=memory_mb, hash_seed=hash_seed)
         self._reference_runs: dict[str, Future] = {}
         self._lock = threading.Lock()
@@ -179,7 +180,8 @@ class Grader:
         return future
 
 
-def _report(names: list[str], calls: list[str], reference: Run, answer: Run, grading: str, banned: str | None = None) -> GradeReport:
+def _report(names: list[str], calls: list[str], reference: Run, answer: Run, grading: str,
+            banned: str | None = None) -> GradeReport:
     task_error = None
     if answer.error:
         task_error = _task_error(answer.error)
@@ -201,7 +203,8 @@ def _report(names: list[str], calls: list[str], reference: Run, answer: Run, gra
             error = "reference output is None"
         if answer.error and not answer.sandbox_failed:
             error = task_error  # the answer never ran: say why on every row
-        tests.append(TestOutcome(name, call, ref.value, got.value, passed, error, got.duration_s, timed_out=TIMEOUT in (got.error, ref.error)))
+        tests.append(TestOutcome(name, call, ref.value, got.value, passed, error, got.duration_s,
+                                 timed_out=TIMEOUT in (got.error, ref.error)))
     passed_count = sum(t.passed for t in tests)
     return GradeReport(
         tests=tests,

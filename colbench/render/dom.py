@@ -159,4 +159,4 @@ DOM_SUMMARY_JS = r"""
   }
   return result;
 }
-"""
+"""  # noqa: E501 (a line of the script above; the script is kept byte for byte)

@@ -32,7 +32,8 @@ def placeholder(width: int, height: int, text: str):
     draw = ImageDraw.Draw(frame)
     font = _font(max(16, width // 24))
     box = draw.multiline_textbbox((0, 0), text, font=font)
-    draw.multiline_text(((width - box[2]) / 2, (height - box[3]) / 2), text, fill=(80, 80, 80), font=font, align="center")
+    draw.multiline_text(((width - box[2]) / 2, (height - box[3]) / 2), text, fill=(80, 80, 80), font=font,
+                        align="center")
     return frame
 
 
@@ -54,7 +55,9 @@ def contact_sheet(frames: list[tuple[str, bytes | None]], *, title: str | None =
             im = im.resize((frame_width, max(1, round(im.height * frame_width / im.width))))
         shown.append((label, im))
     label_band = label_size + 12
-    title_lines = textwrap.wrap(title, width=max(40, sum(im.width for _, im in shown) // (label_size // 2 + 1))) if title else []
+    title_lines = (
+        textwrap.wrap(title, width=max(40, sum(im.width for _, im in shown) // (label_size // 2 + 1))) if title else []
+    )
     title_band = (label_size + 10) * len(title_lines) + (10 if title_lines else 0)
     canvas = Image.new("RGB", (sum(im.width for _, im in shown) + gap * (len(shown) - 1),
                                title_band + label_band + max(im.height for _, im in shown)), GROUND)

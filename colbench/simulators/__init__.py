@@ -56,7 +56,8 @@ def _endpoint(argument: str, *, builtin=None, engine_factory=None, **served) -> 
     return EndpointSimulator(model, base_url, **served)
 
 
-@SIMULATORS.register("local", "a model in this process, on the policy's local engine", argument="<model>", argument_required=True)
+@SIMULATORS.register("local", "a model in this process, on the policy's local engine", argument="<model>",
+                     argument_required=True)
 def _local(argument: str, *, builtin=None, engine_factory=None, **served) -> Simulator:
     if engine_factory is None:
         raise ValueError(f"simulator spec 'local:{argument}' needs an engine factory to load {argument!r}")
@@ -65,7 +66,8 @@ def _local(argument: str, *, builtin=None, engine_factory=None, **served) -> Sim
     return LocalModelSimulator(engine_factory(argument), owns_engine=True)
 
 
-@SIMULATORS.register("vision", "frontend: a vision-language model behind an OpenAI-compatible server, comparing screenshots",
+@SIMULATORS.register("vision",
+                     "frontend: a vision-language model behind an OpenAI-compatible server, comparing screenshots",
                      argument="<base_url>#<model>", argument_required=True)
 def _vision(argument: str, *, builtin=None, engine_factory=None, **served) -> Simulator:
     from colbench.simulators.vision import VisionEndpointSimulator

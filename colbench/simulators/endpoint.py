@@ -65,7 +65,8 @@ class EndpointSimulator(Simulator):
         if problem:
             return SimReply(text="", error=problem)
         try:
-            completion = self.client.chat(self.model, self.messages(request), temperature=0.0, max_tokens=self.max_tokens)
+            completion = self.client.chat(self.model, self.messages(request), temperature=0.0,
+                                          max_tokens=self.max_tokens)
         except Exception as exc:  # noqa: BLE001 - a simulator failure must never crash the run
             return SimReply(text="", error=_one_line(exc), latency_s=time.monotonic() - start)
         return self._reply_of(completion, start)
@@ -77,7 +78,8 @@ class EndpointSimulator(Simulator):
         async with self._async.slot() as client:
             start = time.monotonic()
             try:
-                completion = await client.chat(self.model, self.messages(request), temperature=0.0, max_tokens=self.max_tokens)
+                completion = await client.chat(self.model, self.messages(request), temperature=0.0,
+                                               max_tokens=self.max_tokens)
             except Exception as exc:  # noqa: BLE001 - a simulator failure must never crash the run
                 return SimReply(text="", error=_one_line(exc), latency_s=time.monotonic() - start)
         return self._reply_of(completion, start)

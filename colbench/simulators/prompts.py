@@ -52,7 +52,11 @@ def build_messages(request: SimRequest) -> list[Message]:
 
     task = request.task
     facts = facts_of(task)
-    instructions, hidden = (LITE_INSTRUCTIONS, "\n".join(f"- {fact.sentence}" for fact in facts)) if facts else (BACKEND_INSTRUCTIONS, task.hidden)
+    instructions, hidden = (
+        (LITE_INSTRUCTIONS, "\n".join(f"- {fact.sentence}" for fact in facts))
+        if facts
+        else (BACKEND_INSTRUCTIONS, task.hidden)
+    )
     text = (
         f"{instructions}\n\n"
         f"TASK YOU GAVE THE ASSISTANT:\n{task.problem_description}\n\n"

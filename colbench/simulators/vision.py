@@ -25,11 +25,16 @@ You know exactly what you want: the SECOND image is the page you have in mind. T
 The FIRST image is the page the assistant showed in its last message. If it is completely black, its page did not work.
 
 How to reply:
-- Compare the two pages and describe the most important concrete differences, so the assistant can make its page look like yours.
-- Start with the biggest differences: missing or extra sections, the layout (what sits where, how many columns, the order from top to bottom), then colours (backgrounds, text, buttons), then sizes of text and elements, then wording.
-- Be specific: name colours ("a dark blue header with white text"), positions ("three cards side by side below the title") and the exact text you want.
-- If the assistant showed no page in its last message, or it is black, describe the main parts of the page you want instead.
-- Never write HTML, CSS or code, and never mention "the first image" or "the second image": talk as the person who wants the page.
+- Compare the two pages and describe the most important concrete differences, so the assistant can make its page look \
+like yours.
+- Start with the biggest differences: missing or extra sections, the layout (what sits where, how many columns, the \
+order from top to bottom), then colours (backgrounds, text, buttons), then sizes of text and elements, then wording.
+- Be specific: name colours ("a dark blue header with white text"), positions ("three cards side by side below the \
+title") and the exact text you want.
+- If the assistant showed no page in its last message, or it is black, describe the main parts of the page you want \
+instead.
+- Never write HTML, CSS or code, and never mention "the first image" or "the second image": talk as the person who \
+wants the page.
 - Be brief, at most a short paragraph, like a person writing in a chat.
 - Write only your reply, without a name or label in front of it."""
 

@@ -12,7 +12,10 @@ from colbench.model_refs import EMBEDDED_ALIASES, checkpoint_part
 
 EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 ALGORITHMS = {
-    "critic": "SWEET-RL critic: Bradley-Terry on trajectory pairs, its per-turn advantage read with the training-time information",
+    "critic": (
+        "SWEET-RL critic: Bradley-Terry on trajectory pairs, its per-turn advantage read with the training-time"
+        " information"
+    ),
     "policy:sweet": "SWEET-RL: turn-level DPO on candidates ranked by the critic's advantage",
     "policy:rft": "rejection fine-tuning: supervised on successful trajectories",
     "policy:mtdpo": "multi-turn DPO: trajectory-level preference pairs",
@@ -33,7 +36,11 @@ def model_card(*, kind: str, run_ref: str, name: str | None, base_model: str, ad
     base = hub_base(base_model)
     header = [
         "---",
-        f"base_model: {json.dumps(base)}" if checkpoint_part(base) is None else f"# continued from colbench {base} (store {store_id[:8]})",
+        (
+            f"base_model: {json.dumps(base)}"
+            if checkpoint_part(base) is None
+            else f"# continued from colbench {base} (store {store_id[:8]})"
+        ),
         f"library_name: {'peft' if adapter else 'transformers'}",
         "tags: [colbench, " + ("sweet-rl" if kind in ("critic", "policy:sweet") else kind.split(":")[-1]) + "]",
         "---",
@@ -43,7 +50,8 @@ def model_card(*, kind: str, run_ref: str, name: str | None, base_model: str, ad
         "",
         ALGORITHMS.get(kind, kind) + ".",
         "",
-        f"- **Base model:** `{base}`" + (f" (a colbench checkpoint of store {store_id[:8]})" if checkpoint_part(base) is not None else ""),
+        f"- **Base model:** `{base}`"
+        + (f" (a colbench checkpoint of store {store_id[:8]})" if checkpoint_part(base) is not None else ""),
         f"- **Weights:** {'a LoRA adapter (peft) over the base model' if adapter else 'full weights'}",
         f"- **Run:** `{run_ref}` of colbench store `{store_id}` (`colbench runs show {run_ref}`)",
         "",

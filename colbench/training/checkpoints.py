@@ -116,7 +116,8 @@ def save_trained(accelerator, scorer, tokenizer, folder: Path, card=None, dtype=
         return save_model(model, tokenizer, folder, card, state_dict=state)
 
 
-def card_maker(db, *, kind: str, run_id: int, name: str | None, base_model: str, config: dict, metrics: dict, trajectory_ids):
+def card_maker(db, *, kind: str, run_id: int, name: str | None, base_model: str, config: dict, metrics: dict,
+               trajectory_ids):
     """``card(adapter)`` for save_model: the run's model card, naming the rollout runs its data came from."""
     from colbench.runs import named
     from colbench.training.card import model_card
@@ -124,8 +125,17 @@ def card_maker(db, *, kind: str, run_id: int, name: str | None, base_model: str,
     with db.read() as session:
         data = [(named(f"rollout:{rid}", rname) if rid else "imported before runs", n)
                 for rid, rname, n in queries.rollouts_of(session, list(trajectory_ids))]
-    return lambda adapter: model_card(kind=kind, run_ref=f"train:{run_id}", name=name, base_model=base_model, adapter=adapter,
-                                      store_id=db.store_id, config=config, metrics=metrics, data=data)
+    return lambda adapter: model_card(
+        kind=kind,
+        run_ref=f"train:{run_id}",
+        name=name,
+        base_model=base_model,
+        adapter=adapter,
+        store_id=db.store_id,
+        config=config,
+        metrics=metrics,
+        data=data
+    )
 
 
 def get_checkpoint(db, ref) -> tuple[Checkpoint, TrainingRun]:
@@ -251,7 +261,8 @@ def export_checkpoint(db, ref, out, *, merge: bool = True, device: str = "cpu", 
         shutil.copytree(checkpoint.path, out, dirs_exist_ok=True)
         tokenizer.save_pretrained(out)
         return out
-    model = load_model(ModelSource(base=base.base, adapter=checkpoint.path, ref=f"ckpt:{checkpoint.id}"), device=device, dtype=dtype)
+    model = load_model(ModelSource(base=base.base, adapter=checkpoint.path, ref=f"ckpt:{checkpoint.id}"), device=device,
+                       dtype=dtype)
     merged = model.merge_and_unload()
     merged.save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -265,7 +276,8 @@ def list_checkpoints(db) -> list[dict]:
     return [
         {
             "id": c.id, "ref": f"ckpt:{c.id}", "kind": r.kind, "run_id": r.id, "base_model": c.base_model,
-            "adapter": c.adapter, "step": c.step, "path": c.path, "created_at": c.created_at, "metrics": c.metrics or {},
+            "adapter": c.adapter, "step": c.step, "path": c.path, "created_at": c.created_at,
+            "metrics": c.metrics or {},
             "parent": r.parent_checkpoint_id,
         }
         for c, r in rows

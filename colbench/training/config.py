@@ -47,33 +47,53 @@ class TrainingConfig:
         "for full fine-tuning of an 8B model; a rank-16 LoRA adapter (B starts at zero, scale α/r=2) barely moves at "
         "that rate. LoRA wants about 10x a full fine-tune's rate, and this toolkit's models are far smaller than 8B "
         "(which also tolerates larger rates); 2e-5 is 100x.", min=0.0)
-    batch_size: int | None = option(None, f"Examples (pairs; trajectory rows for rft) per forward/backward pass and process. Default: {DEFAULT_BATCH_SIZE}, and 32 for rft (the paper's).", min=1)
-    grad_accum: int = option(1, "Passes per optimiser step. Effective batch = batch_size x grad_accum x processes. Lower batch_size and raise this to save memory.", min=1)
+    batch_size: int | None = option(None, (
+        "Examples (pairs; trajectory rows for rft) per forward/backward pass and process. Default:"
+        f" {DEFAULT_BATCH_SIZE}, and 32 for rft (the paper's)."
+    ), min=1)
+    grad_accum: int = option(1, (
+        "Passes per optimiser step. Effective batch = batch_size x grad_accum x processes. Lower batch_size and raise"
+        " this to save memory."
+    ), min=1)
     lora_rank: int = option(16, "LoRA rank r (α = 2r, no dropout, every linear layer but the output layer).", min=1)
-    full: bool = option(False, "Full fine-tuning instead of LoRA. Reference log-probs are computed before training, so no second model is kept; the checkpoint holds full weights.")
+    full: bool = option(False, (
+        "Full fine-tuning instead of LoRA. Reference log-probs are computed before training, so no second model is"
+        " kept; the checkpoint holds full weights."
+    ))
     shard: str = option(
         "none",
-        "How `colbench launch -n N` spreads the model over its processes. 'none': every process holds the whole model, "
-        "its gradients and optimiser state (DDP), and the processes split the data. 'full': PyTorch FSDP2 "
-        "(fully_shard): each decoder layer and the rest (embeddings, final norm, output layer) are sharded, so each "
-        "process holds 1/N of the weights, gradients and AdamW state, and gathers one layer at a time to compute; the "
-        "processes still split the data. For full fine-tuning of models that do not fit one GPU (8B: ~16 bytes per "
-        "parameter with AdamW, 128 GB), and LoRA too (the frozen base is sharded). On GPUs the sharded weights, "
-        "gradients and AdamW state are float32 and the layers compute in bfloat16 (MixedPrecisionPolicy; the output "
-        "layer and log-probs stay float32) unless --dtype says otherwise; on CPUs it runs over gloo. The checkpoint is "
-        "gathered on rank 0 into the same folder as without sharding. SWEET's candidates are then sampled by a separate "
-        "engine on the starting weights (--sampler), never by the sharded model. One process: nothing to shard, as 'none'. "
-        "docs/scale.md has the 8-GPU recipe.",
+        "How `colbench launch -n N` spreads the model over its processes. 'none': every process holds the whole model,"
+        " its gradients and optimiser state (DDP), and the processes split the data. 'full': PyTorch FSDP2"
+        " (fully_shard): each decoder layer and the rest (embeddings, final norm, output layer) are sharded, so each"
+        " process holds 1/N of the weights, gradients and AdamW state, and gathers one layer at a time to compute; the"
+        " processes still split the data. For full fine-tuning of models that do not fit one GPU (8B: ~16 bytes per"
+        " parameter with AdamW, 128 GB), and LoRA too (the frozen base is sharded). On GPUs the sharded weights,"
+        " gradients and AdamW state are float32 and the layers compute in bfloat16 (MixedPrecisionPolicy; the output"
+        " layer and log-probs stay float32) unless --dtype says otherwise; on CPUs it runs over gloo. The checkpoint is"
+        " gathered on rank 0 into the same folder as without sharding. SWEET's candidates are then sampled by a"
+        " separate engine on the starting weights (--sampler), never by the sharded model. One process: nothing to"
+        " shard, as 'none'. docs/scale.md has the 8-GPU recipe.",
         choices=SHARD_MODES,
     )
-    gradient_checkpointing: bool = option(False, "Activation checkpointing: recompute activations in the backward pass (less memory, ~30% slower).")
+    gradient_checkpointing: bool = option(
+        False, "Activation checkpointing: recompute activations in the backward pass (less memory, ~30% slower)."
+    )
     seed: int = option(0, "Seed for data selection, sampling, pair picks, data order and torch.")
-    warmup_ratio: float = option(0.03, "Linear warm-up as a share of the optimiser steps (rounded down), then cosine decay to 0 (paper: 3%).", min=0.0)
+    warmup_ratio: float = option(
+        0.03,
+        "Linear warm-up as a share of the optimiser steps (rounded down), then cosine decay to 0 (paper: 3%).",
+        min=0.0
+    )
     adam_betas: tuple[float, float] = option((0.9, 0.95), "AdamW betas (paper: 0.9, 0.95).")
     weight_decay: float = option(0.0, "AdamW weight decay.", min=0.0)
     max_grad_norm: float = option(1.0, "Gradient clipping by global norm (paper: 1.0); 0 turns it off.", min=0.0)
-    device: str = option("auto", "auto (cuda when available), cpu or cuda. Under accelerate launch each process takes its own GPU.")
-    dtype: str | None = option(None, "Model weights' dtype: float32 on CPU, bfloat16 on GPU by default. Log-probs entering a loss are float32 either way.")
+    device: str = option(
+        "auto", "auto (cuda when available), cpu or cuda. Under accelerate launch each process takes its own GPU."
+    )
+    dtype: str | None = option(None, (
+        "Model weights' dtype: float32 on CPU, bfloat16 on GPU by default. Log-probs entering a loss are float32"
+        " either way."
+    ))
     autocast: str = option(
         "auto",
         "Mixed precision over float32 weights: 'bf16' runs the decoder's matrix products in bfloat16 (torch.autocast) "
@@ -82,13 +102,23 @@ class TrainingConfig:
         "benchmarks/train_autocast.py), off elsewhere (GPU weights are bfloat16 already).",
         choices=AUTOCAST_MODES,
     )
-    report_to: str = option("none", "Also send the per-step figures (always stored: `colbench runs show`) to tensorboard or wandb, "
-                            "through accelerate's trackers, under <artefacts>/runs/<run>. wandb runs offline unless $WANDB_MODE says otherwise.",
-                            choices=("none", "tensorboard", "wandb"))
+    report_to: str = option(
+        "none",
+        "Also send the per-step figures (always stored: `colbench runs show`) to tensorboard or wandb, through"
+        " accelerate's trackers, under <artefacts>/runs/<run>. wandb runs offline unless $WANDB_MODE says otherwise.",
+        choices=("none", "tensorboard", "wandb")
+    )
     out: str | None = option(None, "Checkpoint folder. Default: checkpoints/<kind>-<run id> beside the database.")
-    name: str | None = option(None, "Name the training run (unique in the store; no ':'), to find it with `colbench runs show NAME`.")
-    tags: list[str] = option([], "Tag the training run (repeat the flag); `colbench runs ls --tag` filters by it.", flags=("--tag",))
-    policies: str | None = option(None, "Train only on trajectories of these policies: comma-separated names as stored (`colbench ls`), a trailing * matching a prefix (e.g. 'scripted:*' for scripted agents' demonstrations, or 'ckpt:12'). Default: every policy's.")
+    name: str | None = option(
+        None, "Name the training run (unique in the store; no ':'), to find it with `colbench runs show NAME`."
+    )
+    tags: list[str] = option([], "Tag the training run (repeat the flag); `colbench runs ls --tag` filters by it.",
+                             flags=("--tag",))
+    policies: str | None = option(None, (
+        "Train only on trajectories of these policies: comma-separated names as stored (`colbench ls`), a trailing *"
+        " matching a prefix (e.g. 'scripted:*' for scripted agents' demonstrations, or 'ckpt:12'). Default: every"
+        " policy's."
+    ))
 
     def __post_init__(self):
         check(self)  # every field's declared bounds
@@ -128,7 +158,11 @@ class TrainingConfig:
     def to_json(self) -> dict:
         """The settings a run records (its name and tags are labels, kept apart). Settings added later are
         left out at their defaults, so a run records what runs before them recorded (a study resumes)."""
-        settings = {k: v for k, v in asdict(self).items() if k not in ("name", "tags") and not (k in QUIET_DEFAULTS and v == QUIET_DEFAULTS[k])}
+        settings = {
+            k: v
+            for k, v in asdict(self).items()
+            if k not in ("name", "tags") and not (k in QUIET_DEFAULTS and v == QUIET_DEFAULTS[k])
+        }
         return settings | {"learning_rate": self.learning_rate, "adam_betas": list(self.adam_betas)}
 
     @classmethod
@@ -145,7 +179,8 @@ class TrainingConfig:
         import torch
         from transformers import get_cosine_schedule_with_warmup
 
-        optimizer = torch.optim.AdamW(params, lr=self.learning_rate, betas=self.adam_betas, weight_decay=self.weight_decay)
+        optimizer = torch.optim.AdamW(params, lr=self.learning_rate, betas=self.adam_betas,
+                                      weight_decay=self.weight_decay)
         # Rounded down: a run of a few steps starts at its peak rate rather than spending its first step at 0.
         schedule = get_cosine_schedule_with_warmup(optimizer, int(self.warmup_ratio * total_steps), total_steps)
         return optimizer, schedule
@@ -194,8 +229,15 @@ class CriticConfig(TrainingConfig):
     """How to fit a critic. Each field's help is its documentation (``CriticConfig.help()``);
     the optimisation fields are :class:`~colbench.training.config.TrainingConfig`'s."""
 
-    family: str = option(DEFAULT_FAMILY, f"Task family whose trajectories make the pairs ({family_help()}); its pair rule is --pairs' default.", choices=family_names())
-    split: str = option("train", "Task split to train on: train, or lite-train for the backend-lite tier. Never a held-out split: the critic reads the reference solution.")
+    family: str = option(
+        DEFAULT_FAMILY,
+        f"Task family whose trajectories make the pairs ({family_help()}); its pair rule is --pairs' default.",
+        choices=family_names()
+    )
+    split: str = option("train", (
+        "Task split to train on: train, or lite-train for the backend-lite tier. Never a held-out split: the critic"
+        " reads the reference solution."
+    ))
     beta: float = option(0.1, "β in Σ_t β·A(o_t,a_t,c), the score Bradley-Terry compares (paper: 0.1).", min=0.0)
     normalize: str = option(
         "turn",
@@ -204,12 +246,23 @@ class CriticConfig(TrainingConfig):
         "agent tokens, as the official code does; 'none' is the paper's ablation. Per turn is the default "
         "because A is a per-turn quantity: the actor ranks single-turn candidates of different lengths with "
         "it, so the critic is trained in the units it is used in, and no turn's advantage depends on the "
-        "length of the others. Without normalisation the paper's actor collapses to ever-shorter turns.", choices=NORMALIZATIONS)
+        "length of the others. Without normalisation the paper's actor collapses to ever-shorter turns.",
+        choices=NORMALIZATIONS)
     pairs: str | None = option(None, PAIR_RULE_HELP, choices=PAIR_RULES)
-    training_info: bool = option(True, "Give the critic the training-time information c (the reference solution) as a text prefix. False is the paper's ablation.")
+    training_info: bool = option(True, (
+        "Give the critic the training-time information c (the reference solution) as a text prefix. False is the"
+        " paper's ablation."
+    ))
     epochs: int = option(4, "Passes over the training pairs (paper: 4 for backend, 8 for frontend).", min=1)
-    max_len: int = option(2048, "Most tokens of c plus the context an agent turn is read with (the turn itself is never cut). Beyond it c keeps its first max_len/2 tokens and the context its last ones; candidates are scored with the very same cut.", min=16)
-    heldout_fraction: float = option(0.1, "Share of tasks whose pairs are held out for the pair-accuracy check (whole tasks; at least one task when there are two or more).", min=0.0, flags=("--heldout-fraction", "--heldout"))
+    max_len: int = option(2048, (
+        "Most tokens of c plus the context an agent turn is read with (the turn itself is never cut). Beyond it c"
+        " keeps its first max_len/2 tokens and the context its last ones; candidates are scored with the very same"
+        " cut."
+    ), min=16)
+    heldout_fraction: float = option(0.1, (
+        "Share of tasks whose pairs are held out for the pair-accuracy check (whole tasks; at least one task when"
+        " there are two or more)."
+    ), min=0.0, flags=("--heldout-fraction", "--heldout"))
 
     def __post_init__(self):
         super().__post_init__()
@@ -238,15 +291,19 @@ class PolicyConfig(TrainingConfig):
     """How to train a policy. Each field's help is its documentation (``PolicyConfig.help()``);
     the optimisation fields are :class:`~colbench.training.config.TrainingConfig`'s."""
 
-    family: str = option(DEFAULT_FAMILY, f"Task family whose stored trajectories are the training data ({family_help()}).", choices=family_names())
-    split: str = option("train", "Task split to read: train, or lite-train for the backend-lite tier. Never a held-out split.")
+    family: str = option(DEFAULT_FAMILY,
+                         f"Task family whose stored trajectories are the training data ({family_help()}).",
+                         choices=family_names())
+    split: str = option("train",
+                        "Task split to read: train, or lite-train for the backend-lite tier. Never a held-out split.")
     beta: float = option(0.1, "DPO β (sweet, mtdpo; paper: 0.1).", min=0.0)
     nll_weight: float = option(
         0.01,
         "Weight of the NLL term on the chosen side, added to the DPO loss (sweet, mtdpo; paper: 0.01). The NLL is the "
         "mean over the chosen sequences' agent tokens. A larger weight (RPO, Pang et al. 2024, used 1.0 with "
         "length-normalised NLL) holds the chosen turns' likelihood up where DPO alone lowers both sides "
-        "(likelihood displacement, worst on pairs that differ in a few tokens).", min=0.0, flags=("--nll-weight", "--nll"))
+        "(likelihood displacement, worst on pairs that differ in a few tokens).", min=0.0,
+        flags=("--nll-weight", "--nll"))
     loss: str = option(
         "sigmoid",
         "Preference loss (sweet, mtdpo): 'sigmoid' (DPO, the paper's) or 'ipo' (Azar et al. 2023: a squared loss that "
@@ -258,12 +315,17 @@ class PolicyConfig(TrainingConfig):
         "For noisy rankings such as a weak critic's.", min=0.0, max=0.5)
     stop_on_displacement: float | None = option(
         None,
-        "Stop training early when the chosen side's DPO reward (β times its log-ratio to the reference, summed over "
-        "its tokens), averaged over the last 5 optimiser steps, falls below minus this bound: the chosen turns have "
-        "become less likely than under the starting policy (likelihood displacement). The reason is stored with the run "
-        "and the checkpoint is the policy when it stopped. Unset: never.", min=0.0)
+        "Stop training early when the chosen side's DPO reward (β times its log-ratio to the reference, summed over its"
+        " tokens), averaged over the last 5 optimiser steps, falls below minus this bound: the chosen turns have become"
+        " less likely than under the starting policy (likelihood displacement). The reason is stored with the run and"
+        " the checkpoint is the policy when it stopped. Unset: never.",
+        min=0.0
+    )
     # sweet
-    fraction: float = option(0.1, "sweet: share of the stored data to sample candidates for (paper: 10%; more steps overfit). What it is a share of: see selection.", min=0.0, max=1.0)
+    fraction: float = option(0.1, (
+        "sweet: share of the stored data to sample candidates for (paper: 10%; more steps overfit). What it is a share"
+        " of: see selection."
+    ), min=0.0, max=1.0)
     selection: str = option(
         "trajectories",
         "sweet: 'trajectories' (default, the official run's in effect): the fraction is a share of the graded "
@@ -273,37 +335,48 @@ class PolicyConfig(TrainingConfig):
         "sample each of 1,500 tasks. 'turns': the fraction is a share of all agent turns, picked by a seeded hash of "
         "the turn's id, so a rerun picks the same turns.", choices=SELECTIONS)
     candidates: int = option(16, "sweet: candidates sampled per turn from the current policy (paper: 16).", min=2)
-    pairs_per_turn: int = option(4, "sweet: pairs per turn, each a random top-half candidate (chosen) against a random bottom-half one (rejected), without repeats (paper: 4).", min=1)
-    temperature: float = option(protocol.TEMPERATURE, "sweet: sampling temperature of the candidates (the protocol's, paper: 1.0).", min=0.0)
-    max_new_tokens: int = option(protocol.MAX_NEW_TOKENS, "sweet: most tokens per candidate (the protocol's turn limit, paper: 1024).", min=1)
+    pairs_per_turn: int = option(4, (
+        "sweet: pairs per turn, each a random top-half candidate (chosen) against a random bottom-half one (rejected),"
+        " without repeats (paper: 4)."
+    ), min=1)
+    temperature: float = option(protocol.TEMPERATURE,
+                                "sweet: sampling temperature of the candidates (the protocol's, paper: 1.0).", min=0.0)
+    max_new_tokens: int = option(protocol.MAX_NEW_TOKENS,
+                                 "sweet: most tokens per candidate (the protocol's turn limit, paper: 1024).", min=1)
     score: str = option(
         "sampler",
-        "sweet: what ranks the candidates. 'sampler' (default, the paper): the critic's mean log-prob given the "
-        "training-time information c minus the sampler's own mean log-prob of the candidate (the sampler plays the "
-        "reference of A). 'critic': the critic's own advantage, its mean log-prob minus its frozen reference's, both given c. "
-        "'oracle' (backend-lite only, a control; no critic): ground truth from the built-in human and the sandbox: a "
-        "question that obtains a fact not stated before scores 1, one that re-asks or obtains nothing 0, an answer its "
-        "share of tests passed. It tells a failing actor update from a failing critic.", choices=SCORES)
+        "sweet: what ranks the candidates. 'sampler' (default, the paper): the critic's mean log-prob given the"
+        " training-time information c minus the sampler's own mean log-prob of the candidate (the sampler plays the"
+        " reference of A). 'critic': the critic's own advantage, its mean log-prob minus its frozen reference's, both"
+        " given c. 'oracle' (backend-lite only, a control; no critic): ground truth from the built-in human and the"
+        " sandbox: a question that obtains a fact not stated before scores 1, one that re-asks or obtains nothing 0, an"
+        " answer its share of tests passed. It tells a failing actor update from a failing critic.",
+        choices=SCORES
+    )
     sampler: str = option(
         "auto",
-        "sweet: what samples the candidates from the policy as training starts: 'hf' (the loaded model itself; under "
-        "--shard full a separate unsharded copy of the starting weights on each process), 'ct2' (CTranslate2 on the same "
-        "weights: the same distribution, its log-probs within 1e-3 nats, 2-4x faster on a CPU), 'vllm' (vLLM's offline "
-        "engine on the same weights, one process only; needs the vllm package) or 'openai' (a served OpenAI-compatible "
-        "server, e.g. `vllm serve` of the same weights, at --base-url: prompts go as the stored token ids to "
-        "/v1/completions and the sampled ids and their log-probs come back, vLLM's return_token_ids or "
-        "return_tokens_as_token_ids). 'auto': the engine `rollout --engine auto` would pick for that policy (ct2 on a CPU, "
-        "else hf).",
+        "sweet: what samples the candidates from the policy as training starts: 'hf' (the loaded model itself; under"
+        " --shard full a separate unsharded copy of the starting weights on each process), 'ct2' (CTranslate2 on the"
+        " same weights: the same distribution, its log-probs within 1e-3 nats, 2-4x faster on a CPU), 'vllm' (vLLM's"
+        " offline engine on the same weights, one process only; needs the vllm package) or 'openai' (a served"
+        " OpenAI-compatible server, e.g. `vllm serve` of the same weights, at --base-url: prompts go as the stored"
+        " token ids to /v1/completions and the sampled ids and their log-probs come back, vLLM's return_token_ids or"
+        " return_tokens_as_token_ids). 'auto': the engine `rollout --engine auto` would pick for that policy (ct2 on a"
+        " CPU, else hf).",
         choices=SAMPLERS,
     )
     base_url: str | None = option(
-        None, "sweet, --sampler openai: the server's address, e.g. http://127.0.0.1:8000/v1. It must serve the policy as "
+        None,
+        "sweet, --sampler openai: the server's address, e.g. http://127.0.0.1:8000/v1. It must serve the policy as "
         "training starts (the base model, or the starting LoRA adapter by its --lora-modules name), sampling at "
         "temperature 1 with raw log-probs (vLLM's default).")
     served_model: str | None = option(
         None, "sweet, --sampler openai: the model (or LoRA adapter) name the server knows the policy by. Default: the "
         "only model its /v1/models lists.")
-    sample_batch_size: int = option(16, "sweet: rows (turn × candidate) decoded together when sampling; candidates of a few turns are stored after each generate call.", min=1)
+    sample_batch_size: int = option(16, (
+        "sweet: rows (turn × candidate) decoded together when sampling; candidates of a few turns are stored after"
+        " each generate call."
+    ), min=1)
     # mtdpo
     pairs: str | None = option(None, "mtdpo: " + PAIR_RULE_HELP, choices=PAIR_RULES)
     # rft
@@ -313,8 +386,15 @@ class PolicyConfig(TrainingConfig):
         "definition), and per frontend task its best page when its similarity reaches 0.8. Set: per task, its best "
         "trajectory when its reward (share of tests passed, or similarity) reaches this.",
     )
-    epochs: int | None = option(None, "Passes over the training data. Default: 1 for sweet (paper) and mtdpo, 4 for rft (paper), 3 for sft.", min=1)
-    max_len: int = option(2048, "Most tokens of context an agent turn is trained with (the turn itself is never cut). A longer prompt keeps its last max_len tokens, in a row of its own.", min=16)
+    epochs: int | None = option(
+        None,
+        "Passes over the training data. Default: 1 for sweet (paper) and mtdpo, 4 for rft (paper), 3 for sft.",
+        min=1
+    )
+    max_len: int = option(2048, (
+        "Most tokens of context an agent turn is trained with (the turn itself is never cut). A longer prompt keeps"
+        " its last max_len tokens, in a row of its own."
+    ), min=16)
 
     def __post_init__(self):
         super().__post_init__()
@@ -331,5 +411,6 @@ class PolicyConfig(TrainingConfig):
     def for_algo(self, algo: str) -> "PolicyConfig":
         """This config with the algorithm's defaults filled in (epochs, batch size)."""
         return replace(
-            self, epochs=self.epochs_for(algo), batch_size=self.batch_size if self.batch_size is not None else DEFAULT_BATCH[algo]
+            self, epochs=self.epochs_for(algo),
+            batch_size=self.batch_size if self.batch_size is not None else DEFAULT_BATCH[algo]
         )

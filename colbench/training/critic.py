@@ -62,7 +62,6 @@ from colbench.training.modeling import (
 )
 
 
-
 @dataclass
 class CriticResult:
     run_id: int | None
@@ -77,7 +76,8 @@ class CriticResult:
 class CriticRecipe:
     """setup() → train() → evaluate() → save(); the store bookkeeping is fit_critic's."""
 
-    def __init__(self, db, config: CriticConfig, base_model: str, parent: tuple | None, data: D.CriticData, on_progress: Progress | None = None):
+    def __init__(self, db, config: CriticConfig, base_model: str, parent: tuple | None, data: D.CriticData,
+                 on_progress: Progress | None = None):
         self.db, self.config, self.base_model = db, config, base_model
         self.parent = parent  # (Checkpoint, TrainingRun) or None
         self.data = data
@@ -100,8 +100,10 @@ class CriticRecipe:
         device = str(acc.device)
         self.sharded = sharding(cfg, acc)
         wanted = {i for p in self.data.pairs for i in (p.chosen, p.rejected)}
-        self.examples = D.load_examples(self.db, self.tokenizer, sorted(wanted), training_info=cfg.training_info, max_len=cfg.max_len)
-        self.model = model_to_train(self.source, self.parent, replace(cfg, dtype=load_dtype(cfg, acc)), load_device(cfg, acc), lora_over_full=False)
+        self.examples = D.load_examples(self.db, self.tokenizer, sorted(wanted), training_info=cfg.training_info,
+                                        max_len=cfg.max_len)
+        self.model = model_to_train(self.source, self.parent, replace(cfg, dtype=load_dtype(cfg, acc)),
+                                    load_device(cfg, acc), lora_over_full=False)
         sharded = sharded_scorer(acc, self.model, cfg) if self.sharded else None
         self.reference = self._reference_logps(device, sharded)
         self.scorer, self.optimizer, self.loader, self.scheduler, self.total_steps = prepare_training(
@@ -124,7 +126,11 @@ class CriticRecipe:
         reference = None
         if cfg.full and self.parent:
             reference = load_base(self.source, load_device(cfg, acc), load_dtype(cfg, acc), trainable=False)
-            scorer = sharded_scorer(acc, reference, cfg) if sharded is not None else TokenLogProbs(reference, autocast=cfg.autocast_dtype(device))
+            scorer = (
+                sharded_scorer(acc, reference, cfg)
+                if sharded is not None
+                else TokenLogProbs(reference, autocast=cfg.autocast_dtype(device))
+            )
             model, context = reference, nullcontext()
         else:
             scorer = sharded if sharded is not None else TokenLogProbs(self.model, autocast=cfg.autocast_dtype(device))
@@ -138,7 +144,8 @@ class CriticRecipe:
                 if not keep:
                     continue
                 for r, (row, k) in enumerate(zip(rows, owner)):
-                    found.setdefault(chunk[k].trajectory_id, []).append(logps[r, : len(row.input_ids)].float().cpu().clone())
+                    found.setdefault(chunk[k].trajectory_id,
+                                     []).append(logps[r, : len(row.input_ids)].float().cpu().clone())
         if acc.num_processes > 1:
             merged: dict[int, list[torch.Tensor]] = {}
             for part in gather_object([found]):
@@ -162,7 +169,8 @@ class CriticRecipe:
         for r, (row, values) in enumerate(zip(rows, references)):
             ref[r, : len(row.input_ids)] = values.to(device)
         owners = torch.tensor(owner, device=device)
-        return critic_scores(logps, ref, turns, beta=self.config.beta, normalize=self.config.normalize, owner=owners, owners=len(examples))
+        return critic_scores(logps, ref, turns, beta=self.config.beta, normalize=self.config.normalize, owner=owners,
+                             owners=len(examples))
 
     def _pair_scores(self, scorer, pairs: list[D.Pair], device) -> tuple[torch.Tensor, torch.Tensor]:
         unique = sorted({i for p in pairs for i in (p.chosen, p.rejected)})
@@ -191,7 +199,8 @@ class CriticRecipe:
                 seen += len(pairs)
                 tokens += sum(self.examples[i].tokens for p in pairs for i in {p.chosen, p.rejected})
                 margin = (chosen - rejected).detach()
-                micro.append({"loss": losses[-1], "pair_accuracy": float((margin > 0).float().mean()), "margin": float(margin.mean())})
+                micro.append({"loss": losses[-1], "pair_accuracy": float((margin > 0).float().mean()),
+                              "margin": float(margin.mean())})
                 if acc.sync_gradients:
                     step += 1
                     means = means_over_processes(acc, {k: sum(m[k] for m in micro) / len(micro) for k in micro[0]})
@@ -200,9 +209,12 @@ class CriticRecipe:
                     micro = []
                     if self.on_progress and acc.is_main_process:
                         self.on_progress("train", step, self.total_steps, {"epoch": epoch + 1, "loss": losses[-1]})
-            sums = summed_over_processes(acc, {"loss": sum(losses), "batches": len(losses), "correct": correct, "seen": seen})
+            sums = summed_over_processes(acc,
+                                         {"loss": sum(losses), "batches": len(losses), "correct": correct,
+                                          "seen": seen})
             self.metrics.setdefault("epochs", []).append(
-                {"epoch": epoch + 1, "loss": sums["loss"] / max(sums["batches"], 1), "train_pair_accuracy": sums["correct"] / max(sums["seen"], 1)}
+                {"epoch": epoch + 1, "loss": sums["loss"] / max(sums["batches"], 1),
+                 "train_pair_accuracy": sums["correct"] / max(sums["seen"], 1)}
             )
         tokens = int(summed_over_processes(acc, {"tokens": tokens})["tokens"])
         elapsed = time.perf_counter() - started
@@ -309,13 +321,20 @@ def fit_critic(
     check_artifact_root(db, config.out)
     check_name_free(db, config.name)
 
-    data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark, rule=config.pairs, policies=config.policy_list)
+    data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark, rule=config.pairs,
+                        policies=config.policy_list)
     if not data.pairs:
         since = "" if watermark is None else f" graded after watermark {watermark}"
         raise NothingToTrain(
             f"no training pairs among {len(data.new_ids)} {config.family}/{config.split} trajectories{since}"
-            + (" (the 'correct' pair rule needs a task with a fully correct trajectory and a lower one)" if config.pairs == "correct"
-               else f" (the 'margin' pair rule needs two trajectories of a task whose rewards are {D.MIN_REWARD_GAP} apart)")
+            + (
+                " (the 'correct' pair rule needs a task with a fully correct trajectory and a lower one)"
+                if config.pairs == "correct"
+                else (
+                    " (the 'margin' pair rule needs two trajectories of a task whose rewards are"
+                    f" {D.MIN_REWARD_GAP} apart)"
+                )
+            )
         )
 
     recipe = CriticRecipe(db, config, base_model, parent, data, on_progress)
@@ -334,5 +353,7 @@ def fit_critic(
             "heldout_accuracy": accuracy,
         }
         consumed = sorted({i for p in recipe.train_pairs for i in (p.chosen, p.rejected)})
-        checkpoint_id, folder = run.finish(recipe.save, metrics=metrics, watermark=data.watermark, lineage=[(i, None) for i in consumed])
+        checkpoint_id, folder = run.finish(
+            recipe.save, metrics=metrics, watermark=data.watermark, lineage=[(i, None) for i in consumed]
+        )
         return CriticResult(run.id, checkpoint_id, str(folder), metrics)

@@ -43,7 +43,8 @@ class CriticEvaluation:
 
 
 def evaluate_critic(
-    db, critic_ref: str, *, tasks: str = "backend-lite:test", policies: list[str] | None = None, setting: str | None = None,
+    db, critic_ref: str, *, tasks: str = "backend-lite:test", policies: list[str] | None = None,
+    setting: str | None = None,
     rule: str | None = None, limit: int | None = None, device: str = "auto", on_progress: Progress | None = None,
 ) -> CriticEvaluation:
     """Score the graded trajectories of ``tasks`` (a --tasks selector; of ``policies``, rolled out
@@ -67,7 +68,8 @@ def evaluate_critic(
     step = max(critic.batch_size * 4, 1)
     for start in range(0, len(ids), step):
         chunk = ids[start : start + step]
-        examples = D.load_examples(db, critic.tokenizer, chunk, training_info=critic.training_info, max_len=critic.max_len)
+        examples = D.load_examples(db, critic.tokenizer, chunk, training_info=critic.training_info,
+                                   max_len=critic.max_len)
         for trajectory_id, values in zip(chunk, critic.turn_advantages([examples[i] for i in chunk])):
             advantages[trajectory_id] = values
         if on_progress:
@@ -75,7 +77,10 @@ def evaluate_critic(
 
     pairs = D.build_pairs([D.Graded(t.id, t.task_id, float(t.reward)) for t in trajectories], pair_rule(family, rule))
     total = {i: sum(a for a in values if a is not None) for i, values in advantages.items()}
-    wins = [1.0 if total[p.chosen] > total[p.rejected] else 0.5 if total[p.chosen] == total[p.rejected] else 0.0 for p in pairs]
+    wins = [
+        1.0 if total[p.chosen] > total[p.rejected] else 0.5 if total[p.chosen] == total[p.rejected] else 0.0
+        for p in pairs
+    ]
 
     labels = turn_labels(db, ids)
     scored = [(advantages[i][k], label, i) for i, turn_labels_ in labels.items() for k, label in enumerate(turn_labels_)
@@ -95,7 +100,9 @@ def turn_labels(db, trajectory_ids: list[int]) -> dict[int, list[int]]:
     hidden fact not stated before, else 0. Trajectories of other tasks are left out."""
     from colbench.fact_finding import NEW, lite_dialogues
 
-    return {i: [int(kind == NEW) for kind in dialogue.kinds] for i, dialogue in lite_dialogues(db, trajectory_ids).items()}
+    return {
+        i: [int(kind == NEW) for kind in dialogue.kinds] for i, dialogue in lite_dialogues(db, trajectory_ids).items()
+    }
 
 
 def ranks(values: list[float]) -> list[float]:

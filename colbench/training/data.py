@@ -180,7 +180,10 @@ def read_pairs(
     rule = pair_rule(family, rule)
     with db.read() as session:
         fresh, top = queries.trained_data(session, family=family, split=split, watermark=watermark, policies=policies)
-        pool = [Graded(*row) for row in queries.graded_rewards(session, sorted({t.task_id for t in fresh}), top or 0, policies)]
+        pool = [
+            Graded(*row)
+            for row in queries.graded_rewards(session, sorted({t.task_id for t in fresh}), top or 0, policies)
+        ]
     new_ids = {t.id for t in fresh}
     pairs = build_pairs(pool, rule, None if watermark is None else new_ids)
     return CriticData(pairs=pairs, new_ids=sorted(new_ids), pool_size=len(pool), watermark=top)

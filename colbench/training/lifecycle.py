@@ -58,40 +58,47 @@ class LiveRun:
     def step_log(self) -> Iterator[StepLog]:
         """Per-step figures into the store and the trackers (the main process writes; see steplog.py)."""
         steps = StepLog(self.db, self.id if self.main else None, report_to=self.report_to,
-                        name=run_label(self.db, self.kind.replace(":", "-"), self.id), config=self.settings if self.main else None)
+                        name=run_label(self.db, self.kind.replace(":", "-"), self.id),
+                        config=self.settings if self.main else None)
         try:
             yield steps
         finally:
             steps.close()
 
-    def finish(self, save: Save, *, metrics: dict, watermark: int | None, lineage: Sequence[tuple[int, int | None]]) -> tuple[int | None, Path]:
+    def finish(self, save: Save, *, metrics: dict, watermark: int | None,
+               lineage: Sequence[tuple[int, int | None]]) -> tuple[int | None, Path]:
         """Save the checkpoint (its model card names the rollouts the lineage's trajectories came
         from) and record the run as done. Returns (checkpoint id, None off the main process; folder)."""
         card = None
         if self.main:
-            card = card_maker(self.db, kind=self.kind, run_id=self.id, name=self.name, base_model=self.base_model, config=self.settings,
+            card = card_maker(self.db, kind=self.kind, run_id=self.id, name=self.name, base_model=self.base_model,
+                              config=self.settings,
                               metrics=metrics, trajectory_ids={trajectory for trajectory, _ in lineage})
         folder = checkpoint_folder(self.db, self.checkpoint_kind, self.id, self.out)
         adapter, digest = save(folder, card)
         checkpoint_id = None
         if self.main:
             checkpoint_id = finish_run(
-                self.db, self.id, kind=self.checkpoint_kind, base_model=self.base_model, folder=folder, adapter=adapter, sha256=digest,
+                self.db, self.id, kind=self.checkpoint_kind, base_model=self.base_model, folder=folder, adapter=adapter,
+                sha256=digest,
                 metrics=metrics, watermark=watermark, lineage=lineage,
             )
         return checkpoint_id, folder
 
 
 @contextmanager
-def training_run(db, *, kind: str, base_model: str, parent_checkpoint_id: int | None, settings: dict, name: str | None = None,
-                 tags: Sequence[str] = (), report_to: str = "none", out: str | None = None, on_cpu: bool = False) -> Iterator[LiveRun]:
+def training_run(db, *, kind: str, base_model: str, parent_checkpoint_id: int | None, settings: dict,
+                 name: str | None = None,
+                 tags: Sequence[str] = (), report_to: str = "none", out: str | None = None,
+                 on_cpu: bool = False) -> Iterator[LiveRun]:
     """Start a training run (see the module's docstring) and fail it if its block raises."""
     from accelerate import PartialState
 
     state = PartialState(cpu=on_cpu)
     run_id = None
     if state.is_main_process:
-        run_id = start_run(db, kind=kind, base_model=base_model, parent_checkpoint_id=parent_checkpoint_id, config=settings,
+        run_id = start_run(db, kind=kind, base_model=base_model, parent_checkpoint_id=parent_checkpoint_id,
+                           config=settings,
                            name=name, tags=tags)
     if state.num_processes > 1:
         from accelerate.utils import broadcast_object_list

@@ -49,7 +49,9 @@ def dpo_loss(
         return ((margin - 1 / (2 * beta)) ** 2).mean()
     if loss_type != "sigmoid":
         raise ValueError(f"loss must be one of {', '.join(DPO_LOSSES)}; got {loss_type!r}")
-    return (-(1 - label_smoothing) * F.logsigmoid(beta * margin) - label_smoothing * F.logsigmoid(-beta * margin)).mean()
+    return (
+        -(1 - label_smoothing) * F.logsigmoid(beta * margin) - label_smoothing * F.logsigmoid(-beta * margin)
+    ).mean()
 
 
 def dpo_rewards(policy_logps: torch.Tensor, ref_logps: torch.Tensor, beta: float = 0.1) -> torch.Tensor:

@@ -56,7 +56,8 @@ class TokenLogProbs(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, target_mask: torch.Tensor) -> torch.Tensor:
         base = unwrap(self.lm)
         decoder, head = base.get_decoder(), base.get_output_embeddings()
-        with torch.autocast(input_ids.device.type, dtype=self.autocast or torch.bfloat16, enabled=self.autocast is not None):
+        with torch.autocast(input_ids.device.type, dtype=self.autocast or torch.bfloat16,
+                            enabled=self.autocast is not None):
             hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
         select = target_mask[:, 1:].bool()
         states = hidden[:, :-1][select]
@@ -196,7 +197,8 @@ def prepare_training(accelerator, model, config, examples: int, epochs: int, sco
     total_steps = config.optimizer_steps(examples, epochs, accelerator.num_processes)
     optimizer, scheduler = config.optimizer(params, total_steps)
     generator = torch.Generator().manual_seed(config.seed)
-    loader = torch.utils.data.DataLoader(list(range(examples)), batch_size=config.batch_size, shuffle=True, generator=generator, collate_fn=list)
+    loader = torch.utils.data.DataLoader(list(range(examples)), batch_size=config.batch_size, shuffle=True,
+                                         generator=generator, collate_fn=list)
     if scorer is None:
         scorer = TokenLogProbs(model, autocast=config.autocast_dtype(accelerator.device))
         scorer, optimizer, loader = accelerator.prepare(scorer, optimizer, loader)
@@ -310,7 +312,12 @@ def without_checkpoint_wrappers(model):
     modules' own names)."""
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
 
-    swapped = [(parent, name, child) for parent in model.modules() for name, child in parent.named_children() if isinstance(child, CheckpointWrapper)]
+    swapped = [
+        (parent, name, child)
+        for parent in model.modules()
+        for name, child in parent.named_children()
+        if isinstance(child, CheckpointWrapper)
+    ]
     for parent, name, wrapper in swapped:
         setattr(parent, name, wrapper._checkpoint_wrapped_module)
     try:

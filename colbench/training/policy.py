@@ -32,11 +32,16 @@ def fit_policy(
         raise ValueError(f"algo must be one of {', '.join(ALGOS)}; got {algo!r}")
     from colbench.refs import stored_ref
 
-    run = dict(base_model=stored_ref(db, base_model), parent_checkpoint=stored_ref(db, parent_checkpoint), on_progress=on_progress,
+    run = dict(base_model=stored_ref(db, base_model), parent_checkpoint=stored_ref(db, parent_checkpoint),
+               on_progress=on_progress,
                from_scratch=from_scratch)
     if algo == "sweet":
         # An ensemble comes as a list of ids (the experiment) or as comma-separated references (the CLI).
-        members = critic_checkpoint if isinstance(critic_checkpoint, (list, tuple)) else str(critic_checkpoint).split(",")
-        critics = None if critic_checkpoint is None else ",".join(str(stored_ref(db, str(ref).strip())) for ref in members)
+        members = (
+            critic_checkpoint if isinstance(critic_checkpoint, (list, tuple)) else str(critic_checkpoint).split(",")
+        )
+        critics = (
+            None if critic_checkpoint is None else ",".join(str(stored_ref(db, str(ref).strip())) for ref in members)
+        )
         return sweet.fit(db, config, critic_checkpoint=critics, **run)
     return RECIPES[algo](db, config, **run)

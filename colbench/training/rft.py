@@ -6,7 +6,16 @@ from typing import Sequence
 
 from colbench.families import family as family_named
 from colbench.store.models import Trajectory
-from colbench.training.trainer import Gathered, PolicyConfig, PolicyResult, SftItem, nothing_to_train, train_policy, trained_data, trajectory_rows
+from colbench.training.trainer import (
+    Gathered,
+    PolicyConfig,
+    PolicyResult,
+    SftItem,
+    nothing_to_train,
+    train_policy,
+    trained_data,
+    trajectory_rows
+)
 
 _EPS = 1e-9
 
@@ -36,7 +45,8 @@ def items(db, tokenizer, config: PolicyConfig, watermark: int | None) -> Gathere
     chosen = successful(fresh, config.family, config.rft_threshold)
     rows = trajectory_rows(db, tokenizer, config.family, [t.id for t in chosen], config.max_len)
     found = [SftItem(row, source=t.id) for t in chosen for row in rows[t.id] if row.agent_tokens]
-    info = {"new_trajectories": len(fresh), "sft_trajectories": len({it.source for it in found}), "sft_rows": len(found)}
+    info = {"new_trajectories": len(fresh), "sft_trajectories": len({it.source for it in found}),
+            "sft_rows": len(found)}
     return Gathered(found, info, top)
 
 

@@ -23,7 +23,15 @@ from colbench.training import data as D
 from colbench.training import sequences as S
 from colbench.training.checkpoints import get_checkpoint, resolve_base
 from colbench.training.losses import token_logps_from_logits, turn_advantages
-from colbench.training.modeling import TokenLogProbs, softcap, adapter_disabled, is_peft, load_adapter, load_base, unwrap
+from colbench.training.modeling import (
+    TokenLogProbs,
+    softcap,
+    adapter_disabled,
+    is_peft,
+    load_adapter,
+    load_base,
+    unwrap
+)
 
 
 @dataclass
@@ -80,12 +88,14 @@ class CriticModel:
         if checkpoint.adapter:
             model, reference = load_adapter(base, checkpoint.path, trainable=False), None
         else:
-            model = load_base(ModelSource(base=checkpoint.path, ref=f"ckpt:{checkpoint.id}"), device, dtype, trainable=False)
+            model = load_base(ModelSource(base=checkpoint.path, ref=f"ckpt:{checkpoint.id}"), device, dtype,
+                              trainable=False)
             reference = base
         model.requires_grad_(False)
         config = run.config or {}
         return cls(
-            model, tokenizer, reference=reference, beta=config.get("beta", 0.1), normalize=config.get("normalize", "turn"),
+            model, tokenizer, reference=reference, beta=config.get("beta", 0.1),
+            normalize=config.get("normalize", "turn"),
             training_info=config.get("training_info", True), max_len=config.get("max_len"), checkpoint_id=checkpoint.id,
             family=config.get("family"), batch_size=batch_size,
         )
@@ -119,12 +129,15 @@ class CriticModel:
             with context:
                 reference = TokenLogProbs(model)(ids, mask, target)
             width = max(max(len(e.turn_rows) for e in chunk), 1)
-            advantages = turn_advantages(critic, reference, turns, self.normalize, num_turns=width, owner=owner, owners=len(chunk))
+            advantages = turn_advantages(critic, reference, turns, self.normalize, num_turns=width, owner=owner,
+                                         owners=len(chunk))
             seen = torch.zeros(len(rows), width, device=self.device).scatter_add(1, turns.clamp(min=0), target.float())
             present = by_owner(seen, owner, len(chunk)) > 0
             for row, example in enumerate(chunk):
                 n = len(example.turn_rows)
-                results.append([float(a) if p else None for a, p in zip(advantages[row, :n].tolist(), present[row, :n].tolist())])
+                results.append(
+                    [float(a) if p else None for a, p in zip(advantages[row, :n].tolist(), present[row, :n].tolist())]
+                )
         return results
 
     # -------------------------------------------------------- candidates
@@ -145,7 +158,8 @@ class CriticModel:
         return Context(ids, S.kept_prefix(len(info), len(prompt_ids), self.max_len), truncated)
 
     @torch.no_grad()
-    def score_candidates(self, prefix: str | Sequence[int], candidates: Sequence[str | Sequence[int]], batch_size: int = 16) -> list[CandidateScore]:
+    def score_candidates(self, prefix: str | Sequence[int], candidates: Sequence[str | Sequence[int]],
+                         batch_size: int = 16) -> list[CandidateScore]:
         """Score candidate next agent turns after one shared prefix, computing the prefix once.
 
         ``prefix`` is token ids (``context(...).ids``) or text (encoded as is, no special
@@ -153,13 +167,15 @@ class CriticModel:
         """
         prefix_ids = self._prefix(prefix)
         cands = [self.encode_candidate(c) for c in candidates]
-        critic = shared_prefix_logps(self.model, nullcontext(), prefix_ids, cands, batch_size, self.tokenizer.pad_token_id)
+        critic = shared_prefix_logps(self.model, nullcontext(), prefix_ids, cands, batch_size,
+                                     self.tokenizer.pad_token_id)
         model, context = self._reference()
         reference = shared_prefix_logps(model, context, prefix_ids, cands, batch_size, self.tokenizer.pad_token_id)
         return [self._score(c, r) for c, r in zip(critic, reference)]
 
     @torch.no_grad()
-    def score_candidates_naive(self, prefix: str | Sequence[int], candidates: Sequence[str | Sequence[int]], batch_size: int = 16) -> list[CandidateScore]:
+    def score_candidates_naive(self, prefix: str | Sequence[int], candidates: Sequence[str | Sequence[int]],
+                               batch_size: int = 16) -> list[CandidateScore]:
         """The same numbers with a full forward of prefix + candidate for every candidate (the baseline)."""
         prefix_ids = self._prefix(prefix)
         cands = [self.encode_candidate(c) for c in candidates]
@@ -190,7 +206,8 @@ def _batches(items: list, size: int):
         yield items[start : start + size]
 
 
-def shared_prefix_logps(model, context, prefix: list[int], cands: list[list[int]], batch_size: int, pad_id: int) -> list[torch.Tensor]:
+def shared_prefix_logps(model, context, prefix: list[int], cands: list[list[int]], batch_size: int,
+                        pad_id: int) -> list[torch.Tensor]:
     """Token log-probs of each candidate after ``prefix``, running the prefix once.
 
     The prefix minus its last token fills a KV cache; each batch of candidates gets
@@ -243,7 +260,8 @@ def shared_prefix_logps(model, context, prefix: list[int], cands: list[list[int]
     return results
 
 
-def _full_logps(model, context, prefix: list[int], cands: list[list[int]], batch_size: int, pad_id: int) -> list[torch.Tensor]:
+def _full_logps(model, context, prefix: list[int], cands: list[list[int]], batch_size: int,
+                pad_id: int) -> list[torch.Tensor]:
     """The baseline: prefix + candidate through the whole model, for every candidate."""
     device = next(model.parameters()).device
     scorer = TokenLogProbs(model)
@@ -296,7 +314,8 @@ def score_turns(
     total = len(ids)
     done = 0
     for chunk in _batches(ids, max(critic.batch_size * 4, 1)):
-        examples = D.load_examples(db, critic.tokenizer, chunk, training_info=critic.training_info, max_len=critic.max_len)
+        examples = D.load_examples(db, critic.tokenizer, chunk, training_info=critic.training_info,
+                                   max_len=critic.max_len)
         ordered = [examples[i] for i in chunk]
         advantages = critic.turn_advantages(ordered)
         rows = [
@@ -312,4 +331,5 @@ def score_turns(
         done += len(chunk)
         if on_progress:
             on_progress("score", done, total, {})
-    return {"checkpoint_id": critic.checkpoint_id, "trajectories": total, "agent_turns": turns_scored, "scores_written": written}
+    return {"checkpoint_id": critic.checkpoint_id, "trajectories": total, "agent_turns": turns_scored,
+            "scores_written": written}

@@ -74,10 +74,12 @@ def fit_context(prefix: Sequence[int], context: Sequence[int], max_len: int | No
     return kept + list(context[len(context) - room :]), True
 
 
-def turn_row(prefix: Sequence[int], prompt_ids: Sequence[int], completion: Sequence[int], max_len: int | None, turn: int = 0) -> Seq:
+def turn_row(prefix: Sequence[int], prompt_ids: Sequence[int], completion: Sequence[int], max_len: int | None,
+             turn: int = 0) -> Seq:
     """The row of one agent turn on its own: its fitted context, then its completion."""
     context, truncated = fit_context(prefix, prompt_ids, max_len)
-    return _first_not_a_target(Seq(context + list(completion), [-1] * len(context) + [turn] * len(completion), truncated))
+    return _first_not_a_target(Seq(context + list(completion), [-1] * len(context) + [turn] * len(completion),
+                                   truncated))
 
 
 def pack(turns: Sequence[AgentTurn], prefix: Sequence[int] = (), max_len: int | None = None) -> list[Seq]:
@@ -136,7 +138,8 @@ def agent_prompts(tokenizer, family: str, turns: Sequence) -> Iterator[tuple[obj
         if turn.role == "assistant":
             prompt = turn.prompt
             if prompt is None:
-                prompt = tokenizer.apply_chat_template(conversation(family, history), tokenize=False, add_generation_prompt=True)
+                prompt = tokenizer.apply_chat_template(conversation(family, history), tokenize=False,
+                                                       add_generation_prompt=True)
             yield turn, prompt
         if turn.role in ("user", "assistant"):
             history.append({"role": turn.role, "content": turn.content or ""})

@@ -85,7 +85,9 @@ def _tracker(kind: str, name: str, folder: Path):
         os.environ.setdefault("WANDB_SILENT", "true")
         return WandBTracker("colbench", name=name, dir=str(folder))
     except ModuleNotFoundError as missing:
-        raise TrackerUnavailable(f"--report-to {kind} needs the {missing.name} package: pip install {missing.name}") from None
+        raise TrackerUnavailable(
+            f"--report-to {kind} needs the {missing.name} package: pip install {missing.name}"
+        ) from None
 
 
 def _plain(config: dict) -> dict:

@@ -96,7 +96,9 @@ def select_turns(db, config: P.PolicyConfig, watermark: int | None, tokenizer) -
     ids = sorted(first_fraction(task_of, config.fraction) if config.selection == "trajectories" else task_of)
     jobs: list[TurnJob] = []
     with db.read() as session:
-        references = {i: truth for i, (_, truth) in queries.task_references(session, sorted({task_of[i] for i in ids})).items()}
+        references = {
+            i: truth for i, (_, truth) in queries.task_references(session, sorted({task_of[i] for i in ids})).items()
+        }
         for start in range(0, len(ids), _ROWS):
             turns = queries.turns_for(session, ids[start : start + _ROWS])
             for trajectory_id, rows in turns.items():
@@ -122,7 +124,8 @@ def sampler_kind(db, config: P.PolicyConfig, start: str, device, processes: int 
     return default_engine(start, kind, checkpoint_lookup=checkpoint_lookup(db))
 
 
-def sampling_key(config: P.PolicyConfig, base_model: str, parent_id: int | None, critic_id: int | list[int] | None, sampler: str = "hf",
+def sampling_key(config: P.PolicyConfig, base_model: str, parent_id: int | None, critic_id: int | list[int] | None,
+                 sampler: str = "hf",
                  served_model: str | None = None) -> str:
     """Names what decides a turn's candidates and scores: same key, same candidates. How the
     training runs (batch size, processes, sharding) is not part of it."""
@@ -145,7 +148,8 @@ def stored_candidates(db, key: str, turn_ids: Sequence[int]) -> dict:
     return {t: rows for t, rows in found.items() if rows and all(r.score is not None for r in rows)}
 
 
-def pick_pairs(scores: Sequence[float], tokens: Sequence[Sequence[int]], k: int, rng: random.Random) -> list[tuple[int, int]]:
+def pick_pairs(scores: Sequence[float], tokens: Sequence[Sequence[int]], k: int,
+               rng: random.Random) -> list[tuple[int, int]]:
     """Up to k distinct (chosen, rejected) index pairs: top half by score vs bottom half.
 
     Ties in score keep the sampling order; the middle candidate of an odd count is in
@@ -187,7 +191,8 @@ def candidate_engine(db, recipe, sampler: str, start: str):
         return OpenAIEngine(name, cfg.base_url, tokenizer=recipe.tokenizer)
     from colbench.engines.hf import HFEngine
 
-    return HFEngine(model=recipe.starting_policy(), tokenizer=recipe.tokenizer, max_batch_size=cfg.sample_batch_size, model_ref="training")
+    return HFEngine(model=recipe.starting_policy(), tokenizer=recipe.tokenizer, max_batch_size=cfg.sample_batch_size,
+                    model_ref="training")
 
 
 def critic_list(critic_id: int | list[int]) -> list[int]:
@@ -206,7 +211,8 @@ class CriticRanking:
 
         cfg = recipe.config
         self.recipe = recipe
-        self.critics = [CriticModel.from_checkpoint(db, i, device=str(recipe.device), dtype=cfg.dtype, batch_size=cfg.sample_batch_size)
+        self.critics = [CriticModel.from_checkpoint(db, i, device=str(recipe.device), dtype=cfg.dtype,
+                                                    batch_size=cfg.sample_batch_size)
                         for i in critic_list(critic_id)]
 
     def score(self, jobs: Sequence[TurnJob], generations) -> list[list[dict]]:
@@ -214,8 +220,11 @@ class CriticRanking:
         by_critic = [self._score_with(critic, jobs, generations) for critic in self.critics]
         fields = ("sampler_logp", "critic_logp", "reference_logp", "advantage", "score")
         return [
-            [{k: sum(rows[c][k] for rows in per_job) / len(per_job) for k in fields} | {"critic_checkpoint_id": self.critics[0].checkpoint_id}
-             for c in range(len(per_job[0]))]
+            [
+                {k: sum(rows[c][k] for rows in per_job) / len(per_job) for k in fields}
+                | {"critic_checkpoint_id": self.critics[0].checkpoint_id}
+                for c in range(len(per_job[0]))
+            ]
             for per_job in zip(*by_critic)
         ]
 
@@ -231,12 +240,14 @@ class CriticRanking:
             sampler_logps = [s.token_logprobs for s in generation.samples]
             if context.truncated:  # the critic read a cut prompt: the sampler term reads the same one
                 sampler_logps = [t.tolist() for t in shared_prefix_logps(
-                    recipe.starting_policy(), nullcontext(), context.prompt_ids, token_lists, cfg.sample_batch_size, recipe.tokenizer.pad_token_id
+                    recipe.starting_policy(), nullcontext(), context.prompt_ids, token_lists, cfg.sample_batch_size,
+                    recipe.tokenizer.pad_token_id
                 )]
             rows = []
             for score, logps in zip(scored, sampler_logps):
                 sampler, value = ranking_score(score, logps, cfg.score)
-                rows.append({"sampler_logp": sampler, "critic_logp": score.critic_logp, "reference_logp": score.reference_logp,
+                rows.append({"sampler_logp": sampler, "critic_logp": score.critic_logp,
+                             "reference_logp": score.reference_logp,
                              "advantage": score.advantage, "score": value})
             found.append(rows)
         return found
@@ -290,7 +301,8 @@ class OracleRanking:
         self.grader.close()
 
 
-def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, ranking, key: str, engine, have: dict, on_progress=None) -> dict:
+def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, ranking, key: str, engine, have: dict,
+                     on_progress=None) -> dict:
     """Sample (with ``engine``) and score (with ``ranking``) candidates for the jobs without stored
     ones (``have``); store them.
 
@@ -305,7 +317,8 @@ def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, ranking, 
     todo = [j for j in jobs if j.turn_id not in have]
     acc = recipe.accelerator
     mine = todo[acc.process_index :: acc.num_processes]
-    stats = {"turns_reused": len(jobs) - len(todo), "turns_sampled": len(todo), "candidates_sampled": len(todo) * cfg.candidates}
+    stats = {"turns_reused": len(jobs) - len(todo), "turns_sampled": len(todo),
+             "candidates_sampled": len(todo) * cfg.candidates}
     if not mine:
         return stats
     per_call = max(1, cfg.sample_batch_size // cfg.candidates)
@@ -313,14 +326,16 @@ def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, ranking, 
     with torch.no_grad():
         for start in range(0, len(mine), per_call):
             chunk = mine[start : start + per_call]
-            params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, n=cfg.candidates, seed=cfg.seed * 1_000_003 + chunk[0].turn_id)
+            params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, n=cfg.candidates,
+                                    seed=cfg.seed * 1_000_003 + chunk[0].turn_id)
             generations = engine.generate_from_prompts([j.prompt for j in chunk], params)
             rows = []
             for job, generation, scores in zip(chunk, generations, ranking.score(chunk, generations)):
                 for index, (sample, fields) in enumerate(zip(generation.samples, scores)):
                     rows.append({
                         "run_id": run_id, "sampling_key": key, "turn_id": job.turn_id, "index": index,
-                        "content": sample.text, "token_ids": list(sample.token_ids), "finish_reason": sample.finish_reason,
+                        "content": sample.text, "token_ids": list(sample.token_ids),
+                        "finish_reason": sample.finish_reason,
                     } | fields)
             with db.write() as session:
                 queries.replace_sweet_candidates(session, key, [j.turn_id for j in chunk], rows)
@@ -380,11 +395,14 @@ def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_id: int
                 [S.turn_row([], prompt, rejected.token_ids, cfg.max_len)],
                 source=source,
             ))
-            pair_rows.append({"run_id": run_id, "turn_id": job.turn_id, "chosen_id": chosen.id, "rejected_id": rejected.id})
+            pair_rows.append({"run_id": run_id, "turn_id": job.turn_id, "chosen_id": chosen.id,
+                              "rejected_id": rejected.id})
     if pair_rows and recipe.accelerator.is_main_process:
         with db.write() as session:
             queries.add_sweet_pairs(session, pair_rows)
-    gaps = [max(c.score for c in have[j.turn_id]) - min(c.score for c in have[j.turn_id]) for j in jobs if j.turn_id in have]
+    gaps = [
+        max(c.score for c in have[j.turn_id]) - min(c.score for c in have[j.turn_id]) for j in jobs if j.turn_id in have
+    ]
     stats |= {
         "sampling_key": key,
         "turns_with_pairs": len({it.source.turn_id for it in items}),
@@ -406,7 +424,8 @@ def pair_preferences(db, run_id: int) -> dict:
         return {}
     answer, reask = kinds.preferred(ANSWER, REPEAT)
     new, nothing = kinds.preferred(NEW, NOTHING)
-    return {"pairs_answer_over_reask": answer, "pairs_reask_over_answer": reask, "pairs_new_over_nothing": new, "pairs_nothing_over_new": nothing}
+    return {"pairs_answer_over_reask": answer, "pairs_reask_over_answer": reask, "pairs_new_over_nothing": new,
+            "pairs_nothing_over_new": nothing}
 
 
 # ---------------------------------------------------------------- the recipe
@@ -442,7 +461,9 @@ def fit(db, config: P.PolicyConfig | None = None, *, critic_checkpoint=None, **r
 
     def build(db, trainer, gathered, run_id):
         parent_id = trainer.parent[0].id if trainer.parent else None
-        items, info = build_items(db, trainer, gathered.data, run_id, critic_id, trainer.base_model, parent_id, trainer.on_progress)
+        items, info = build_items(
+            db, trainer, gathered.data, run_id, critic_id, trainer.base_model, parent_id, trainer.on_progress
+        )
         if not items:
             raise P.NothingToTrain("sweet: no pairs (every turn's candidates were identical or too few)")
         return items, info, sorted({(it.source.trajectory_id, it.source.turn_id) for it in items})

@@ -58,14 +58,12 @@ FRONTEND_RFT_THRESHOLD = 0.8
 _EPS = 1e-9
 
 
-
 @dataclass
 class PolicyResult:
     run_id: int | None
     checkpoint_id: int | None
     path: str | None
     metrics: dict
-
 
 
 # ---------------------------------------------------------------- training items
@@ -89,12 +87,14 @@ class SftItem:
 
 
 def pair_rows(items: Sequence[PairItem]) -> tuple[list[S.Seq], list[int]]:
-    """The rows of B pairs, chosen sides first, and each row's owner: i for pair i's chosen rows, B + i for its rejected."""
+    """The rows of B pairs, chosen sides first, and each row's owner: i for pair i's chosen rows, B + i for its
+    rejected."""
     return S.flatten([it.chosen for it in items] + [it.rejected for it in items])
 
 
-
-def trajectory_rows(db, tokenizer, family: str, trajectory_ids: Sequence[int], max_len: int | None) -> dict[int, list[S.Seq]]:
+def trajectory_rows(
+    db, tokenizer, family: str, trajectory_ids: Sequence[int], max_len: int | None
+) -> dict[int, list[S.Seq]]:
     """trajectory id → its agent turns as the policy read and sampled them, packed into rows."""
     ids = sorted(set(trajectory_ids))
     with db.read() as session:
@@ -105,7 +105,8 @@ def trajectory_rows(db, tokenizer, family: str, trajectory_ids: Sequence[int], m
 def trained_data(db, config: "PolicyConfig", watermark: int | None):
     """Graded, finished trajectories of the config's family and split above the watermark, and the new watermark."""
     with db.read() as session:
-        return queries.trained_data(session, family=config.family, split=config.split, watermark=watermark, policies=config.policy_list)
+        return queries.trained_data(session, family=config.family, split=config.split, watermark=watermark,
+                                    policies=config.policy_list)
 
 
 # ---------------------------------------------------------------- the training loop
@@ -131,7 +132,8 @@ class PolicyTrainer:
         self.device = acc.device
         self.tokenizer = load_tokenizer(self.source)
         self.sharded = sharding(cfg, acc)
-        self.model = model_to_train(self.source, self.parent, replace(cfg, dtype=load_dtype(cfg, acc)), load_device(cfg, acc), lora_over_full=True)
+        self.model = model_to_train(self.source, self.parent, replace(cfg, dtype=load_dtype(cfg, acc)),
+                                    load_device(cfg, acc), lora_over_full=True)
         # Sharded before anything else runs, so sampling SWEET's candidates finds each process's memory mostly free.
         self.sharded_scorer = sharded_scorer(acc, self.model, cfg) if self.sharded else None
         self._start_copy = None
@@ -143,7 +145,8 @@ class PolicyTrainer:
         if not self.sharded:
             return self.model
         if self._start_copy is None:
-            self._start_copy = model_to_train(self.source, self.parent, self.config, str(self.device), lora_over_full=True).eval()
+            self._start_copy = model_to_train(self.source, self.parent, self.config, str(self.device),
+                                              lora_over_full=True).eval()
             self._start_copy.requires_grad_(False)
         return self._start_copy
 
@@ -175,7 +178,9 @@ class PolicyTrainer:
         scorer = self.sharded_scorer or TokenLogProbs(self.model, autocast=self.config.autocast_dtype(self.device))
         found: dict[int, tuple[float, float]] = {}
         with evaluating(scorer):
-            for chunk, keep in lockstep_batches(acc, list(range(len(self.items))), self.config.batch_size, self.sharded):
+            for chunk, keep in lockstep_batches(
+                acc, list(range(len(self.items))), self.config.batch_size, self.sharded
+            ):
                 rows, owner = pair_rows([self.items[i] for i in chunk])
                 ids, mask, turns = (t.to(self.device) for t in D.collate(rows, self.tokenizer.pad_token_id))
                 per_row = sequence_logps(scorer(ids, mask, turns >= 0), turns >= 0).float()
@@ -209,7 +214,9 @@ class PolicyTrainer:
         ref_chosen = torch.tensor([it.ref[0] for it in items], dtype=torch.float32, device=self.device)
         ref_rejected = torch.tensor([it.ref[1] for it in items], dtype=torch.float32, device=self.device)
         owner = torch.tensor(owner, device=self.device)
-        loss, stats = policy_dpo_loss(logps, turns, owner, ref_chosen, ref_rejected, cfg.beta, cfg.nll_weight, cfg.loss, cfg.label_smoothing)
+        loss, stats = policy_dpo_loss(
+            logps, turns, owner, ref_chosen, ref_rejected, cfg.beta, cfg.nll_weight, cfg.loss, cfg.label_smoothing
+        )
         return loss, stats, tokens
 
     def train(self, steplog: StepLog | None = None) -> None:
@@ -268,7 +275,6 @@ class PolicyTrainer:
                             dtype=resolve_dtype(self.config.dtype, str(self.accelerator.device)))
 
 
-
 DISPLACEMENT_WINDOW = 5  # optimiser steps the chosen reward is averaged over before stopping on it
 
 
@@ -282,8 +288,10 @@ def displaced(accelerator, steps: list[dict], bound: float) -> str | None:
     reward = sums["reward"] / sums["count"]
     if reward >= -bound:
         return None
-    return (f"likelihood displacement: the chosen side's reward averaged {reward:+.3f} over steps {len(steps) - DISPLACEMENT_WINDOW + 1}-"
-            f"{len(steps)}, below -{bound:g} (--stop-on-displacement)")
+    return (
+        f"likelihood displacement: the chosen side's reward averaged {reward:+.3f} over steps"
+        f" {len(steps) - DISPLACEMENT_WINDOW + 1}-{len(steps)}, below -{bound:g} (--stop-on-displacement)"
+    )
 
 
 def displacement_figures(accelerator, steps: list[dict]) -> dict:
@@ -368,8 +376,10 @@ def train_policy(
     from colbench.model_refs import load_tokenizer
 
     gathered = gather(db, config, watermark, load_tokenizer(source))
-    with training_run(db, kind=f"policy:{algo}", base_model=base_model, parent_checkpoint_id=parent[0].id if parent else None,
-                      settings=run_settings(config, algo, critic) | {"from_scratch": from_scratch}, name=config.name, tags=config.tags,
+    with training_run(db, kind=f"policy:{algo}", base_model=base_model,
+                      parent_checkpoint_id=parent[0].id if parent else None,
+                      settings=run_settings(config, algo, critic) | {"from_scratch": from_scratch}, name=config.name,
+                      tags=config.tags,
                       report_to=config.report_to, out=config.out, on_cpu=config.on_cpu) as run:
         trainer = PolicyTrainer(db, config, algo, source, parent, on_progress)
         trainer.base_model = base_model
@@ -400,9 +410,26 @@ def nothing_to_train(config: "PolicyConfig", watermark, why: str) -> NothingToTr
 
 # Settings that only some algorithms read; a run records its own and not the others'.
 ALGO_ONLY_FIELDS = {
-    ("sweet",): ("fraction", "selection", "candidates", "pairs_per_turn", "temperature", "max_new_tokens", "score", "sample_batch_size", "base_url", "served_model"),
+    ("sweet",): (
+        "fraction",
+        "selection",
+        "candidates",
+        "pairs_per_turn",
+        "temperature",
+        "max_new_tokens",
+        "score",
+        "sample_batch_size",
+        "base_url",
+        "served_model"
+    ),
     ("mtdpo",): ("pairs",),
-    ("sweet", "mtdpo"): ("beta", "nll_weight", "loss", "label_smoothing", "stop_on_displacement"),  # the preference losses'
+    ("sweet", "mtdpo"): (
+        "beta",
+        "nll_weight",
+        "loss",
+        "label_smoothing",
+        "stop_on_displacement"
+    ),  # the preference losses'
     ("rft", "sft"): ("rft_threshold",),  # sft reads rft's data
 }
 
@@ -413,5 +440,3 @@ def run_settings(config: PolicyConfig, algo: str, critic_checkpoint_id: int | li
     others = {name for names in ALGO_ONLY_FIELDS.values() for name in names} - own
     settings = {k: v for k, v in config.for_algo(algo).to_json().items() if k not in others}
     return settings | {"algo": algo, "critic_checkpoint_id": critic_checkpoint_id}
-
-

@@ -67,7 +67,8 @@ def upgrade() -> None:
     )
     with op.batch_alter_table('training_run', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_training_run_kind'), ['kind'], unique=False)
-        batch_op.create_index(batch_op.f('ix_training_run_parent_checkpoint_id'), ['parent_checkpoint_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_training_run_parent_checkpoint_id'), ['parent_checkpoint_id'],
+                              unique=False)
 
     op.create_table('checkpoint',
     sa.Column('id', sa.Integer(), nullable=False),
@@ -110,7 +111,8 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('id', name=op.f('pk_trajectory')),
     sa.UniqueConstraint('content_hash', name=op.f('uq_trajectory_content_hash')),
     sa.UniqueConstraint('graded_seq', name=op.f('uq_trajectory_graded_seq')),
-    sa.UniqueConstraint('task_id', 'policy', 'simulator', 'setting', 'sample_index', name=op.f('uq_trajectory_task_id_policy_simulator_setting_sample_index'))
+    sa.UniqueConstraint('task_id', 'policy', 'simulator', 'setting', 'sample_index',
+                        name=op.f('uq_trajectory_task_id_policy_simulator_setting_sample_index'))
     )
     with op.batch_alter_table('trajectory', schema=None) as batch_op:
         batch_op.create_index('ix_trajectory_status_policy', ['status', 'policy'], unique=False)
@@ -162,7 +164,8 @@ def upgrade() -> None:
     sa.Column('checkpoint_id', sa.Integer(), nullable=False),
     sa.Column('score', sa.Float(), nullable=False),
     sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('(CURRENT_TIMESTAMP)'), nullable=False),
-    sa.ForeignKeyConstraint(['checkpoint_id'], ['checkpoint.id'], name=op.f('fk_critic_score_checkpoint_id_checkpoint')),
+    sa.ForeignKeyConstraint(['checkpoint_id'], ['checkpoint.id'],
+                            name=op.f('fk_critic_score_checkpoint_id_checkpoint')),
     sa.ForeignKeyConstraint(['turn_id'], ['turn.id'], name=op.f('fk_critic_score_turn_id_turn')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_critic_score')),
     sa.UniqueConstraint('turn_id', 'checkpoint_id', name=op.f('uq_critic_score_turn_id_checkpoint_id'))

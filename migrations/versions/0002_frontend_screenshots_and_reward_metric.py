@@ -27,11 +27,13 @@ def upgrade() -> None:
     with op.batch_alter_table('trajectory', schema=None) as batch_op:
         batch_op.add_column(sa.Column('reward_metric', sqlmodel.sql.sqltypes.AutoString(), nullable=True))
         batch_op.add_column(sa.Column('screenshot', sqlmodel.sql.sqltypes.AutoString(), nullable=True))
-        batch_op.create_foreign_key(batch_op.f('fk_trajectory_screenshot_screenshot'), 'screenshot', ['screenshot'], ['sha256'])
+        batch_op.create_foreign_key(batch_op.f('fk_trajectory_screenshot_screenshot'), 'screenshot', ['screenshot'],
+                                    ['sha256'])
 
     with op.batch_alter_table('turn', schema=None) as batch_op:
         batch_op.add_column(sa.Column('screenshot', sqlmodel.sql.sqltypes.AutoString(), nullable=True))
-        batch_op.create_foreign_key(batch_op.f('fk_turn_screenshot_screenshot'), 'screenshot', ['screenshot'], ['sha256'])
+        batch_op.create_foreign_key(batch_op.f('fk_turn_screenshot_screenshot'), 'screenshot', ['screenshot'],
+                                    ['sha256'])
 
     # Every reward graded before this revision was a backend test fraction (imported
     # frontend rewards stay unnamed: their metric is whatever the file's producer used).

@@ -21,7 +21,8 @@ def upgrade() -> None:
     store = op.create_table(
         'store',
         sa.Column('id', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
-        sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('(CURRENT_TIMESTAMP)'), nullable=False),
+        sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('(CURRENT_TIMESTAMP)'),
+                  nullable=False),
         sa.PrimaryKeyConstraint('id', name=op.f('pk_store')),
     )
     op.bulk_insert(store, [{'id': uuid.uuid4().hex}])

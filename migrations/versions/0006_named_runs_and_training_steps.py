@@ -27,11 +27,13 @@ def upgrade() -> None:
         sa.Column('setting', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
         sa.Column('tasks', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
         sa.Column('config', sa.JSON(), nullable=False),
-        sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('(CURRENT_TIMESTAMP)'), nullable=False),
+        sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('(CURRENT_TIMESTAMP)'),
+                  nullable=False),
         sa.Column('updated_at', sa.DateTime(timezone=True), nullable=True),
         sa.PrimaryKeyConstraint('id', name=op.f('pk_rollout_run')),
         sa.UniqueConstraint('name', name=op.f('uq_rollout_run_name')),
-        sa.UniqueConstraint('policy', 'simulator', 'setting', 'tasks', name=op.f('uq_rollout_run_policy_simulator_setting_tasks')),
+        sa.UniqueConstraint('policy', 'simulator', 'setting', 'tasks',
+                            name=op.f('uq_rollout_run_policy_simulator_setting_tasks')),
     )
     op.create_table(
         'training_step',
@@ -40,7 +42,8 @@ def upgrade() -> None:
         sa.Column('step', sa.Integer(), nullable=False),
         sa.Column('epoch', sa.Integer(), nullable=False),
         sa.Column('values', sa.JSON(), nullable=False),
-        sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('(CURRENT_TIMESTAMP)'), nullable=False),
+        sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.text('(CURRENT_TIMESTAMP)'),
+                  nullable=False),
         sa.ForeignKeyConstraint(['run_id'], ['training_run.id'], name=op.f('fk_training_step_run_id_training_run')),
         sa.PrimaryKeyConstraint('id', name=op.f('pk_training_step')),
         sa.UniqueConstraint('run_id', 'step', name=op.f('uq_training_step_run_id_step')),
@@ -57,19 +60,20 @@ def upgrade() -> None:
     with op.batch_alter_table('trajectory', schema=None) as batch_op:
         batch_op.add_column(sa.Column('rollout_id', sa.Integer(), nullable=True))
         batch_op.create_index(batch_op.f('ix_trajectory_rollout_id'), ['rollout_id'], unique=False)
-        batch_op.create_foreign_key(batch_op.f('fk_trajectory_rollout_id_rollout_run'), 'rollout_run', ['rollout_id'], ['id'])
+        batch_op.create_foreign_key(batch_op.f('fk_trajectory_rollout_id_rollout_run'), 'rollout_run', ['rollout_id'],
+                                    ['id'])
     # Every stored trajectory joins the run its command would make now: one per policy,
     # simulator, setting and task set.
     op.execute(
-        "INSERT INTO rollout_run (tags, policy, simulator, setting, tasks, config, created_at, updated_at) "
-        f"SELECT {empty_list}, t.policy, t.simulator, t.setting, k.family || ':' || k.split, {empty_dict}, MIN(t.created_at), MAX(t.created_at) "
-        "FROM trajectory t JOIN task k ON k.id = t.task_id "
-        "GROUP BY t.policy, t.simulator, t.setting, k.family, k.split"
+        "INSERT INTO rollout_run (tags, policy, simulator, setting, tasks, config, created_at, updated_at) SELECT"
+        f" {empty_list}, t.policy, t.simulator, t.setting, k.family || ':' || k.split, {empty_dict}, MIN(t.created_at),"
+        " MAX(t.created_at) FROM trajectory t JOIN task k ON k.id = t.task_id GROUP BY t.policy, t.simulator,"
+        " t.setting, k.family, k.split"
     )
     op.execute(
-        "UPDATE trajectory SET rollout_id = (SELECT r.id FROM rollout_run r JOIN task k ON r.tasks = k.family || ':' || k.split "
-        "WHERE k.id = trajectory.task_id AND r.policy = trajectory.policy AND r.simulator = trajectory.simulator "
-        "AND r.setting = trajectory.setting)"
+        "UPDATE trajectory SET rollout_id = (SELECT r.id FROM rollout_run r JOIN task k ON r.tasks = k.family || ':' ||"
+        " k.split WHERE k.id = trajectory.task_id AND r.policy = trajectory.policy AND r.simulator ="
+        " trajectory.simulator AND r.setting = trajectory.setting)"
     )
 
 

@@ -28,7 +28,8 @@ def replace_critic_scores(session: Session, checkpoint_id: int, rows: list[dict]
     """Scores of turns by one critic checkpoint, replacing the ones those turns had from it."""
     turn_ids = [r["turn_id"] for r in rows]
     for chunk in chunks(turn_ids):
-        session.connection().execute(delete(CriticScore).where(CriticScore.checkpoint_id == checkpoint_id, col(CriticScore.turn_id).in_(chunk)))
+        session.connection().execute(delete(CriticScore).where(CriticScore.checkpoint_id == checkpoint_id,
+                                                               col(CriticScore.turn_id).in_(chunk)))
     for chunk in chunks(rows):
         session.connection().execute(insert(CriticScore.__table__), chunk)
 
@@ -50,7 +51,8 @@ def sweet_candidates(session: Session, key: str, turn_ids: Sequence[int]) -> dic
 def replace_sweet_candidates(session: Session, key: str, turn_ids: Sequence[int], rows: list[dict]) -> None:
     """The candidates of these turns under a key (a crashed run may have left some half-scored)."""
     for chunk in chunks(list(turn_ids)):
-        session.connection().execute(delete(SweetCandidate).where(SweetCandidate.sampling_key == key, col(SweetCandidate.turn_id).in_(chunk)))
+        session.connection().execute(delete(SweetCandidate).where(SweetCandidate.sampling_key == key,
+                                                                  col(SweetCandidate.turn_id).in_(chunk)))
     for chunk in chunks(rows):
         session.connection().execute(insert(SweetCandidate.__table__), chunk)
 
@@ -66,7 +68,9 @@ def sweet_pairs_of(session: Session, run_id: int) -> list[tuple[SweetCandidate, 
     candidates: dict[int, SweetCandidate] = {}
     turns: dict[int, Turn] = {}
     for chunk in chunks([i for p in pairs for i in (p.chosen_id, p.rejected_id)]):
-        candidates.update((c.id, c) for c in session.exec(select(SweetCandidate).where(col(SweetCandidate.id).in_(chunk))))
+        candidates.update(
+            (c.id, c) for c in session.exec(select(SweetCandidate).where(col(SweetCandidate.id).in_(chunk)))
+        )
     for chunk in chunks(sorted({p.turn_id for p in pairs})):
         turns.update((t.id, t) for t in session.exec(select(Turn).where(col(Turn.id).in_(chunk))))
     return [(candidates[p.chosen_id], candidates[p.rejected_id], turns[p.turn_id]) for p in pairs]

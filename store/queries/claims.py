@@ -114,7 +114,8 @@ def claimable(session: Session, slot: Slot, is_abandoned) -> int:
     """How many trajectories of the slot set a worker could still take: pending, or
     running for a worker that is gone (a worker stops only when this is 0)."""
     wanted = set(slot.task_ids)
-    rows = session.exec(select(Trajectory.task_id, Trajectory.status, Trajectory.worker, Trajectory.heartbeat_at).where(*_unfinished(slot)))
+    rows = session.exec(select(Trajectory.task_id, Trajectory.status, Trajectory.worker,
+                               Trajectory.heartbeat_at).where(*_unfinished(slot)))
     return sum(1 for row in rows if row.task_id in wanted and (row.status == "pending" or is_abandoned(row)))
 
 

@@ -18,7 +18,8 @@ def graded_outcomes(
     sample index, reward, success, had a failed simulator reply, grading)."""
     no_reply = exists().where(Turn.trajectory_id == Trajectory.id, Turn.role == "user", col(Turn.error).is_not(None))
     query = (
-        select(Trajectory.policy, Trajectory.simulator, Trajectory.setting, Trajectory.reward_metric, Trajectory.task_id,
+        select(Trajectory.policy, Trajectory.simulator, Trajectory.setting, Trajectory.reward_metric,
+               Trajectory.task_id,
                Trajectory.sample_index, Trajectory.reward, Trajectory.success, no_reply, Trajectory.grading)
         .join(Task, Task.id == Trajectory.task_id)
         .where(Task.family == family, Task.split == split, col(Trajectory.graded_seq).is_not(None))
@@ -44,7 +45,8 @@ def graded_trajectory_ids(
     query = (
         select(Trajectory.id, Trajectory.policy, Trajectory.simulator, Trajectory.setting)
         .join(Task, Task.id == Trajectory.task_id)
-        .where(Task.family == family, Task.split == split, col(Trajectory.graded_seq).is_not(None), of_policies(policies))
+        .where(Task.family == family, Task.split == split, col(Trajectory.graded_seq).is_not(None),
+               of_policies(policies))
         .order_by(Trajectory.id)
     )
     if simulator:

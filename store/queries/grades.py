@@ -17,7 +17,8 @@ def next_graded_seq(session: Session) -> int:
 
 
 def graded_since(
-    session: Session, watermark: int | None, *, family: str | None = None, split: str | None = None, limit: int | None = None,
+    session: Session, watermark: int | None, *, family: str | None = None, split: str | None = None,
+    limit: int | None = None,
     policies: Sequence[str] | None = None,
 ) -> list[Trajectory]:
     """Graded trajectories the reader has not seen: graded_seq above its watermark.
@@ -25,7 +26,8 @@ def graded_since(
     A range scan on graded_seq's index, so the cost follows the number of new rows,
     not the size of the table.
     """
-    query = select(Trajectory).where(Trajectory.graded_seq > (watermark or 0), of_policies(policies)).order_by(Trajectory.graded_seq)
+    query = select(Trajectory).where(Trajectory.graded_seq > (watermark or 0),
+                                     of_policies(policies)).order_by(Trajectory.graded_seq)
     if family or split:
         query = query.join(Task, Task.id == Trajectory.task_id)
     if family:
@@ -37,7 +39,8 @@ def graded_since(
     return list(session.exec(query))
 
 
-def newest_graded_seq(session: Session, *, family: str, split: str, policies: Sequence[str] | None = None) -> int | None:
+def newest_graded_seq(session: Session, *, family: str, split: str,
+                      policies: Sequence[str] | None = None) -> int | None:
     """The highest graded_seq among a family's split, of ``policies`` (None when nothing is graded)."""
     query = (
         select(func.max(Trajectory.graded_seq)).join(Task, Task.id == Trajectory.task_id)

@@ -1,4 +1,5 @@
-"""Lineage reads: which run read which trajectories, who uses which checkpoint or rollout, and deleting what nothing uses."""
+"""Lineage reads: which run read which trajectories, who uses which checkpoint or rollout, and deleting what nothing
+uses."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -47,7 +48,11 @@ def rollouts_of(session: Session, trajectory_ids: Sequence[int]) -> list[tuple[i
     """(rollout run id, its name, how many) of these trajectories, per rollout run."""
     counts: dict[int | None, int] = defaultdict(int)
     for chunk in chunks(sorted(set(trajectory_ids))):
-        for rollout_id, n in session.exec(select(Trajectory.rollout_id, func.count()).where(col(Trajectory.id).in_(chunk)).group_by(Trajectory.rollout_id)):
+        for rollout_id, n in session.exec(
+            select(Trajectory.rollout_id, func.count())
+            .where(col(Trajectory.id).in_(chunk))
+            .group_by(Trajectory.rollout_id)
+        ):
             counts[rollout_id] += n
     names = rollout_run_names(session)
     return [(rid, names.get(rid), n) for rid, n in sorted(counts.items(), key=lambda item: item[0] or 0)]

@@ -1,4 +1,5 @@
-"""Runs: training runs (with their checkpoints, steps and the lineage they record on finishing) and rollout runs, by name and tag."""
+"""Runs: training runs (with their checkpoints, steps and the lineage they record on finishing) and rollout runs, by
+name and tag."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -19,11 +20,13 @@ def record_lineage(session: Session, run_id: int, items: Iterable[tuple[int, int
     return len(rows)
 
 
-def start_run(session: Session, *, kind: str, base_model: str, parent_checkpoint_id: int | None, config: dict, worker: str | None = None,
+def start_run(session: Session, *, kind: str, base_model: str, parent_checkpoint_id: int | None, config: dict,
+              worker: str | None = None,
               name: str | None = None, tags: Sequence[str] = ()) -> int:
     if name is not None and (holder := name_holder(session, name)) is not None:
         raise ValueError(f"the name {name!r} is taken by {holder}")
-    run = TrainingRun(kind=kind, base_model=base_model, parent_checkpoint_id=parent_checkpoint_id, config=config, status="running",
+    run = TrainingRun(kind=kind, base_model=base_model, parent_checkpoint_id=parent_checkpoint_id, config=config,
+                      status="running",
                       worker=worker, heartbeat_at=utcnow(), name=name, tags=list(dict.fromkeys(tags)))
     session.add(run)
     session.flush()
@@ -42,7 +45,9 @@ def fail_stale_runs(session: Session, is_gone) -> list[int]:
     stale = [run for run in session.exec(select(TrainingRun).where(TrainingRun.status == "running")) if is_gone(run)]
     for run in stale:
         run.status, run.finished_at = "failed", utcnow()
-        run.error = f"its process ({run.worker or 'unknown'}) stopped without finishing it (killed, or its machine lost)"
+        run.error = (
+            f"its process ({run.worker or 'unknown'}) stopped without finishing it (killed, or its machine lost)"
+        )
         session.add(run)
     return [run.id for run in stale]
 
@@ -51,7 +56,8 @@ def finish_run(
     session: Session, run_id: int, *, kind: str, base_model: str, path: str, adapter: bool, sha256: str | None,
     metrics: dict, watermark: int | None, lineage: Iterable[tuple[int, int | None]],
 ) -> int:
-    """The run is done: its checkpoint, metrics, data watermark and lineage, in one transaction. Returns the checkpoint id."""
+    """The run is done: its checkpoint, metrics, data watermark and lineage, in one transaction. Returns the checkpoint
+    id."""
     checkpoint = Checkpoint(
         run_id=run_id, kind=kind, base_model=base_model, path=path, adapter=adapter,
         step=int(metrics.get("steps", 0)), sha256=sha256, metrics=metrics,
@@ -91,7 +97,8 @@ def checkpoint_and_run(session: Session, checkpoint_id: int) -> tuple[Checkpoint
 
 
 def checkpoints_with_runs(session: Session) -> list[tuple[Checkpoint, TrainingRun]]:
-    query = select(Checkpoint, TrainingRun).join(TrainingRun, TrainingRun.id == Checkpoint.run_id).order_by(Checkpoint.id)
+    query = select(Checkpoint, TrainingRun).join(TrainingRun,
+                                                 TrainingRun.id == Checkpoint.run_id).order_by(Checkpoint.id)
     return [tuple(row) for row in session.exec(query)]
 
 
@@ -127,7 +134,9 @@ def open_rollout_run(session: Session, *, policy: str, simulator: str, setting: 
     identity = {"policy": policy, "simulator": simulator, "setting": setting, "tasks": tasks}
     same = [getattr(RolloutRun, k) == v for k, v in identity.items()]
     run = session.exec(select(RolloutRun).where(*same)).first()
-    if run is None:  # insert_new: another worker may be making it at this moment (PostgreSQL spends an id on a conflict)
+    if (
+        run is None
+    ):  # insert_new: another worker may be making it at this moment (PostgreSQL spends an id on a conflict)
         insert_new(session, RolloutRun.__table__, [identity | {"tags": [], "config": {}, "created_at": utcnow()}])
         run = session.exec(select(RolloutRun).where(*same)).one()
     if name and run.name != name:
@@ -151,9 +160,13 @@ def name_holder(session: Session, name: str) -> str | None:
     return None if run is None else f"train:{run}"
 
 
-def rollout_runs(session: Session, *, tag: str | None = None, run_id: int | None = None) -> list[tuple[RolloutRun, dict]]:
-    """Rollout runs (every one, or one) with their trajectories' figures: counts by status, graded, successes, reward sum."""
-    figures: dict[int, dict] = defaultdict(lambda: {"pending": 0, "running": 0, "done": 0, "failed": 0, "graded": 0, "successes": 0, "reward_sum": 0.0})
+def rollout_runs(session: Session, *, tag: str | None = None,
+                 run_id: int | None = None) -> list[tuple[RolloutRun, dict]]:
+    """Rollout runs (every one, or one) with their trajectories' figures: counts by status, graded, successes, reward
+    sum."""
+    figures: dict[int, dict] = defaultdict(
+        lambda: {"pending": 0, "running": 0, "done": 0, "failed": 0, "graded": 0, "successes": 0, "reward_sum": 0.0}
+    )
     query = select(
         Trajectory.rollout_id, Trajectory.status, func.count(), func.count(Trajectory.graded_seq),
         func.sum(case((Trajectory.success == true(), 1), else_=0)), func.sum(Trajectory.reward),
@@ -166,7 +179,9 @@ def rollout_runs(session: Session, *, tag: str | None = None, run_id: int | None
         row["graded"] += graded
         row["successes"] += successes or 0
         row["reward_sum"] += reward_sum or 0.0
-    runs = session.exec(select(RolloutRun).where(true() if run_id is None else RolloutRun.id == run_id).order_by(RolloutRun.id)).all()
+    runs = session.exec(
+        select(RolloutRun).where(true() if run_id is None else RolloutRun.id == run_id).order_by(RolloutRun.id)
+    ).all()
     return [(run, dict(figures[run.id])) for run in runs if tag is None or tag in (run.tags or [])]
 
 
@@ -174,13 +189,16 @@ def rollout_run_names(session: Session) -> dict[int, str | None]:
     return dict(session.exec(select(RolloutRun.id, RolloutRun.name)).all())
 
 
-def training_runs(session: Session, *, tag: str | None = None, run_id: int | None = None) -> list[tuple[TrainingRun, list[Checkpoint]]]:
+def training_runs(session: Session, *, tag: str | None = None,
+                  run_id: int | None = None) -> list[tuple[TrainingRun, list[Checkpoint]]]:
     """Training runs (every one, or one) with their checkpoints."""
     checkpoints: dict[int, list[Checkpoint]] = defaultdict(list)
     chosen = true() if run_id is None else Checkpoint.run_id == run_id
     for checkpoint in session.exec(select(Checkpoint).where(chosen).order_by(Checkpoint.id)):
         checkpoints[checkpoint.run_id].append(checkpoint)
-    runs = session.exec(select(TrainingRun).where(true() if run_id is None else TrainingRun.id == run_id).order_by(TrainingRun.id)).all()
+    runs = session.exec(
+        select(TrainingRun).where(true() if run_id is None else TrainingRun.id == run_id).order_by(TrainingRun.id)
+    ).all()
     return [(run, checkpoints[run.id]) for run in runs if tag is None or tag in (run.tags or [])]
 
 

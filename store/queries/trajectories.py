@@ -40,7 +40,8 @@ def bulk_insert_trajectories(session: Session, trajectories: list[dict], turns: 
     by_hash: dict[str, int] = {}
     for start in range(0, len(hashes), ROWS_PER_STATEMENT):
         chunk = hashes[start : start + ROWS_PER_STATEMENT]
-        by_hash.update(session.exec(select(Trajectory.content_hash, Trajectory.id).where(col(Trajectory.content_hash).in_(chunk))).all())
+        by_hash.update(session.exec(select(Trajectory.content_hash,
+                                           Trajectory.id).where(col(Trajectory.content_hash).in_(chunk))).all())
     ids = [by_hash[h] for h in hashes]
     # Turns are the bulk of an import (hundreds of thousands of rows): hand them to the
     # driver's executemany as tuples, skipping SQLAlchemy's per-row parameter processing.
@@ -185,7 +186,8 @@ def turns_for(session: Session, trajectory_ids: Sequence[int]) -> dict[int, list
     ids = list(trajectory_ids)
     for start in range(0, len(ids), ROWS_PER_STATEMENT):
         chunk = ids[start : start + ROWS_PER_STATEMENT]
-        rows = session.exec(select(Turn).where(col(Turn.trajectory_id).in_(chunk)).order_by(Turn.trajectory_id, Turn.index))
+        rows = session.exec(select(Turn).where(col(Turn.trajectory_id).in_(chunk)).order_by(Turn.trajectory_id,
+                                                                                            Turn.index))
         for turn in rows:
             by_trajectory[turn.trajectory_id].append(turn)
     for turns in by_trajectory.values():
@@ -200,7 +202,8 @@ def trajectories_by_id(session: Session, ids: Sequence[int]) -> dict[int, Trajec
     return found
 
 
-def finished_trajectory_ids(session: Session, *, family: str | None = None, policy: str | None = None, limit: int | None = None) -> list[int]:
+def finished_trajectory_ids(session: Session, *, family: str | None = None, policy: str | None = None,
+                            limit: int | None = None) -> list[int]:
     """Finished trajectories, newest first."""
     query = select(Trajectory.id).where(Trajectory.status == "done").order_by(col(Trajectory.id).desc())
     if family:
@@ -242,5 +245,7 @@ def screenshot_paths(session: Session, shas: Iterable[str]) -> dict[str, str]:
     wanted = list(set(shas))
     found: dict[str, str] = {}
     for chunk in chunks(wanted):
-        found.update({row.sha256: row.path for row in session.exec(select(Screenshot).where(col(Screenshot.sha256).in_(chunk)))})
+        found.update(
+            {row.sha256: row.path for row in session.exec(select(Screenshot).where(col(Screenshot.sha256).in_(chunk)))}
+        )
     return found

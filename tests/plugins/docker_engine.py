@@ -68,7 +68,8 @@ class _PrivateDaemon:
             "--iptables=false", "--bridge=none",
         ]
         with open(self.log, "wb") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
 
     def wait_until_it_answers(self) -> str | None:
         """None once the engine answers, else why it never did."""
@@ -158,9 +159,12 @@ def docker_engine():
     if given and _answers(given):
         yield DockerEngine(given, _build_grading_image(given), private=False)
         return
-    binary = shutil.which("dockerd") or next((p for p in ("/usr/sbin/dockerd", "/usr/bin/dockerd") if os.path.exists(p)), None)
+    binary = shutil.which("dockerd") or next(
+        (p for p in ("/usr/sbin/dockerd", "/usr/bin/dockerd") if os.path.exists(p)), None
+    )
     if binary is None:
-        _unavailable("dockerd is not installed (apt-get install docker.io, or run scripts/setup.sh)", fail_under_ci=True)
+        _unavailable("dockerd is not installed (apt-get install docker.io, or run scripts/setup.sh)",
+                     fail_under_ci=True)
     if os.geteuid() != 0:
         _unavailable("a private dockerd needs root, and $DOCKER_HOST names no engine that answers", fail_under_ci=False)
     started = time.monotonic()

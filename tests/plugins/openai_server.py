@@ -266,7 +266,8 @@ class FakeOpenAIServer:
             ids, values = list(choice["token_ids"]), list(choice["logprobs"])
             completion_tokens += len(ids)
             text = choice.get("text", " ".join(f"tok{t}" for t in ids))
-            out: dict[str, Any] = {"index": i, "text": text, "logprobs": None, "finish_reason": choice["finish_reason"], "stop_reason": None}
+            out: dict[str, Any] = {"index": i, "text": text, "logprobs": None, "finish_reason": choice["finish_reason"],
+                                   "stop_reason": None}
             if want_logprobs:
                 tokens = [f"token_id:{t}" if as_ids else f"tok{t}" for t in ids]
                 offsets = [sum(len(x) for x in tokens[:k]) for k in range(len(tokens))]
@@ -280,7 +281,8 @@ class FakeOpenAIServer:
         return {
             "id": f"cmpl-{uuid.uuid4().hex[:12]}", "object": "text_completion", "created": int(time.time()),
             "model": request.get("model", self.model), "choices": choices,
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
         }
 
     def _handler_class(self):
@@ -358,8 +360,10 @@ class FakeOpenAIServer:
                     with server._lock:
                         adapters = dict(server.adapters)
                     self._send(200, {"object": "list", "data": [
-                        {"id": server.model, "object": "model", "created": 0, "owned_by": "colbench-tests", "root": server.model, "parent": None},
-                        *({"id": name, "object": "model", "created": 0, "owned_by": "colbench-tests", "root": path, "parent": server.model}
+                        {"id": server.model, "object": "model", "created": 0, "owned_by": "colbench-tests",
+                         "root": server.model, "parent": None},
+                        *({"id": name, "object": "model", "created": 0, "owned_by": "colbench-tests", "root": path,
+                           "parent": server.model}
                           for name, path in adapters.items())]})
                 else:
                     self._error(404, f"no route {self.path}")

@@ -51,9 +51,11 @@ def postgres_server():
         shutil.chown(folder, "postgres", "postgres")
         run_as = ["runuser", "-u", "postgres", "--"]
     data, port = os.path.join(folder, "data"), _free_port()
-    subprocess.run(run_as + [f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"], check=True, capture_output=True)
+    subprocess.run(run_as + [f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"], check=True,
+                   capture_output=True)
     options = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off -c max_connections=100"
-    started = subprocess.run(run_as + [f"{bindir}/pg_ctl", "-D", data, "-o", options, "-w", "-t", "60", "-l", os.path.join(folder, "log"), "start"], capture_output=True, text=True)
+    started = subprocess.run(run_as + [f"{bindir}/pg_ctl", "-D", data, "-o", options, "-w", "-t", "60", "-l",
+                                       os.path.join(folder, "log"), "start"], capture_output=True, text=True)
     if started.returncode != 0:
         _unavailable(f"pg_ctl start failed: {started.stderr.strip() or started.stdout.strip()}")
     try:

@@ -19,7 +19,8 @@ from .plain import PlainBackend
 SANDBOXES = Registry("sandbox", traits={"confines": True})  # confines: keeps graded code from this machine
 SANDBOXES.register("docker", "a container per worker; needs a Docker engine and the grading image")(DockerBackend)
 SANDBOXES.register("bwrap", "bubblewrap namespaces, no daemon")(BwrapBackend)
-SANDBOXES.register("none", "unsafe: a plain subprocess that can read this machine's files", confines=False)(PlainBackend)
+SANDBOXES.register("none", "unsafe: a plain subprocess that can read this machine's files",
+                   confines=False)(PlainBackend)
 
 #: --sandbox auto: the first registered sandbox usable here.
 AUTO = "auto"
@@ -28,7 +29,10 @@ CHOICES = (AUTO, *SANDBOXES.names())
 
 def sandbox_help() -> str:
     """--sandbox's help, read from the registry."""
-    return f"Grading sandbox: {AUTO} (the first usable of {', '.join(c.name for c in SANDBOXES if c.confines)}), {SANDBOXES.help()}."
+    return (
+        f"Grading sandbox: {AUTO} (the first usable of {', '.join(c.name for c in SANDBOXES if c.confines)}),"
+        f" {SANDBOXES.help()}."
+    )
 
 
 def resolve(sandbox: str):
@@ -44,7 +48,10 @@ def resolve(sandbox: str):
                     return choice.factory()
         reasons = "; ".join(f"{name}: {why}" for name, why in why_not.items())
         raise SandboxUnavailable(
-            f"no sandbox for grading ({reasons}): install bubblewrap (apt-get install bubblewrap) or pass --sandbox none"
+            (
+                f"no sandbox for grading ({reasons}): install bubblewrap (apt-get install bubblewrap) or pass"
+                " --sandbox none"
+            )
         )
     backend = SANDBOXES.get(sandbox).factory
     why = backend.check()

@@ -176,7 +176,8 @@ def server_intact(pid: int, started: str | None) -> bool:
 
 
 def start_process(
-    command: list[str], *, uid: int | None, env: dict | None = None, on_close=None, info_fd: tuple[int, int] | None = None,
+    command: list[str], *, uid: int | None, env: dict | None = None, on_close=None,
+    info_fd: tuple[int, int] | None = None,
 ) -> Channel:
     """Popen a server. As root, it becomes `uid` before exec (Popen does the setuid in C,
     after fork, so no preexec_fn runs in our threaded process). info_fd: a pipe (read,

@@ -118,7 +118,11 @@ class BwrapBackend:
         if os.geteuid() != 0:
             return "not root: no cgroup (memory is capped per process), /tmp capped in bytes only"
         version = cgroups.available()
-        caps = f"a cgroup ({version}) caps memory, processes and CPU" if version else "no writable cgroup (memory is capped per process)"
+        caps = (
+            f"a cgroup ({version}) caps memory, processes and CPU"
+            if version
+            else "no writable cgroup (memory is capped per process)"
+        )
         return f"{caps}; /tmp capped at {TMP_SIZE >> 20} MiB and {TMP_INODES} inodes"
 
     def __init__(self):

@@ -92,7 +92,8 @@ def _v2_settings(limits: Limits) -> dict[str, str]:
 
 def _v1_settings(limits: Limits) -> dict[str, dict[str, str]]:
     return {  # per hierarchy, in the order the kernel accepts them (memsw >= memory)
-        "memory": {"memory.limit_in_bytes": str(limits.memory_bytes), "memory.memsw.limit_in_bytes": str(limits.memory_bytes)},
+        "memory": {"memory.limit_in_bytes": str(limits.memory_bytes),
+                   "memory.memsw.limit_in_bytes": str(limits.memory_bytes)},
         "pids": {"pids.max": str(limits.pids)},
         "cpu": {"cpu.cfs_period_us": str(CPU_PERIOD_US), "cpu.cfs_quota_us": str(int(limits.cpus * CPU_PERIOD_US))},
     }

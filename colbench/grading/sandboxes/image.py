@@ -166,7 +166,9 @@ def _labels(python: dict) -> dict[str, str]:
 def _host_python() -> dict:
     """Where the sandbox interpreter and its library live, asked of the interpreter itself."""
     if not os.path.exists(SANDBOX_PYTHON):
-        raise ImageError(f"{SANDBOX_PYTHON} is missing: the grading image is built from Debian's python3 (apt-get install python3)")
+        raise ImageError(
+            f"{SANDBOX_PYTHON} is missing: the grading image is built from Debian's python3 (apt-get install python3)"
+        )
     probe = (
         "import json, sys, sysconfig; print(json.dumps({'version': '%d.%d.%d' % sys.version_info[:3], "
         "'stdlib': sysconfig.get_path('stdlib'), 'dynload': sysconfig.get_config_var('DESTSHARED')}))"
@@ -193,7 +195,9 @@ def _offered_libraries() -> list[str]:
         candidates = [os.path.join(LIBRARY_PATH, name), os.path.join(LIBRARY_PATH, name + ".py")]
         path = next((c for c in candidates if os.path.exists(c)), None)
         if path is None:
-            raise ImageError(f"{name} is not in {LIBRARY_PATH}: apt-get install --no-install-recommends {LIBRARY_PACKAGES}")
+            raise ImageError(
+                f"{name} is not in {LIBRARY_PATH}: apt-get install --no-install-recommends {LIBRARY_PACKAGES}"
+            )
         found.append(path)
     return found
 
@@ -207,7 +211,11 @@ def _tools() -> list[str]:
     if done.returncode != 0:
         raise ImageError(f"cannot list {' and '.join(TOOL_PACKAGES)}: {done.stderr.strip()[-200:]}")
     listed = (line.strip() for line in done.stdout.splitlines())
-    return sorted(path for path in listed if path.startswith(PROGRAM_FOLDERS) and os.path.lexists(path) and not os.path.isdir(path))
+    return sorted(
+        path
+        for path in listed
+        if path.startswith(PROGRAM_FOLDERS) and os.path.lexists(path) and not os.path.isdir(path)
+    )
 
 
 def _shared_libraries(objects: list[str]) -> set[str]:
@@ -263,7 +271,8 @@ def _write_rootfs(archive: str, python: dict, seccomp: str, libraries: list[str]
         programs = [tool for tool in tools if not os.path.islink(tool)]
         for library in sorted(_shared_libraries([python["binary"], *extensions, *programs])):
             root.host_path(library)
-        root.text("/etc/passwd", f"root:x:0:0:root:/root:/nonexistent\nnobody:x:{NOBODY}:{NOBODY}:nobody:/nonexistent:/nonexistent\n")
+        root.text("/etc/passwd",
+                  f"root:x:0:0:root:/root:/nonexistent\nnobody:x:{NOBODY}:{NOBODY}:nobody:/nonexistent:/nonexistent\n")
         root.text("/etc/group", f"root:x:0:\nnogroup:x:{NOBODY}:\n")
         return root.count
 
@@ -350,7 +359,9 @@ class _RootTar:
         self.host_path(top)
         for folder, subfolders, files in os.walk(top):
             relative_folder = os.path.relpath(folder, top)
-            subfolders[:] = sorted(d for d in subfolders if not skip(os.path.normpath(os.path.join(relative_folder, d))))
+            subfolders[:] = sorted(
+                d for d in subfolders if not skip(os.path.normpath(os.path.join(relative_folder, d)))
+            )
             for name in sorted(subfolders) + sorted(files):
                 path = os.path.join(folder, name)
                 if skip(os.path.normpath(os.path.join(relative_folder, name))) or self._has(path):

@@ -41,7 +41,9 @@ class PlainBackend:
         if not as_root:
             # Same uid as us: kill(-1) would kill our own processes, so only the group.
             argv = server_command(python, workdir, "group", seccomp="optional")
-            return start_process(argv, uid=None, env=sandbox_env(hash_seed), on_close=lambda: shutil.rmtree(workdir, True))
+            return start_process(
+                argv, uid=None, env=sandbox_env(hash_seed), on_close=lambda: shutil.rmtree(workdir, True)
+            )
 
         uid = slot_uid(slot)
         os.chown(workdir, uid, uid)
@@ -53,7 +55,8 @@ class PlainBackend:
             shutil.rmtree(workdir, ignore_errors=True)
 
         argv = server_command(python, workdir, "uid", seccomp="optional")
-        return start_process(["unshare", "--net", "--", *drop, *argv], uid=None, env=sandbox_env(hash_seed), on_close=forget)
+        return start_process(["unshare", "--net", "--", *drop, *argv], uid=None, env=sandbox_env(hash_seed),
+                             on_close=forget)
 
 
 def _kill_uid(uid: int) -> None:

@@ -287,8 +287,16 @@ class Speaker:
                 return f"the {self.literal(index.value)} entry of {owner}"
             if isinstance(index.value, int) and 0 <= index.value < len(ORDINALS):
                 return f"the {ORDINALS[index.value]} item of {owner}"
-        if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub) and isinstance(index.operand, ast.Constant):
-            return "the last item of " + owner if index.operand.value == 1 else f"item {-index.operand.value} from the end of {owner}"
+        if (
+            isinstance(index, ast.UnaryOp)
+            and isinstance(index.op, ast.USub)
+            and isinstance(index.operand, ast.Constant)
+        ):
+            return (
+                "the last item of " + owner
+                if index.operand.value == 1
+                else f"item {-index.operand.value} from the end of {owner}"
+            )
         if isinstance(index, ast.Slice):
             lo, hi, step = index.lower, index.upper, index.step
             if lo is None and hi is None and isinstance(step, ast.UnaryOp):
@@ -378,7 +386,9 @@ class Speaker:
         if isinstance(node, ast.Compare):
             return self._compare(node.left, node.ops, node.comparators, depth)
         if isinstance(node, ast.Name):
-            return f"{self.name(node.id)} is True" if self.is_flag(node.id) else f"{self.name(node.id)} is set (not empty)"
+            return (
+                f"{self.name(node.id)} is True" if self.is_flag(node.id) else f"{self.name(node.id)} is set (not empty)"
+            )
         if isinstance(node, ast.Call):
             return self.expr(node, depth + 1)
         return f"{self.expr(node, depth + 1)} is not empty or zero"
@@ -390,7 +400,10 @@ class Speaker:
             lo, mid, hi = left, comparators[0], comparators[1]
             bounds = "inclusive" if all(isinstance(o, ast.LtE) for o in ops) else (
                 "exclusive" if all(isinstance(o, ast.Lt) for o in ops) else "")
-            tail = f" ({bounds})" if bounds else f" ({e(lo)} {'included' if isinstance(ops[0], ast.LtE) else 'excluded'}, {e(hi)} {'included' if isinstance(ops[1], ast.LtE) else 'excluded'})"
+            tail = f" ({bounds})" if bounds else (
+                f" ({e(lo)} {'included' if isinstance(ops[0], ast.LtE) else 'excluded'}, {e(hi)}"
+                f" {'included' if isinstance(ops[1], ast.LtE) else 'excluded'})"
+            )
             return f"{e(mid)} is between {e(lo)} and {e(hi)}{tail}"
         parts = []
         current = left
@@ -412,8 +425,15 @@ class Speaker:
             options = [e(x) for x in right.elts]
             word = "is one of" if isinstance(op, ast.In) else "is none of"
             return f"{e(left)} {word} {join_words(options, 'or' if isinstance(op, ast.In) else 'and')}"
-        if isinstance(op, (ast.Eq, ast.NotEq)) and isinstance(right, ast.BinOp) and isinstance(right.op, ast.Mod) \
-                or isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod) and isinstance(right, ast.Constant) and right.value == 0:
+        if (
+            isinstance(op, (ast.Eq, ast.NotEq))
+            and isinstance(right, ast.BinOp)
+            and isinstance(right.op, ast.Mod)
+            or isinstance(left, ast.BinOp)
+            and isinstance(left.op, ast.Mod)
+            and isinstance(right, ast.Constant)
+            and right.value == 0
+        ):
             if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod):
                 neg = "" if isinstance(op, ast.Eq) else " not"
                 return f"{e(left.left)} is{neg} divisible by {e(left.right)}"

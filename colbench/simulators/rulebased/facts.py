@@ -252,7 +252,8 @@ class Analysis:
                 bits.append(f"{p} is {kind}")
             bits.extend(details)
             if bits:
-                self.add("the input " + "; ".join(bits) + where, [], TOPIC_PARAM | {kind_word(kind)}, priority=5 + boost,
+                self.add("the input " + "; ".join(bits) + where, [], TOPIC_PARAM | {kind_word(kind)},
+                         priority=5 + boost,
                          extra_words=literal_words, subject=[p])
             if p in defaults:
                 self.add(f"if {p} is not given, it defaults to {speaker.expr(defaults[p])}{where}",
@@ -275,7 +276,11 @@ class Analysis:
                 elif isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" \
                         and it.args and isinstance(it.args[0], ast.Name) and it.args[0].id == p:
                     kinds.append("a list")
-                    if isinstance(node.target, ast.Tuple) and len(node.target.elts) == 2 and isinstance(node.target.elts[1], ast.Name):
+                    if (
+                        isinstance(node.target, ast.Tuple)
+                        and len(node.target.elts) == 2
+                        and isinstance(node.target.elts[1], ast.Name)
+                    ):
                         loop_vars.add(node.target.elts[1].id)
                 elif isinstance(it, ast.Name) and it.id == p:
                     kinds.append("a collection of items")
@@ -292,7 +297,12 @@ class Analysis:
                 m = node.func.attr
                 if m in ("get", "items", "keys", "values", "update"):
                     kinds.append("a dictionary")
-                    if m == "get" and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                    if (
+                        m == "get"
+                        and node.args
+                        and isinstance(node.args[0], ast.Constant)
+                        and isinstance(node.args[0].value, str)
+                    ):
                         add_unique(entries, speaker.literal(node.args[0].value))
                 elif m in ("append", "extend", "sort", "index", "pop"):
                     kinds.append("a list")
@@ -305,7 +315,11 @@ class Analysis:
                         if isinstance(s, ast.Constant) and isinstance(s.value, str):
                             kinds.append("text")
                             add_unique(options, speaker.literal(s.value))
-                        elif isinstance(s, ast.Constant) and isinstance(s.value, (int, float)) and not isinstance(s.value, bool):
+                        elif (
+                            isinstance(s, ast.Constant)
+                            and isinstance(s.value, (int, float))
+                            and not isinstance(s.value, bool)
+                        ):
                             kinds.append("a number")
                         elif isinstance(s, (ast.List, ast.Tuple, ast.Set)):
                             for elt in s.elts:
@@ -357,7 +371,11 @@ class Analysis:
         """Rounding anywhere in the function, except where the result's own facts say it."""
         for node in ast.walk(fn):
             if isinstance(node, ast.Call) and node not in covered:
-                fname = node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else ""
+                fname = (
+                    node.func.id
+                    if isinstance(node.func, ast.Name)
+                    else node.func.attr if isinstance(node.func, ast.Attribute) else ""
+                )
                 if fname in ("round", "floor", "ceil") and node.args:
                     text = speaker.expr(node)
                     inner = speaker.expr(node.args[0])
@@ -366,7 +384,8 @@ class Analysis:
                     if isinstance(node.args[0], ast.BinOp):
                         inner = f"({inner})"
                     self.add(f"{inner} is{text[len(speaker.expr(node.args[0])):]}{where}", [node], TOPIC_ROUND,
-                             priority=8 + boost, subject=[n.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Name)][:1])
+                             priority=8 + boost,
+                             subject=[n.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Name)][:1])
             elif isinstance(node, ast.FormattedValue):
                 spec = format_spec_words(node.format_spec)
                 if "decimal" in spec:
@@ -407,8 +426,9 @@ class Analysis:
             assigned = [n for n in walk_function(fn) if isinstance(n, ast.Assign)
                         and any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)]
             first = assigned[0].value if assigned else None
-            if isinstance(first, (ast.Dict, ast.Call)) and (isinstance(first, ast.Dict) or
-                                                           (isinstance(first.func, ast.Name) and first.func.id == "dict")):
+            if isinstance(first, (ast.Dict, ast.Call)) and (
+                isinstance(first, ast.Dict) or (isinstance(first.func, ast.Name) and first.func.id == "dict")
+            ):
                 keys = []
                 if isinstance(first, ast.Dict):
                     for k, v in zip(first.keys, first.values):
@@ -418,7 +438,11 @@ class Analysis:
                 for n in walk_function(fn):
                     if isinstance(n, ast.Assign):
                         for t in n.targets:
-                            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == value.id:
+                            if (
+                                isinstance(t, ast.Subscript)
+                                and isinstance(t.value, ast.Name)
+                                and t.value.id == value.id
+                            ):
                                 if isinstance(t.slice, ast.Constant):
                                     key = speaker.literal(t.slice.value)
                                     if key not in keys:
@@ -487,11 +511,13 @@ class Analysis:
             self.if_chain(stmt, speaker, path, loop, boost, early, where)
         elif isinstance(stmt, (ast.For, ast.AsyncFor)):
             target = speaker.bare(stmt.target)
-            self.add(f"{prefix}it goes through each {target} in {speaker.expr(stmt.iter)}{where}", [stmt.target, stmt.iter],
+            self.add(f"{prefix}it goes through each {target} in {speaker.expr(stmt.iter)}{where}",
+                     [stmt.target, stmt.iter],
                      TOPIC_LOOP, priority=3 + boost)
             self.block(stmt.body, speaker, path, target, boost, where=where)
         elif isinstance(stmt, ast.While):
-            self.add(f"{prefix}it repeats while {speaker.cond(stmt.test)}{where}", [stmt.test], TOPIC_LOOP, priority=3 + boost)
+            self.add(f"{prefix}it repeats while {speaker.cond(stmt.test)}{where}", [stmt.test], TOPIC_LOOP,
+                     priority=3 + boost)
             self.block(stmt.body, speaker, path, loop, boost, where=where)
         elif isinstance(stmt, (ast.Try,)) or type(stmt).__name__ == "TryStar":
             self.block(stmt.body, speaker, path, loop, boost, where=where)
@@ -505,7 +531,9 @@ class Analysis:
             self.block(stmt.body, speaker, path, loop, boost, where=where)
         elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and not path:
             value = stmt.value
-            if value is None or (isinstance(value, (ast.List, ast.Dict)) and not getattr(value, "elts", getattr(value, "keys", None))):
+            if value is None or (
+                isinstance(value, (ast.List, ast.Dict)) and not getattr(value, "elts", getattr(value, "keys", None))
+            ):
                 return  # an empty container being set up; the result format covers it
             clause = self.clause(stmt, speaker)
             if not clause:
@@ -605,7 +633,11 @@ class Analysis:
 
     def clause(self, stmt, speaker: Speaker) -> str:
         if isinstance(stmt, ast.Return):
-            return "the result is None" if stmt.value is None else f"the result is {self._short_result(stmt.value, speaker)}"
+            return (
+                "the result is None"
+                if stmt.value is None
+                else f"the result is {self._short_result(stmt.value, speaker)}"
+            )
         if isinstance(stmt, ast.Assign):
             targets = join_words([speaker.expr(t) for t in stmt.targets])
             return f"{targets} is set to {speaker.expr(stmt.value)}"
@@ -627,7 +659,9 @@ class Analysis:
                 return "the error is passed on"
             exc = stmt.exc
             name = exc.func if isinstance(exc, ast.Call) else exc
-            name_text = name.id if isinstance(name, ast.Name) else name.attr if isinstance(name, ast.Attribute) else "an error"
+            name_text = (
+                name.id if isinstance(name, ast.Name) else name.attr if isinstance(name, ast.Attribute) else "an error"
+            )
             message = ""
             if isinstance(exc, ast.Call) and exc.args:
                 arg = exc.args[0]
@@ -680,7 +714,11 @@ def changed_names(stmts) -> list[str]:
             targets = stmt.targets
         elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
             targets = [stmt.target]
-        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute):
+        elif (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Attribute)
+        ):
             targets = [stmt.value.func.value]
         for t in targets:
             while isinstance(t, (ast.Subscript, ast.Attribute)):

@@ -293,7 +293,8 @@ def compare(ref: dict, agent: dict) -> list[Point]:
         if not colours_differ(c.get("background"), section_bg):
             continue
         if mine and colours_differ(c.get("background"), mine.get("background")):
-            points.append(Point(5, c["box"][1], f"The {_quote(c['text'], 30)} {'button' if c['tag'] != 'a' else 'link'} "
+            points.append(Point(5, c["box"][1],
+                                f"The {_quote(c['text'], 30)} {'button' if c['tag'] != 'a' else 'link'} "
                                                 f"should be {colour_name(c['background'])}, "
                                                 f"not {colour_name(mine['background'])}."))
 
@@ -380,5 +381,10 @@ class FrontendBuiltinSimulator(Simulator):
                 # The page has not changed where it matters: a person moves on to what they have not said yet,
                 # or says that it still stands, rather than sending the same message again.
                 unsaid = [p for p in points if p.text not in said]
-                text = compose(unsaid) if unsaid else "That is still as I described: " + text[len("A few things are different from what I have in mind. "):]
+                text = (
+                    compose(unsaid)
+                    if unsaid
+                    else "That is still as I described: "
+                    + text[len("A few things are different from what I have in mind. ") :]
+                )
         return SimReply(text=text[:REPLY_BUDGET + 40], latency_s=time.monotonic() - start)

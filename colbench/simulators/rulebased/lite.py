@@ -155,7 +155,9 @@ def _asking_sentences(message: str) -> list[str]:
         for sentence in sentences:
             if _asks(sentence):
                 asking.append(sentence)
-            if sentence.rstrip().endswith(":") and (_asks(sentence) or _LIST_ASKS & set(_WORD.findall(sentence.lower()))):
+            if sentence.rstrip().endswith(":") and (
+                _asks(sentence) or _LIST_ASKS & set(_WORD.findall(sentence.lower()))
+            ):
                 in_list = True
     return asking
 

@@ -12,7 +12,8 @@ hidden values and differently worded descriptions, all deterministic.
   :func:`facts_of`: the :data:`LITE_MARKER` line, then one line per hidden fact::
 
       Hidden details the person knows (backend-lite):
-      - The sales tax rate is 8 percent. [asked as: What sales tax rate should I apply? | keywords: tax, vat, rate | name: tax_rate]
+      - The sales tax rate is 8 percent. [asked as: What sales tax rate should I apply? | keywords: tax, \
+vat, rate | name: tax_rate]
 
 - ``naive_solution`` is the reference with each hidden parameter set to its plausible guess.
 - ``test_cases`` are 10 calls chosen from the template's candidates (by running the code
@@ -263,7 +264,11 @@ def _choose_tests(template: Template, runner: _Runner, keys: dict, where: str) -
     chosen: list[int] = []
     left = dict(needs)
     while any(left.values()) and len(chosen) < TESTS:
-        best = max((i for i in usable if i not in chosen), key=lambda i: (sum(1 for n in covers[i] if left[n] > 0), -i), default=None)
+        best = max(
+            (i for i in usable if i not in chosen),
+            key=lambda i: (sum(1 for n in covers[i] if left[n] > 0), -i),
+            default=None
+        )
         if best is None or not any(left[n] > 0 for n in covers[best]):
             break
         chosen.append(best)
@@ -271,7 +276,9 @@ def _choose_tests(template: Template, runner: _Runner, keys: dict, where: str) -
             left[need] = max(0, left[need] - 1)
     unmet = [need for need, count in left.items() if count > 0]
     if unmet:
-        raise RuntimeError(f"backend-lite {where}: no {TESTS} tests make every hidden parameter matter; unmet: {unmet[:4]}")
+        raise RuntimeError(
+            f"backend-lite {where}: no {TESTS} tests make every hidden parameter matter; unmet: {unmet[:4]}"
+        )
     for i in usable:
         if len(chosen) >= TESTS:
             break

@@ -10,9 +10,18 @@ TEMPLATES = (
         domain="health",
         params="weight_kg, exercise_minutes",
         requests=(
-            "My doctor gave me a rule for how much water to drink a day, based on my weight plus extra when I exercise; please write a function that gives the millilitres.",
-            "I want a function that tells me my daily water target in millilitres from my body weight and the minutes I exercised, following my own rule.",
-            "Please write a function for how much water I should drink in a day: an amount per kilo of body weight, plus some extra for exercise.",
+            (
+                "My doctor gave me a rule for how much water to drink a day, based on my weight plus extra when I"
+                " exercise; please write a function that gives the millilitres."
+            ),
+            (
+                "I want a function that tells me my daily water target in millilitres from my body weight and the"
+                " minutes I exercised, following my own rule."
+            ),
+            (
+                "Please write a function for how much water I should drink in a day: an amount per kilo of body"
+                " weight, plus some extra for exercise."
+            ),
         ),
         hidden=(
             Param(
@@ -22,7 +31,8 @@ TEMPLATES = (
             ),
             Param(
                 "extra_ml", (250, 300, 400, 500, 600), 350,
-                "I add {v} millilitres for every full half hour of exercise.", "How much extra water do you drink when you exercise?",
+                "I add {v} millilitres for every full half hour of exercise.",
+                "How much extra water do you drink when you exercise?",
                 ("exercise", "extra", "workout", "sport", "training", "active", "activity"),
             ),
         ),
@@ -40,9 +50,18 @@ TEMPLATES = (
         domain="health",
         params="age, intensity",
         requests=(
-            "For my training I want a function that gives my target heart rate for an intensity in percent, using my resting pulse and the maximum heart rate formula my coach uses.",
-            "Please write a function that turns an age and a training intensity in percent into a target heart rate, the way my coach computes it from the maximum and my resting pulse.",
-            "I need my target pulse for a workout intensity, computed from my age with my coach's method, which uses my resting heart rate.",
+            (
+                "For my training I want a function that gives my target heart rate for an intensity in percent, using"
+                " my resting pulse and the maximum heart rate formula my coach uses."
+            ),
+            (
+                "Please write a function that turns an age and a training intensity in percent into a target heart"
+                " rate, the way my coach computes it from the maximum and my resting pulse."
+            ),
+            (
+                "I need my target pulse for a workout intensity, computed from my age with my coach's method, which"
+                " uses my resting heart rate."
+            ),
         ),
         hidden=(
             Param(
@@ -75,9 +94,18 @@ TEMPLATES = (
         domain="health",
         params="minutes, weight_kg",
         requests=(
-            "I log my walks and want a function for the calories a walk burns from its length in minutes and my weight, leaving out my warm-up and using the effort value my tracker uses.",
-            "Please write a function that estimates the calories I burn walking, from minutes and body weight, with my activity's effort level and not counting the warm-up.",
-            "I need the calories burned on my daily walk, from how long it was and my weight; I don't count the warm-up.",
+            (
+                "I log my walks and want a function for the calories a walk burns from its length in minutes and my"
+                " weight, leaving out my warm-up and using the effort value my tracker uses."
+            ),
+            (
+                "Please write a function that estimates the calories I burn walking, from minutes and body weight,"
+                " with my activity's effort level and not counting the warm-up."
+            ),
+            (
+                "I need the calories burned on my daily walk, from how long it was and my weight; I don't count the"
+                " warm-up."
+            ),
         ),
         hidden=(
             Param(
@@ -104,9 +132,18 @@ TEMPLATES = (
         domain="health",
         params="nights",
         requests=(
-            "I track how many hours I sleep each night and want a function that tells me my sleep debt over my recent nights, compared with the sleep I need.",
-            "Please write a function that takes a list of nightly sleep hours and returns how many hours I'm short over the nights I look back on.",
-            "I need a function for my sleep debt: the hours I slept less than my target, summed over recent nights in a list.",
+            (
+                "I track how many hours I sleep each night and want a function that tells me my sleep debt over my"
+                " recent nights, compared with the sleep I need."
+            ),
+            (
+                "Please write a function that takes a list of nightly sleep hours and returns how many hours I'm short"
+                " over the nights I look back on."
+            ),
+            (
+                "I need a function for my sleep debt: the hours I slept less than my target, summed over recent nights"
+                " in a list."
+            ),
         ),
         hidden=(
             Param(
@@ -146,14 +183,21 @@ TEMPLATES = (
         domain="travel",
         params="distance_km",
         requests=(
-            "Before a road trip I want a function that tells me what the fuel for a distance in kilometres costs, with my car's consumption and the fuel price I pay.",
+            (
+                "Before a road trip I want a function that tells me what the fuel for a distance in kilometres costs,"
+                " with my car's consumption and the fuel price I pay."
+            ),
             "Please write a function that gives the fuel cost of driving a number of kilometres in my car.",
-            "I'd like to know how much a drive costs me in fuel, given the kilometres, my car's fuel use and the price at my station.",
+            (
+                "I'd like to know how much a drive costs me in fuel, given the kilometres, my car's fuel use and the"
+                " price at my station."
+            ),
         ),
         hidden=(
             Param(
                 "consumption", (4.5, 5.5, 6.2, 7.8, 9.5), 7,
-                "My car uses {v} litres per hundred kilometres.", "How much fuel does your car use per hundred kilometres?",
+                "My car uses {v} litres per hundred kilometres.",
+                "How much fuel does your car use per hundred kilometres?",
                 ("consumption", "economy", "mileage", "efficiency", "hundred", "car"),
             ),
             Param(
@@ -174,8 +218,14 @@ TEMPLATES = (
         domain="travel",
         params="distance_km",
         requests=(
-            "I plan long drives and want a function that gives the total minutes a trip takes, from the distance, at my usual average speed and with my regular breaks.",
-            "Please write a function that estimates how many minutes a drive of some kilometres takes me, breaks included.",
+            (
+                "I plan long drives and want a function that gives the total minutes a trip takes, from the distance,"
+                " at my usual average speed and with my regular breaks."
+            ),
+            (
+                "Please write a function that estimates how many minutes a drive of some kilometres takes me, breaks"
+                " included."
+            ),
             "I need the travel time in minutes for a road trip of a given distance, counting the stops I always make.",
         ),
         hidden=(
@@ -203,9 +253,18 @@ TEMPLATES = (
         domain="travel",
         params="weight_kg",
         requests=(
-            "The airline I always fly charges for a suitcase over its weight allowance; please write a function that gives the fee for a bag's weight.",
-            "I want a function that tells me what I pay for overweight luggage on my usual airline, from the bag's weight in kilos.",
-            "My airline has a free weight allowance and charges for every started kilo above it; write me a function for the baggage fee.",
+            (
+                "The airline I always fly charges for a suitcase over its weight allowance; please write a function"
+                " that gives the fee for a bag's weight."
+            ),
+            (
+                "I want a function that tells me what I pay for overweight luggage on my usual airline, from the bag's"
+                " weight in kilos."
+            ),
+            (
+                "My airline has a free weight allowance and charges for every started kilo above it; write me a"
+                " function for the baggage fee."
+            ),
         ),
         hidden=(
             Param(
@@ -233,9 +292,18 @@ TEMPLATES = (
         domain="travel",
         params="nightly_rate, nights, guests",
         requests=(
-            "I book holiday rentals and want a function for the full price of a stay: the nightly rate, the city's tourist tax per guest and night, and the cleaning fee.",
-            "Please write a function that gives what a stay costs at my favourite rental, with the local tourist tax and the one-off cleaning charge.",
-            "I need the total cost of a stay from the nightly rate, the number of nights and the number of guests, tourist tax and cleaning included.",
+            (
+                "I book holiday rentals and want a function for the full price of a stay: the nightly rate, the city's"
+                " tourist tax per guest and night, and the cleaning fee."
+            ),
+            (
+                "Please write a function that gives what a stay costs at my favourite rental, with the local tourist"
+                " tax and the one-off cleaning charge."
+            ),
+            (
+                "I need the total cost of a stay from the nightly rate, the number of nights and the number of guests,"
+                " tourist tax and cleaning included."
+            ),
         ),
         hidden=(
             Param(
@@ -262,9 +330,18 @@ TEMPLATES = (
         domain="travel",
         params="minutes",
         requests=(
-            "I manage a small car park and need a function that gives the fee for a stay in minutes: a short stay is free, then every started hour costs the same, up to a daily cap.",
-            "Please write a function for my car park's parking charge from the minutes parked, with the free period, the hourly price and the daily maximum.",
-            "Write me a function that returns what a driver pays in my car park for a number of minutes, given my free minutes, hourly price and cap.",
+            (
+                "I manage a small car park and need a function that gives the fee for a stay in minutes: a short stay"
+                " is free, then every started hour costs the same, up to a daily cap."
+            ),
+            (
+                "Please write a function for my car park's parking charge from the minutes parked, with the free"
+                " period, the hourly price and the daily maximum."
+            ),
+            (
+                "Write me a function that returns what a driver pays in my car park for a number of minutes, given my"
+                " free minutes, hourly price and cap."
+            ),
         ),
         hidden=(
             Param(
@@ -300,8 +377,14 @@ TEMPLATES = (
         domain="cooking",
         params="grams, servings",
         requests=(
-            "My recipe book gives every amount for a fixed number of servings; I want a function that scales an amount in grams to the servings I'm cooking for, rounded like my kitchen scale.",
-            "Please write a function that converts a recipe amount in grams to a different number of servings, rounded the way I weigh things.",
+            (
+                "My recipe book gives every amount for a fixed number of servings; I want a function that scales an"
+                " amount in grams to the servings I'm cooking for, rounded like my kitchen scale."
+            ),
+            (
+                "Please write a function that converts a recipe amount in grams to a different number of servings,"
+                " rounded the way I weigh things."
+            ),
             "I need to scale ingredient weights from my recipes to the number of people I'm cooking for.",
         ),
         hidden=(
@@ -330,19 +413,30 @@ TEMPLATES = (
         domain="cooking",
         params="fahrenheit",
         requests=(
-            "My old recipes give oven temperatures in Fahrenheit, but I have a fan oven in Celsius; write a function that gives the dial setting I should use.",
-            "Please write a function that turns a recipe's Fahrenheit temperature into the Celsius setting for my fan oven, which runs hotter, rounded to what my dial allows.",
-            "I need a function that converts Fahrenheit oven temperatures for my fan oven in Celsius, lowered as I do for fan ovens and rounded to my dial's steps.",
+            (
+                "My old recipes give oven temperatures in Fahrenheit, but I have a fan oven in Celsius; write a"
+                " function that gives the dial setting I should use."
+            ),
+            (
+                "Please write a function that turns a recipe's Fahrenheit temperature into the Celsius setting for my"
+                " fan oven, which runs hotter, rounded to what my dial allows."
+            ),
+            (
+                "I need a function that converts Fahrenheit oven temperatures for my fan oven in Celsius, lowered as I"
+                " do for fan ovens and rounded to my dial's steps."
+            ),
         ),
         hidden=(
             Param(
                 "reduction", (10, 15, 25, 30, 35), 20,
-                "For the fan I lower the temperature by {v} degrees Celsius.", "How much lower should the fan oven be set?",
+                "For the fan I lower the temperature by {v} degrees Celsius.",
+                "How much lower should the fan oven be set?",
                 ("fan", "lower", "reduce", "reduction", "subtract", "hotter"),
             ),
             Param(
                 "step", (2, 5, 10, 15, 25), 1,
-                "My oven dial goes in steps of {v} degrees, so I round to the nearest step.", "What steps does your oven dial have?",
+                "My oven dial goes in steps of {v} degrees, so I round to the nearest step.",
+                "What steps does your oven dial have?",
                 ("dial", "step", "round", "nearest", "increment", "knob"),
             ),
         ),
@@ -359,9 +453,18 @@ TEMPLATES = (
         domain="cooking",
         params="cups, ingredient",
         requests=(
-            "American recipes measure flour and sugar in cups, but I weigh everything; write a function that gives the grams for a number of cups of flour or sugar, by how my cups weigh out.",
-            "Please write a function that converts cups of flour or sugar into grams, rounded to whole grams, using the weights I measured.",
-            "I need a function that turns an amount in cups into grams for either flour or sugar, the way I weigh them.",
+            (
+                "American recipes measure flour and sugar in cups, but I weigh everything; write a function that gives"
+                " the grams for a number of cups of flour or sugar, by how my cups weigh out."
+            ),
+            (
+                "Please write a function that converts cups of flour or sugar into grams, rounded to whole grams,"
+                " using the weights I measured."
+            ),
+            (
+                "I need a function that turns an amount in cups into grams for either flour or sugar, the way I weigh"
+                " them."
+            ),
         ),
         hidden=(
             Param(
@@ -391,8 +494,14 @@ TEMPLATES = (
         domain="cooking",
         params="weight_kg",
         requests=(
-            "I roast a lot of meat and want a function that gives the cooking time in minutes from the joint's weight, using my rule of so many minutes per kilo plus a fixed extra.",
-            "Please write a function for how long to roast a joint, in whole minutes, from its weight in kilos and my usual rule.",
+            (
+                "I roast a lot of meat and want a function that gives the cooking time in minutes from the joint's"
+                " weight, using my rule of so many minutes per kilo plus a fixed extra."
+            ),
+            (
+                "Please write a function for how long to roast a joint, in whole minutes, from its weight in kilos and"
+                " my usual rule."
+            ),
             "I need the roasting time for a piece of meat by weight: time per kilo, plus some extra time at the start.",
         ),
         hidden=(
@@ -420,8 +529,14 @@ TEMPLATES = (
         domain="home",
         params="area_m2",
         requests=(
-            "I'm repainting my flat and want a function that tells me how many tins of paint to buy for a wall area in square metres, with my paint's coverage and the coats I apply.",
-            "Please write a function that gives the number of paint tins I need for an area, given how far my paint goes, how many coats I do and the tin size.",
+            (
+                "I'm repainting my flat and want a function that tells me how many tins of paint to buy for a wall"
+                " area in square metres, with my paint's coverage and the coats I apply."
+            ),
+            (
+                "Please write a function that gives the number of paint tins I need for an area, given how far my"
+                " paint goes, how many coats I do and the tin size."
+            ),
             "I need to know how many tins of my usual paint a wall area takes, counting all the coats.",
         ),
         hidden=(
@@ -456,14 +571,24 @@ TEMPLATES = (
         domain="home",
         params="weight_kg, active",
         requests=(
-            "My vet told me how much to feed my dogs per kilo of body weight, with more for active days; please write a function for the daily grams.",
-            "I want a function that gives the grams of food a dog gets per day from its weight, with the extra I give on active days.",
-            "Please write a function for my dog-walking business: the daily food portion in grams from a dog's weight, more if it was an active day.",
+            (
+                "My vet told me how much to feed my dogs per kilo of body weight, with more for active days; please"
+                " write a function for the daily grams."
+            ),
+            (
+                "I want a function that gives the grams of food a dog gets per day from its weight, with the extra I"
+                " give on active days."
+            ),
+            (
+                "Please write a function for my dog-walking business: the daily food portion in grams from a dog's"
+                " weight, more if it was an active day."
+            ),
         ),
         hidden=(
             Param(
                 "grams_per_kg", (15, 20, 30, 35, 40), 25,
-                "A dog gets {v} grams of food per kilo of body weight.", "How many grams of food per kilo of body weight?",
+                "A dog gets {v} grams of food per kilo of body weight.",
+                "How many grams of food per kilo of body weight?",
                 ("kilo", "kg", "weight", "body", "base"),
             ),
             Param(
@@ -488,9 +613,18 @@ TEMPLATES = (
         domain="home",
         params="length_m, width_m",
         requests=(
-            "I'm tiling floors and want a function that tells me how many tiles to buy for a room, with my tile size and a margin for breakage.",
-            "Please write a function that gives the number of square tiles needed for a rectangular floor, including the spare tiles I always add.",
-            "I need to know how many of my tiles a floor of a given length and width takes, with extra for cuts and breakage.",
+            (
+                "I'm tiling floors and want a function that tells me how many tiles to buy for a room, with my tile"
+                " size and a margin for breakage."
+            ),
+            (
+                "Please write a function that gives the number of square tiles needed for a rectangular floor,"
+                " including the spare tiles I always add."
+            ),
+            (
+                "I need to know how many of my tiles a floor of a given length and width takes, with extra for cuts"
+                " and breakage."
+            ),
         ),
         hidden=(
             Param(
@@ -511,7 +645,8 @@ TEMPLATES = (
             "    return math.ceil(count * (1 + <waste_percent> / 100))"
         ),
         calls=("3, 4", "2.5, 3.1", "5, 5", "1.7, 2.2", "4.4, 3.6", "6, 2.75", "3.3, 3.3", "2, 7.5", "8, 4.25",
-               "1.2, 1.9", "10, 3.5", "2.9, 4.1", "7.3, 5.2", "3.8, 2.6", "2.3, 3.7", "4.9, 6.1", "1.3, 5.9", "6.7, 3.9",
+               "1.2, 1.9", "10, 3.5", "2.9, 4.1", "7.3, 5.2", "3.8, 2.6", "2.3, 3.7", "4.9, 6.1", "1.3, 5.9",
+               "6.7, 3.9",
                "3.1, 2.9", "5.3, 4.7"),
     ),
 )

@@ -9,9 +9,18 @@ TEMPLATES = (
         domain="money",
         params="price, quantity",
         requests=(
-            "I sell crafts at a weekend market and need the amount a customer pays for several units of a single item, with sales tax added and the total rounded the way I do it.",
-            "Please write a function that gives the price of several units of an item including my local sales tax, rounded my way.",
-            "I want to know what a customer owes for a quantity of a product once sales tax is added, rounded as I like.",
+            (
+                "I sell crafts at a weekend market and need the amount a customer pays for several units of a single"
+                " item, with sales tax added and the total rounded the way I do it."
+            ),
+            (
+                "Please write a function that gives the price of several units of an item including my local sales"
+                " tax, rounded my way."
+            ),
+            (
+                "I want to know what a customer owes for a quantity of a product once sales tax is added, rounded as I"
+                " like."
+            ),
         ),
         hidden=(
             Param(
@@ -34,9 +43,18 @@ TEMPLATES = (
         domain="money",
         params="total, people",
         requests=(
-            "I always settle the bill when I eat out with friends, so I need each person's share with our usual tip added, rounded the way our group does it.",
-            "Write me a function that splits a restaurant bill evenly between people after adding the tip we always leave, rounding each share our way.",
-            "Our group splits every dinner bill equally, tip included, and rounds each share in a particular way; I'd like a function for that.",
+            (
+                "I always settle the bill when I eat out with friends, so I need each person's share with our usual"
+                " tip added, rounded the way our group does it."
+            ),
+            (
+                "Write me a function that splits a restaurant bill evenly between people after adding the tip we"
+                " always leave, rounding each share our way."
+            ),
+            (
+                "Our group splits every dinner bill equally, tip included, and rounds each share in a particular way;"
+                " I'd like a function for that."
+            ),
         ),
         hidden=(
             Param(
@@ -70,9 +88,18 @@ TEMPLATES = (
         domain="money",
         params="deposit, years",
         requests=(
-            "I put a lump sum in my savings account and want to know the balance after some years, with interest at my bank's rate and added as often as my bank does it.",
-            "Please write a function for the balance of my savings account after a number of years: my bank pays a fixed interest rate and compounds it on its own schedule.",
-            "I'd like to see how a deposit grows in my savings account over the years, with my bank's interest rate and compounding.",
+            (
+                "I put a lump sum in my savings account and want to know the balance after some years, with interest"
+                " at my bank's rate and added as often as my bank does it."
+            ),
+            (
+                "Please write a function for the balance of my savings account after a number of years: my bank pays a"
+                " fixed interest rate and compounds it on its own schedule."
+            ),
+            (
+                "I'd like to see how a deposit grows in my savings account over the years, with my bank's interest"
+                " rate and compounding."
+            ),
         ),
         hidden=(
             Param(
@@ -83,7 +110,8 @@ TEMPLATES = (
             Param(
                 "compounding", ("monthly", "quarterly", "twice a year"), "yearly",
                 "Interest is added {v}.", "How often is the interest compounded?",
-                ("compound", "often", "frequency", "frequently", "interest", "monthly", "quarterly", "yearly", "period"),
+                ("compound", "often", "frequency", "frequently", "interest", "monthly", "quarterly", "yearly",
+                 "period"),
                 code={"monthly": "12", "quarterly": "4", "twice a year": "2", "yearly": "1"},
                 say={"monthly": "every month", "quarterly": "every quarter", "twice a year": "twice a year",
                      "yearly": "once a year"},
@@ -103,9 +131,18 @@ TEMPLATES = (
         domain="money",
         params="amount",
         requests=(
-            "Before a trip I change money at my bank, and I want a function that tells me how much local currency I get for an amount, at my bank's exchange rate and after its fee.",
-            "Please write a function that converts an amount of my money into the currency of the country I'm visiting, using the rate my bank gives me and taking off the bank's fee.",
-            "I need to know how much foreign cash I end up with for a given amount once my bank converts it and keeps its fee.",
+            (
+                "Before a trip I change money at my bank, and I want a function that tells me how much local currency"
+                " I get for an amount, at my bank's exchange rate and after its fee."
+            ),
+            (
+                "Please write a function that converts an amount of my money into the currency of the country I'm"
+                " visiting, using the rate my bank gives me and taking off the bank's fee."
+            ),
+            (
+                "I need to know how much foreign cash I end up with for a given amount once my bank converts it and"
+                " keeps its fee."
+            ),
         ),
         hidden=(
             Param(
@@ -132,9 +169,18 @@ TEMPLATES = (
         domain="work",
         params="hours",
         requests=(
-            "I'm a freelancer and need a function that works out what to bill a client for some hours of work, at my hourly rate and with my minimum charge.",
-            "Write me a function for my invoices: given the hours I worked for a client, return the amount due at my rate, remembering that I always bill at least a minimum number of hours.",
-            "I bill my clients by the hour but never below a minimum; I want a function that gives the invoice amount for the hours worked.",
+            (
+                "I'm a freelancer and need a function that works out what to bill a client for some hours of work, at"
+                " my hourly rate and with my minimum charge."
+            ),
+            (
+                "Write me a function for my invoices: given the hours I worked for a client, return the amount due at"
+                " my rate, remembering that I always bill at least a minimum number of hours."
+            ),
+            (
+                "I bill my clients by the hour but never below a minimum; I want a function that gives the invoice"
+                " amount for the hours worked."
+            ),
         ),
         hidden=(
             Param(
@@ -160,14 +206,21 @@ TEMPLATES = (
         domain="work",
         params="hours_worked, hourly_wage",
         requests=(
-            "I run a small shop and want a function for an employee's weekly pay: hours beyond the normal week are overtime and paid extra.",
-            "Please write a function that gives my workers' pay for the week from their hours and hourly wage, with overtime paid at a higher rate past the regular hours.",
+            (
+                "I run a small shop and want a function for an employee's weekly pay: hours beyond the normal week are"
+                " overtime and paid extra."
+            ),
+            (
+                "Please write a function that gives my workers' pay for the week from their hours and hourly wage,"
+                " with overtime paid at a higher rate past the regular hours."
+            ),
             "I need my staff's weekly wages computed, including overtime pay for the hours over a normal week.",
         ),
         hidden=(
             Param(
                 "regular_hours", (35, 36, 37.5, 38, 39), 40,
-                "A normal week is {v} hours; anything over that is overtime.", "How many hours are in a normal week before overtime starts?",
+                "A normal week is {v} hours; anything over that is overtime.",
+                "How many hours are in a normal week before overtime starts?",
                 ("regular", "normal", "standard", "week", "start", "threshold", "limit"),
             ),
             Param(
@@ -190,9 +243,18 @@ TEMPLATES = (
         domain="shopping",
         params="price",
         requests=(
-            "In my shop, orders above a certain amount get a discount; please write a function that gives the price a customer pays.",
-            "I want a function that applies my store's discount to a price, but only when the price reaches my threshold.",
-            "Big purchases in my store get a percentage off; I need the final price for a given price, rounded to cents.",
+            (
+                "In my shop, orders above a certain amount get a discount; please write a function that gives the"
+                " price a customer pays."
+            ),
+            (
+                "I want a function that applies my store's discount to a price, but only when the price reaches my"
+                " threshold."
+            ),
+            (
+                "Big purchases in my store get a percentage off; I need the final price for a given price, rounded to"
+                " cents."
+            ),
         ),
         hidden=(
             Param(
@@ -202,7 +264,8 @@ TEMPLATES = (
             ),
             Param(
                 "threshold", (40, 50, 75, 120, 150, 200), 100,
-                "The discount applies when the price is {v} or more.", "What is the minimum price to qualify for the discount?",
+                "The discount applies when the price is {v} or more.",
+                "What is the minimum price to qualify for the discount?",
                 ("threshold", "minimum", "above", "least", "over", "qualify", "apply", "start", "discount"),
             ),
         ),
@@ -220,9 +283,18 @@ TEMPLATES = (
         domain="shopping",
         params="order_total",
         requests=(
-            "My online shop charges a flat shipping fee, but shipping is free for bigger orders; write a function that gives the shipping cost of an order.",
-            "I need a function for my web store's shipping charge: a fixed fee, waived once the order reaches a certain total.",
-            "Please give me a function that returns what a customer pays for shipping on an order, since large orders ship free.",
+            (
+                "My online shop charges a flat shipping fee, but shipping is free for bigger orders; write a function"
+                " that gives the shipping cost of an order."
+            ),
+            (
+                "I need a function for my web store's shipping charge: a fixed fee, waived once the order reaches a"
+                " certain total."
+            ),
+            (
+                "Please give me a function that returns what a customer pays for shipping on an order, since large"
+                " orders ship free."
+            ),
         ),
         hidden=(
             Param(
@@ -250,9 +322,15 @@ TEMPLATES = (
         domain="shopping",
         params="amount_spent, is_member",
         requests=(
-            "My café has a loyalty scheme: customers earn points for each whole unit they spend, and club members earn more; I need a function for the points of a purchase.",
+            (
+                "My café has a loyalty scheme: customers earn points for each whole unit they spend, and club members"
+                " earn more; I need a function for the points of a purchase."
+            ),
             "Please write a function that gives the loyalty points a purchase earns, with the bonus our members get.",
-            "Customers collect points on every purchase in my bookshop, and members collect extra; write a function for the points earned.",
+            (
+                "Customers collect points on every purchase in my bookshop, and members collect extra; write a"
+                " function for the points earned."
+            ),
         ),
         hidden=(
             Param(
@@ -282,9 +360,18 @@ TEMPLATES = (
         domain="shopping",
         params="unit_price, quantity",
         requests=(
-            "My wholesale shop gives a discount when someone buys enough units of an item; I need a function that gives the total price for a quantity.",
-            "Please write a function for the total cost of an order of one product, with my bulk discount for large quantities.",
-            "Customers who buy many units at once get money off in my store; write a function that returns the order total.",
+            (
+                "My wholesale shop gives a discount when someone buys enough units of an item; I need a function that"
+                " gives the total price for a quantity."
+            ),
+            (
+                "Please write a function for the total cost of an order of one product, with my bulk discount for"
+                " large quantities."
+            ),
+            (
+                "Customers who buy many units at once get money off in my store; write a function that returns the"
+                " order total."
+            ),
         ),
         hidden=(
             Param(
@@ -305,7 +392,8 @@ TEMPLATES = (
             "        total = total * (1 - <bulk_discount> / 100)\n"
             "    return round(total, 2)"
         ),
-        calls=("2.5, 4", "2.5, 5", "3.2, 5", "7, 5", "3, 6", "4.1, 6", "1.99, 7", "4, 8", "3.3, 8", "12.5, 9", "0.8, 10",
+        calls=("2.5, 4", "2.5, 5", "3.2, 5", "7, 5", "3, 6", "4.1, 6", "1.99, 7", "4, 8", "3.3, 8", "12.5, 9",
+               "0.8, 10",
                "6, 11", "2.25, 12", "1.7, 12", "9.99, 15", "1.1, 19", "3.5, 20", "2.6, 20", "5, 25", "0.45, 100"),
     ),
 )

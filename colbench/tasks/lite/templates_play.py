@@ -19,9 +19,18 @@ TEMPLATES = (
         domain="sports",
         params="goals, assists, cards",
         requests=(
-            "In our office fantasy football league a player scores points for goals and assists and loses points for cards; please write a function for a player's points.",
-            "Please write a function that gives a player's fantasy points for a match from goals, assists and cards, under our league's scoring rules.",
-            "I run a fantasy league with friends and need the points a player earns in a game: goals and assists add points, cards take some away.",
+            (
+                "In our office fantasy football league a player scores points for goals and assists and loses points"
+                " for cards; please write a function for a player's points."
+            ),
+            (
+                "Please write a function that gives a player's fantasy points for a match from goals, assists and"
+                " cards, under our league's scoring rules."
+            ),
+            (
+                "I run a fantasy league with friends and need the points a player earns in a game: goals and assists"
+                " add points, cards take some away."
+            ),
         ),
         hidden=(
             Param(
@@ -53,9 +62,18 @@ TEMPLATES = (
         domain="sports",
         params="strokes, handicap",
         requests=(
-            "At my golf club we report a round as net strokes relative to the course par, with only part of the handicap counted; please write a function for it.",
-            "Please write a function that gives a golfer's net score against par on my home course, from the strokes played and the handicap, using our club's handicap allowance.",
-            "I need a function for my golf society: the net result relative to par for a round, from strokes and handicap, the way our club counts the handicap.",
+            (
+                "At my golf club we report a round as net strokes relative to the course par, with only part of the"
+                " handicap counted; please write a function for it."
+            ),
+            (
+                "Please write a function that gives a golfer's net score against par on my home course, from the"
+                " strokes played and the handicap, using our club's handicap allowance."
+            ),
+            (
+                "I need a function for my golf society: the net result relative to par for a round, from strokes and"
+                " handicap, the way our club counts the handicap."
+            ),
         ),
         hidden=(
             Param(
@@ -83,9 +101,18 @@ TEMPLATES = (
         domain="sports",
         params="scores",
         requests=(
-            "For my quiz nights I want a function that takes a dictionary of team names and points and gives the leaderboard lines, highest points first and ties by name, only the top teams, each written my way.",
-            "Please write a function that turns a dictionary of player names and scores into the lines of my leaderboard: best first, ties in alphabetical order, cut to the top places, in my line format.",
-            "I need the leaderboard for my league from a dictionary of names to points, sorted from most points down with ties alphabetical, showing only the top ones in my format.",
+            (
+                "For my quiz nights I want a function that takes a dictionary of team names and points and gives the"
+                " leaderboard lines, highest points first and ties by name, only the top teams, each written my way."
+            ),
+            (
+                "Please write a function that turns a dictionary of player names and scores into the lines of my"
+                " leaderboard: best first, ties in alphabetical order, cut to the top places, in my line format."
+            ),
+            (
+                "I need the leaderboard for my league from a dictionary of names to points, sorted from most points"
+                " down with ties alphabetical, showing only the top ones in my format."
+            ),
         ),
         hidden=(
             Param(
@@ -110,7 +137,10 @@ TEMPLATES = (
             '{"Ana": 12, "Ben": 30, "Cleo": 25, "Dev": 8, "Eli": 19, "Fay": 30, "Gus": 3, "Hal": 14, "Ivy": 22}',
             '{"Owls": 41, "Foxes": 37, "Bears": 52, "Larks": 12, "Moles": 37, "Wolves": 29, "Hares": 45}',
             '{"x": 1, "y": 2, "z": 3}',
-            '{"Quiz Kids": 80, "Brainy": 75, "Nerds": 90, "Trivia Titans": 60, "Know-Alls": 85, "Smarties": 70, "Eggheads": 65, "Wits": 55, "Sages": 50}',
+            (
+                '{"Quiz Kids": 80, "Brainy": 75, "Nerds": 90, "Trivia Titans": 60, "Know-Alls": 85, "Smarties": 70,'
+                ' "Eggheads": 65, "Wits": 55, "Sages": 50}'
+            ),
             '{"Max": 7, "Lou": 7, "Kim": 7, "Jo": 9, "Ike": 2, "Hu": 5}',
             '{"Red": 100, "Blue": 250, "Green": 175, "Gold": 90, "Pink": 60, "Grey": 300, "Teal": 40, "Navy": 210}',
             '{"Alpha": 3, "Beta": 14, "Gamma": 15, "Delta": 9, "Epsilon": 26, "Zeta": 5, "Eta": 35}',
@@ -125,9 +155,18 @@ TEMPLATES = (
         domain="school",
         params="score",
         requests=(
-            "I teach a course where a score out of a hundred earns a distinction, a merit or a pass; please write a function that returns the band as a lowercase word.",
-            "Please write a function that gives the result band of an exam score in my course: \"distinction\", \"merit\" or \"pass\", with my own cut-offs.",
-            "I need a function that turns an exam score into my course's bands, distinction, merit or pass, as a lowercase word.",
+            (
+                "I teach a course where a score out of a hundred earns a distinction, a merit or a pass; please write"
+                " a function that returns the band as a lowercase word."
+            ),
+            (
+                "Please write a function that gives the result band of an exam score in my course: \"distinction\","
+                " \"merit\" or \"pass\", with my own cut-offs."
+            ),
+            (
+                "I need a function that turns an exam score into my course's bands, distinction, merit or pass, as a"
+                " lowercase word."
+            ),
         ),
         hidden=(
             Param(
@@ -156,14 +195,24 @@ TEMPLATES = (
         domain="school",
         params="homework, exam",
         requests=(
-            "In my class the final mark mixes the homework mark and the exam mark with my own weighting; please write a function for it, rounded as I report marks.",
-            "Please write a function that gives a student's final mark from their homework and exam marks, weighted my way and rounded the way I like.",
-            "I need a function that combines a homework mark and an exam mark into a final mark with my weights and my rounding.",
+            (
+                "In my class the final mark mixes the homework mark and the exam mark with my own weighting; please"
+                " write a function for it, rounded as I report marks."
+            ),
+            (
+                "Please write a function that gives a student's final mark from their homework and exam marks,"
+                " weighted my way and rounded the way I like."
+            ),
+            (
+                "I need a function that combines a homework mark and an exam mark into a final mark with my weights"
+                " and my rounding."
+            ),
         ),
         hidden=(
             Param(
                 "exam_weight", (25, 30, 35, 40, 45, 55, 60, 65, 70, 75, 80, 85, 90), 50,
-                "The exam counts for {v} percent of the final mark and the homework for the rest.", "How much does the exam count?",
+                "The exam counts for {v} percent of the final mark and the homework for the rest.",
+                "How much does the exam count?",
                 ("weight", "weighting", "exam", "count", "percent", "percentage", "share"),
             ),
             rounding("mark", "the final mark"),
@@ -181,9 +230,18 @@ TEMPLATES = (
         domain="school",
         params="score, days_late",
         requests=(
-            "Students in my class lose points for each day an assignment is late, and very late work gets nothing; please write a function for the score that counts.",
-            "Please write a function that applies my late penalty to an assignment score, given how many days late it was.",
-            "I need the score a late assignment keeps under my rules: a penalty per day late, and zero once it is too late.",
+            (
+                "Students in my class lose points for each day an assignment is late, and very late work gets nothing;"
+                " please write a function for the score that counts."
+            ),
+            (
+                "Please write a function that applies my late penalty to an assignment score, given how many days late"
+                " it was."
+            ),
+            (
+                "I need the score a late assignment keeps under my rules: a penalty per day late, and zero once it is"
+                " too late."
+            ),
         ),
         hidden=(
             Param(
@@ -212,9 +270,18 @@ TEMPLATES = (
         domain="school",
         params="raw, max_raw",
         requests=(
-            "My school reports every test on its own grading scale; please write a function that converts raw points out of a maximum to that scale, rounded the way the school does it.",
-            "Please write a function that turns a test's raw score and maximum into a grade on my school's scale, with the school's rounding.",
-            "I need raw test points converted to the scale my school uses for reports, given the maximum points of the test.",
+            (
+                "My school reports every test on its own grading scale; please write a function that converts raw"
+                " points out of a maximum to that scale, rounded the way the school does it."
+            ),
+            (
+                "Please write a function that turns a test's raw score and maximum into a grade on my school's scale,"
+                " with the school's rounding."
+            ),
+            (
+                "I need raw test points converted to the scale my school uses for reports, given the maximum points of"
+                " the test."
+            ),
         ),
         hidden=(
             Param(
@@ -238,8 +305,14 @@ TEMPLATES = (
         domain="games",
         params="xp",
         requests=(
-            "In the game I'm making, a player's level depends on their experience points, starting at level one, with a level cap; write a function that gives the level.",
-            "Please write a function that turns experience points into a player level for my game: every so many points is a level, and there is a maximum level.",
+            (
+                "In the game I'm making, a player's level depends on their experience points, starting at level one,"
+                " with a level cap; write a function that gives the level."
+            ),
+            (
+                "Please write a function that turns experience points into a player level for my game: every so many"
+                " points is a level, and there is a maximum level."
+            ),
             "I need my game's level for an amount of experience points, levels starting at one and going up to my cap.",
         ),
         hidden=(
@@ -267,9 +340,18 @@ TEMPLATES = (
         domain="games",
         params="dice",
         requests=(
-            "In our family dice game a throw scores the sum of the dice, except that ones are worth something special and a throw where all dice match is multiplied; write a function for the score.",
-            "Please write a function that scores a throw of dice, given as a list, under my family's house rules for ones and for all dice showing the same.",
-            "I need the score of a dice throw in a game we play at home: add the dice, with our own value for ones and a multiplier when every die is the same.",
+            (
+                "In our family dice game a throw scores the sum of the dice, except that ones are worth something"
+                " special and a throw where all dice match is multiplied; write a function for the score."
+            ),
+            (
+                "Please write a function that scores a throw of dice, given as a list, under my family's house rules"
+                " for ones and for all dice showing the same."
+            ),
+            (
+                "I need the score of a dice throw in a game we play at home: add the dice, with our own value for ones"
+                " and a multiplier when every die is the same."
+            ),
         ),
         hidden=(
             Param(
@@ -298,9 +380,18 @@ TEMPLATES = (
         domain="games",
         params="cards",
         requests=(
-            "In a card game my grandfather taught me, number cards count their number and the picture cards and the ace have their own values; please write a function for the value of a hand.",
-            "Please write a function that adds up a hand of cards, given as strings like \"7\", \"K\" or \"A\", by our family's card values.",
-            "I need the value of a hand in our house card game: number cards count as their number, and jacks, queens, kings and aces count our way.",
+            (
+                "In a card game my grandfather taught me, number cards count their number and the picture cards and"
+                " the ace have their own values; please write a function for the value of a hand."
+            ),
+            (
+                "Please write a function that adds up a hand of cards, given as strings like \"7\", \"K\" or \"A\", by"
+                " our family's card values."
+            ),
+            (
+                "I need the value of a hand in our house card game: number cards count as their number, and jacks,"
+                " queens, kings and aces count our way."
+            ),
         ),
         hidden=(
             Param(
@@ -327,9 +418,18 @@ TEMPLATES = (
         domain="games",
         params="word",
         requests=(
-            "For a word game I'm designing, each letter scores points depending on whether it is a vowel or a consonant, and long words get a bonus; please write a function for a word's score.",
-            "Please write a function that scores a word in my word game: vowels and consonants have their own points, and words of more than six letters get a bonus.",
-            "I need the score of a word under my game's rules, with points per vowel, points per consonant and a bonus for long words.",
+            (
+                "For a word game I'm designing, each letter scores points depending on whether it is a vowel or a"
+                " consonant, and long words get a bonus; please write a function for a word's score."
+            ),
+            (
+                "Please write a function that scores a word in my word game: vowels and consonants have their own"
+                " points, and words of more than six letters get a bonus."
+            ),
+            (
+                "I need the score of a word under my game's rules, with points per vowel, points per consonant and a"
+                " bonus for long words."
+            ),
         ),
         hidden=(
             Param(
@@ -365,9 +465,19 @@ TEMPLATES = (
         domain="energy",
         params="kwh, days",
         requests=(
-            "I want to check my electricity bills: please write a function that gives the amount from the kilowatt-hours used and the days in the billing period, with my supplier's unit price and daily standing charge.",
-            "Please write a function for my electricity bill, from the energy used in kWh and the number of days, using my tariff.",
-            "I need my power bill computed from the kilowatt-hours and the days of the period, with my tariff's price per unit and its fixed daily charge.",
+            (
+                "I want to check my electricity bills: please write a function that gives the amount from the"
+                " kilowatt-hours used and the days in the billing period, with my supplier's unit price and daily"
+                " standing charge."
+            ),
+            (
+                "Please write a function for my electricity bill, from the energy used in kWh and the number of days,"
+                " using my tariff."
+            ),
+            (
+                "I need my power bill computed from the kilowatt-hours and the days of the period, with my tariff's"
+                " price per unit and its fixed daily charge."
+            ),
         ),
         hidden=(
             Param(
@@ -393,9 +503,18 @@ TEMPLATES = (
         domain="energy",
         params="watts, hours_per_day",
         requests=(
-            "I want to know what my appliances cost to run in a year; please write a function from an appliance's power in watts and the hours it runs on the days I use it.",
-            "Please write a function that gives the yearly running cost of an appliance from its wattage and daily hours of use, with my electricity price and the days a week I use it.",
-            "I need the cost per year of running a device, given its watts and the hours a day it is on, on the days of the week I use it.",
+            (
+                "I want to know what my appliances cost to run in a year; please write a function from an appliance's"
+                " power in watts and the hours it runs on the days I use it."
+            ),
+            (
+                "Please write a function that gives the yearly running cost of an appliance from its wattage and daily"
+                " hours of use, with my electricity price and the days a week I use it."
+            ),
+            (
+                "I need the cost per year of running a device, given its watts and the hours a day it is on, on the"
+                " days of the week I use it."
+            ),
         ),
         hidden=(
             Param(
@@ -405,7 +524,8 @@ TEMPLATES = (
             ),
             Param(
                 "days_per_week", (2, 3, 4, 5, 6), 7,
-                "I use my appliances {v} days a week, over fifty-two weeks a year.", "How many days a week do you use it?",
+                "I use my appliances {v} days a week, over fifty-two weeks a year.",
+                "How many days a week do you use it?",
                 ("week", "day", "often", "frequency", "weekly"),
             ),
         ),
@@ -422,9 +542,18 @@ TEMPLATES = (
         domain="energy",
         params="kwh_produced, grid_price",
         requests=(
-            "I have solar panels and want a function for what they save me: the power I use myself saves the grid price, and the rest is sold back at the feed-in rate.",
-            "Please write a function that gives the money my solar panels earn from the kilowatt-hours they produce and the grid price, with the share I use myself and my feed-in tariff.",
-            "I need the value of my solar power: what I consume myself counts at the grid price and the surplus at my export rate.",
+            (
+                "I have solar panels and want a function for what they save me: the power I use myself saves the grid"
+                " price, and the rest is sold back at the feed-in rate."
+            ),
+            (
+                "Please write a function that gives the money my solar panels earn from the kilowatt-hours they"
+                " produce and the grid price, with the share I use myself and my feed-in tariff."
+            ),
+            (
+                "I need the value of my solar power: what I consume myself counts at the grid price and the surplus at"
+                " my export rate."
+            ),
         ),
         hidden=(
             Param(
@@ -434,7 +563,8 @@ TEMPLATES = (
             ),
             Param(
                 "feed_in", (0.05, 0.06, 0.08, 0.1, 0.12), 0.07,
-                "Power sold back to the grid earns {v} per kilowatt-hour.", "What is the feed-in rate for the power you sell back?",
+                "Power sold back to the grid earns {v} per kilowatt-hour.",
+                "What is the feed-in rate for the power you sell back?",
                 ("feed", "export", "sell", "sold", "back", "surplus", "tariff"),
             ),
         ),
@@ -451,9 +581,18 @@ TEMPLATES = (
         domain="energy",
         params="temperatures",
         requests=(
-            "To follow my heating use I count heating degree days: for each day's average temperature in a list, the degrees below my base temperature add up; please write a function for the total, rounded my way.",
-            "Please write a function that gives the heating degree days of a list of daily mean temperatures in Celsius, with my base temperature and rounding.",
-            "I need the heating degree days for a list of daily temperatures: days colder than my base temperature count by how much colder they are.",
+            (
+                "To follow my heating use I count heating degree days: for each day's average temperature in a list,"
+                " the degrees below my base temperature add up; please write a function for the total, rounded my way."
+            ),
+            (
+                "Please write a function that gives the heating degree days of a list of daily mean temperatures in"
+                " Celsius, with my base temperature and rounding."
+            ),
+            (
+                "I need the heating degree days for a list of daily temperatures: days colder than my base temperature"
+                " count by how much colder they are."
+            ),
         ),
         hidden=(
             Param(
@@ -470,7 +609,8 @@ TEMPLATES = (
         ),
         calls=("[10.2, 12.5, 8.1, 15.3, 17.8]", "[5, 3.5, -1.2, 0.4, 2.2, 4.8, 7.1]", "[14.6, 16.2, 13.9]",
                "[20.5, 22.1, 19.3, 18.4]", "[-3.3, -5.1, -2.6, 0.7, 1.9]", "[11.11, 12.22, 13.33, 14.44]",
-               "[16.7, 17.2, 15.9, 18.6, 19.4, 14.2]", "[8.8]", "[12.4, 12.6, 12.8, 13.1, 13.3]", "[9.95, 10.05, 15.55]",
+               "[16.7, 17.2, 15.9, 18.6, 19.4, 14.2]", "[8.8]", "[12.4, 12.6, 12.8, 13.1, 13.3]",
+               "[9.95, 10.05, 15.55]",
                "[19.9, 19.1, 18.3, 17.7, 16.9]", "[2.25, 4.75, 6.35, 7.45]", "[13.37, 11.92, 14.61]",
                "[7.73, 9.18, 12.06, 10.44]", "[15.27, 16.83, 18.91, 12.02]", "[4.17, 6.29]"),
         novel=True,
@@ -480,9 +620,19 @@ TEMPLATES = (
         domain="energy",
         params="battery_kwh, from_percent, to_percent",
         requests=(
-            "I drive an electric car and want a function for how many minutes a home charge takes, from the battery size and the charge level before and after, with my charger's power and the energy lost while charging.",
-            "Please write a function that estimates the charging time in whole minutes for my electric car between two battery percentages, with my wall charger and its losses.",
-            "I need to know how long charging my car takes at home, in minutes, from the battery capacity and the start and end percentages.",
+            (
+                "I drive an electric car and want a function for how many minutes a home charge takes, from the"
+                " battery size and the charge level before and after, with my charger's power and the energy lost"
+                " while charging."
+            ),
+            (
+                "Please write a function that estimates the charging time in whole minutes for my electric car between"
+                " two battery percentages, with my wall charger and its losses."
+            ),
+            (
+                "I need to know how long charging my car takes at home, in minutes, from the battery capacity and the"
+                " start and end percentages."
+            ),
         ),
         hidden=(
             Param(

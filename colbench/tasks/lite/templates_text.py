@@ -10,9 +10,18 @@ TEMPLATES = (
         domain="text",
         params="items",
         requests=(
-            "For my newsletter I want a function that turns a list of words into one readable phrase, written the way I like lists to look.",
-            "Please write a function that joins a list of strings into a single line, with my own separator between items and my own word before the last one.",
-            "I need a function that writes a list of items as a phrase, with the punctuation and the final joining word I use.",
+            (
+                "For my newsletter I want a function that turns a list of words into one readable phrase, written the"
+                " way I like lists to look."
+            ),
+            (
+                "Please write a function that joins a list of strings into a single line, with my own separator"
+                " between items and my own word before the last one."
+            ),
+            (
+                "I need a function that writes a list of items as a phrase, with the punctuation and the final joining"
+                " word I use."
+            ),
         ),
         hidden=(
             Param(
@@ -20,7 +29,8 @@ TEMPLATES = (
                 "Between the items I put {v}.", "What should I put between the items?",
                 ("separator", "separate", "between", "delimiter", "comma", "punctuation"),
                 code=None,
-                say={"; ": quoted("; ") + " (a semicolon and a space)", " / ": quoted(" / ") + " (a slash with a space on each side)",
+                say={"; ": quoted("; ") + " (a semicolon and a space)",
+                     " / ": quoted(" / ") + " (a slash with a space on each side)",
                      " | ": quoted(" | ") + " (a vertical bar with a space on each side)",
                      " - ": quoted(" - ") + " (a dash with a space on each side)",
                      " + ": quoted(" + ") + " (a plus sign with a space on each side)"},
@@ -43,7 +53,8 @@ TEMPLATES = (
             "    return <separator>.join(items[:-1]) + <last_joiner> + items[-1]"
         ),
         calls=('["apples", "pears", "plums"]', '["red", "green"]', '["solo"]', '[]', '["a", "b", "c", "d"]',
-               '["milk", "eggs", "flour", "butter", "sugar"]', '["north", "south", "east", "west"]', '["tea", "coffee"]',
+               '["milk", "eggs", "flour", "butter", "sugar"]', '["north", "south", "east", "west"]',
+               '["tea", "coffee"]',
                '["Ann", "Bob", "Cy"]', '["one", "two", "three", "four", "five", "six"]', '["rain", "snow"]',
                '["x", "y", "z"]'),
     ),
@@ -52,15 +63,25 @@ TEMPLATES = (
         domain="text",
         params="title",
         requests=(
-            "My blog needs short web addresses made from post titles: lowercase words joined by my chosen character and cut to a maximum length.",
-            "Please write a function that turns a title into a short lowercase slug for a URL, joining the words my way and keeping it under my length limit.",
-            "I need a function that makes a URL slug from a title: all lowercase, words joined with a separator I picked, and not too long.",
+            (
+                "My blog needs short web addresses made from post titles: lowercase words joined by my chosen"
+                " character and cut to a maximum length."
+            ),
+            (
+                "Please write a function that turns a title into a short lowercase slug for a URL, joining the words"
+                " my way and keeping it under my length limit."
+            ),
+            (
+                "I need a function that makes a URL slug from a title: all lowercase, words joined with a separator I"
+                " picked, and not too long."
+            ),
         ),
         hidden=(
             Param(
                 "separator", ("_", ".", "+"), "-",
                 "Join the words with {v}.", "Which character should join the words?",
-                ("separator", "join", "between", "delimiter", "underscore", "dash", "hyphen", "space", "connect", "character"),
+                ("separator", "join", "between", "delimiter", "underscore", "dash", "hyphen", "space", "connect",
+                 "character"),
                 say={"_": "an underscore (" + quoted("_") + ")", ".": "a dot (" + quoted(".") + ")",
                      "+": "a plus sign (" + quoted("+") + ")"},
             ),
@@ -86,21 +107,29 @@ TEMPLATES = (
         domain="text",
         params="text",
         requests=(
-            "On my website long captions must be cut short with a marker showing that text was removed; please write a function that does that.",
-            "Please write a function that shortens a text that is too long for my app's preview, ending it with my marker.",
+            (
+                "On my website long captions must be cut short with a marker showing that text was removed; please"
+                " write a function that does that."
+            ),
+            (
+                "Please write a function that shortens a text that is too long for my app's preview, ending it with my"
+                " marker."
+            ),
             "I need long texts trimmed to my preview length, with a marker at the end when something was cut.",
         ),
         hidden=(
             Param(
                 "limit", (15, 20, 25, 40, 50), 30,
-                "Texts longer than {v} characters are cut to that length, trailing spaces removed.", "How long can a text be before it is cut?",
+                "Texts longer than {v} characters are cut to that length, trailing spaces removed.",
+                "How long can a text be before it is cut?",
                 ("length", "long", "maximum", "max", "character", "limit", "preview"),
             ),
             Param(
                 "marker", ("..", " [...]", " >>", " (more)", "~"), "...",
                 "A cut text ends with {v}.", "What marker goes at the end of a cut text?",
                 ("marker", "end", "ellipsis", "dot", "suffix", "append", "symbol", "indicator"),
-                say={"..": quoted("..") + " (two dots)", " [...]": quoted(" [...]") + " (a space, then three dots in square brackets)",
+                say={"..": quoted("..") + " (two dots)",
+                     " [...]": quoted(" [...]") + " (a space, then three dots in square brackets)",
                      " >>": quoted(" >>") + " (a space and two greater-than signs)",
                      " (more)": quoted(" (more)") + " (a space and the word more in round brackets)",
                      "~": quoted("~") + " (a tilde)"},
@@ -123,9 +152,18 @@ TEMPLATES = (
         domain="text",
         params="number",
         requests=(
-            "On receipts I print customers' card numbers mostly hidden; write a function that masks a number, keeping only its last few digits readable.",
-            "Please write a function that hides most digits of my customers' account numbers with a masking character, leaving the end visible.",
-            "I need a function that turns a number into masked text for my invoices, showing only a few digits at the end.",
+            (
+                "On receipts I print customers' card numbers mostly hidden; write a function that masks a number,"
+                " keeping only its last few digits readable."
+            ),
+            (
+                "Please write a function that hides most digits of my customers' account numbers with a masking"
+                " character, leaving the end visible."
+            ),
+            (
+                "I need a function that turns a number into masked text for my invoices, showing only a few digits at"
+                " the end."
+            ),
         ),
         hidden=(
             Param(
@@ -137,7 +175,8 @@ TEMPLATES = (
                 "mask", ("#", "X", "x", "-", "="), "*",
                 "Every hidden digit is replaced by {v}.", "Which character should hide the other digits?",
                 ("mask", "character", "symbol", "hide", "hidden", "replace", "cover", "star", "asterisk", "masking"),
-                say={"#": quoted("#") + " (a hash sign)", "X": quoted("X") + " (a capital X)", "x": quoted("x") + " (a small x)",
+                say={"#": quoted("#") + " (a hash sign)", "X": quoted("X") + " (a capital X)",
+                     "x": quoted("x") + " (a small x)",
                      "-": quoted("-") + " (a dash)", "=": quoted("=") + " (an equals sign)"},
             ),
         ),
@@ -156,14 +195,24 @@ TEMPLATES = (
         domain="text",
         params="text",
         requests=(
-            "My blog shows an estimated reading time on each post; please write a function that gives it in whole minutes from the post's text, at my reading speed.",
-            "I want a function that estimates how many whole minutes an article takes to read, from its word count and the reading speed I assume.",
-            "Please write a function for the reading time of a text in whole minutes, using my words-per-minute figure and my rounding.",
+            (
+                "My blog shows an estimated reading time on each post; please write a function that gives it in whole"
+                " minutes from the post's text, at my reading speed."
+            ),
+            (
+                "I want a function that estimates how many whole minutes an article takes to read, from its word count"
+                " and the reading speed I assume."
+            ),
+            (
+                "Please write a function for the reading time of a text in whole minutes, using my words-per-minute"
+                " figure and my rounding."
+            ),
         ),
         hidden=(
             Param(
                 "wpm", (150, 160, 170, 180, 190, 220, 230, 240, 250, 260, 275, 300, 320), 200,
-                "I assume readers read {v} words per minute.", "What reading speed in words per minute should I assume?",
+                "I assume readers read {v} words per minute.",
+                "What reading speed in words per minute should I assume?",
                 ("speed", "word", "wpm", "fast", "pace", "rate"),
             ),
             Param(
@@ -191,9 +240,18 @@ TEMPLATES = (
         domain="time",
         params="minutes",
         requests=(
-            "My time-tracking sheet shows durations as hours and minutes in my own style; please write a function that formats a number of minutes that way, minutes always with two digits.",
-            "I want a function that writes a duration given in minutes as hours and two-digit minutes, with the separator and ending I use.",
-            "Please write a function that turns minutes into a short text of hours and minutes, the way my timesheets show it.",
+            (
+                "My time-tracking sheet shows durations as hours and minutes in my own style; please write a function"
+                " that formats a number of minutes that way, minutes always with two digits."
+            ),
+            (
+                "I want a function that writes a duration given in minutes as hours and two-digit minutes, with the"
+                " separator and ending I use."
+            ),
+            (
+                "Please write a function that turns minutes into a short text of hours and minutes, the way my"
+                " timesheets show it."
+            ),
         ),
         hidden=(
             Param(
@@ -225,9 +283,19 @@ TEMPLATES = (
         domain="time",
         params="start_hour, start_minute, meetings",
         requests=(
-            "I book back-to-back client meetings of a fixed length with a short gap between them; write a function that gives the time my last meeting ends, as hours and minutes with two digits each and a colon.",
-            "Please write a function that tells me when a run of meetings finishes, from the start time and the number of meetings, with my usual meeting length and gaps, as two-digit hours, a colon and two-digit minutes.",
-            "I need the end time of a series of my meetings, as hours colon minutes with two digits each, given when they start and how many there are.",
+            (
+                "I book back-to-back client meetings of a fixed length with a short gap between them; write a function"
+                " that gives the time my last meeting ends, as hours and minutes with two digits each and a colon."
+            ),
+            (
+                "Please write a function that tells me when a run of meetings finishes, from the start time and the"
+                " number of meetings, with my usual meeting length and gaps, as two-digit hours, a colon and two-digit"
+                " minutes."
+            ),
+            (
+                "I need the end time of a series of my meetings, as hours colon minutes with two digits each, given"
+                " when they start and how many there are."
+            ),
         ),
         hidden=(
             Param(
@@ -255,9 +323,15 @@ TEMPLATES = (
         domain="time",
         params="minutes",
         requests=(
-            "As a consultant I bill time in fixed blocks; please write a function that turns the minutes I worked into the minutes I bill.",
+            (
+                "As a consultant I bill time in fixed blocks; please write a function that turns the minutes I worked"
+                " into the minutes I bill."
+            ),
             "I want a function that rounds worked minutes to my billing blocks, the way I always do it.",
-            "Please write a function for my timesheet that gives the billable minutes for the minutes worked, in whole blocks of my billing unit.",
+            (
+                "Please write a function for my timesheet that gives the billable minutes for the minutes worked, in"
+                " whole blocks of my billing unit."
+            ),
         ),
         hidden=(
             Param(
