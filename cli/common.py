@@ -237,7 +237,8 @@ def _figures(figures: dict) -> str:
         parts.append(f"{figures['tokens_per_s']:.1f} tok/s")
     if figures.get("eta_at_most_s") is not None:
         minutes = figures["eta_at_most_s"] / 60
-        parts.append(f"done in ≤ {minutes:.0f} min" if minutes >= 1 else "done in < 1 min")
+        # A bound on the turns left, not on the time: later turns read longer dialogues and take longer.
+        parts.append((f"≤ {minutes:.0f} min" if minutes >= 1 else "< 1 min") + " left at this turn rate")
     if figures.get("accepted") is not None:
         parts.append(f"{figures['accepted']} accepted")
     if figures.get("graded"):
