@@ -46,6 +46,9 @@ from colbench.store.db import Database
 from colbench.training import NothingToTrain
 from colbench.training.checkpoints import normalized_model_ref
 from colbench.training.config import CriticConfig, PolicyConfig
+from colbench.families.backend import BackendFamily
+
+BACKEND = BackendFamily.name  # the study is the paper's backend setting
 
 # The paper's backend results with Llama-3.1-8B-Instruct (% tests passed, success), for
 # the table's reference column; sweet-rl-facts.md has the source.
@@ -69,6 +72,8 @@ ARM_TITLES = {
     "sweet-critic": "SWEET-RL ranked by the critic's own advantage",
     "sweet-oracle": "SWEET-RL ranked by ground truth (control)",
 }
+
+
 def ensemble(critics: list[dict]) -> dict | None:
     """The critics that rank SWEET-RL's candidates together, as one: their checkpoints comma-separated
     (what `policy fit --critic` takes); skipped when any of them could not be trained."""
@@ -97,7 +102,7 @@ SCRIPTED_JUDGE = "scripted:mixed"
 # Task sets: the split the study trains on, and the splits it evaluates on: its validation
 # split, where every setting is chosen, and its test splits, read once at the end.
 TASK_SETS = {
-    "backend": ("train", {"test": ("test",)}),
+    BACKEND: ("train", {"test": ("test",)}),
     "backend-lite": ("lite-train", {"val": ("lite-val",), "test": ("lite-test", "lite-novel")}),
 }
 EVALUATE_ON = ("val", "test")
@@ -106,12 +111,12 @@ EVALUATE_ON = ("val", "test")
 def study_critic() -> CriticConfig:
     """The study's critic defaults: activation checkpointing on (a batch of 1,500-token dialogues
     on SmolLM2-135M took more than 24 GB without it)."""
-    return CriticConfig(family="backend", gradient_checkpointing=True)
+    return CriticConfig(family=BACKEND, gradient_checkpointing=True)
 
 
 def study_policy() -> PolicyConfig:
     """The study's policy defaults (see study_critic)."""
-    return PolicyConfig(family="backend", gradient_checkpointing=True)
+    return PolicyConfig(family=BACKEND, gradient_checkpointing=True)
 
 
 # Settings the study sets on every trainer itself (from its own fields, or per arm).
@@ -129,7 +134,7 @@ class ExperimentConfig:
         f"The base model every arm starts from: {DEFAULT_MODEL} (embedded), a local folder, a hub id, or ckpt:<id>"
         " (e.g. a warm start from `policy fit --algo sft`)."
     ))
-    tasks: str = option("backend", (
+    tasks: str = option(BACKEND, (
         "Task set: backend (train, test) or backend-lite (train on lite-train; evaluate on lite-test, unseen instances"
         " of seen templates, and lite-novel, unseen templates)."
     ), choices=tuple(TASK_SETS))
@@ -304,7 +309,7 @@ class ExperimentConfig:
     def critic_settings(self, training_info: bool, data: str | None, member: int = 0) -> CriticConfig:
         """The critic's config, reading the trajectories of ``data`` (TrainingConfig.policies);
         an ensemble's ``member`` k trains with seed + k."""
-        return replace(self.critic, family="backend", split=self.train_split, training_info=training_info,
+        return replace(self.critic, family=BACKEND, split=self.train_split, training_info=training_info,
                        seed=self.seed + member,
                        device=self.device, policies=data, tags=list(self.tags))
 
@@ -313,7 +318,7 @@ class ExperimentConfig:
         trajectories of ``data`` (TrainingConfig.policies)."""
         score = {"sweet-critic": "critic", "sweet-oracle": "oracle"}.get(arm, self.policy.score)
         return replace(
-            self.policy, family="backend", split=self.train_split, temperature=self.temperature,
+            self.policy, family=BACKEND, split=self.train_split, temperature=self.temperature,
             max_new_tokens=self.max_new_tokens,
             sample_batch_size=self.batch_size, seed=self.seed, device=self.device, policies=data,
             tags=list(self.tags), score=score,
@@ -470,7 +475,7 @@ class BackendExperiment:
     def evaluate(self, arm: Arm, split: str) -> dict[str, PolicyEval]:
         policy = self.rollout(arm.model, split, arm.rerank_critic)
         setting = self.config.rollout(arm.model, split, arm.rerank_critic).setting()
-        found = evaluate(self.db, "backend", split, policies=[policy], simulator=self.simulator_ref, setting=setting,
+        found = evaluate(self.db, BACKEND, split, policies=[policy], simulator=self.simulator_ref, setting=setting,
                          grading=self.config.grading)
         return {split: found[0]} if found else {}
 
@@ -498,7 +503,7 @@ class BackendExperiment:
 
     def train_summary(self, policy: str) -> dict:
         cfg = self.config
-        results = evaluate(self.db, "backend", cfg.train_split, policies=[policy], simulator=self.simulator_ref,
+        results = evaluate(self.db, BACKEND, cfg.train_split, policies=[policy], simulator=self.simulator_ref,
                            setting=cfg.rollout(cfg.model, cfg.train_split).setting(), grading=cfg.grading, record=False)
         if not results:
             return {"policy": policy, "trajectories": 0}
@@ -654,7 +659,7 @@ class BackendExperiment:
         base = normalized_model_ref(base or self.config.model)
         with self.db.read() as session:
             policies = [p.strip() for p in data.split(",")] if data else None
-            newest_data = queries.newest_graded_seq(session, family="backend", split=self.config.train_split,
+            newest_data = queries.newest_graded_seq(session, family=BACKEND, split=self.config.train_split,
                                                     policies=policies)
             found = queries.same_run(session, kind, settings, base_model=base, ignored=ignored)
         if found is None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from colbench.errors import ColbenchError
+from colbench.families.backend import BackendFamily
 
 TRAJECTORIES = "trajectories.jsonl"
 VALIDATION = "validation.jsonl"
@@ -32,6 +33,8 @@ FINAL = "final"  # the label of the test-set evaluation
 # SWEET-RL is measured against these, Holm-corrected over the three (the goal).
 SWEET_RIVALS = ("zero-shot", "rft", "mtdpo")
 ARM_ORDER = ("zero-shot", "rft", "mtdpo", "sweet", "sweet-no-c", "sweet-critic", "sweet-oracle", "best-of-n")
+
+BACKEND = BackendFamily.name  # the study is the paper's backend setting
 
 
 class StudyError(ColbenchError, ValueError):
@@ -49,7 +52,7 @@ def trajectory_rows(db, policy: str, setting: str, split: str, simulator: str | 
     from colbench.tasks.lite import facts_of, is_lite, template_of
 
     with db.read() as session:
-        ids = [i for i, _ in queries.graded_trajectory_ids(session, family="backend", split=split, policies=[policy],
+        ids = [i for i, _ in queries.graded_trajectory_ids(session, family=BACKEND, split=split, policies=[policy],
                                                            simulator=simulator, setting=setting)]
         trajectories = queries.trajectories_by_id(session, ids)
         tasks = {
@@ -132,7 +135,7 @@ class ArmResult:
 def _side(rows: list[dict], name: str):
     from colbench.compare import Side
 
-    side = Side(name, "backend")
+    side = Side(name, BACKEND)
     for row in rows:
         side.samples.setdefault(row["task_id"], []).append((float(row["success"]), float(row["tests_passed"])))
     return side
