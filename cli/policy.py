@@ -120,8 +120,7 @@ def export(
                                help="Merge the LoRA adapter into the base weights: a plain HF model folder."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Write a checkpoint as a folder that `--model DIR` loads anywhere (merged weights, or the adapter with its \
-tokenizer)."""
+    """Write a checkpoint as a folder `--model DIR` loads anywhere (merged weights, or adapter and tokenizer)."""
     from colbench.model_refs import checkpoint_name
     from colbench.refs import checkpoint_id
     from colbench.training.checkpoints import export_checkpoint

@@ -52,8 +52,7 @@ def grade(
     grading: str = typer.Option(DEFAULT_GRADING, "--grading", help="Grading semantics. " + GRADING_HELP),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Re-grade stored backend answers in the sandbox (e.g. after importing official trajectories, or under \
-another --grading)."""
+    """Re-grade stored backend answers in the sandbox (after an official import, or under another --grading)."""
     from colbench.grading.grader import Grader
     from colbench.regrade import regrade
 
