@@ -82,17 +82,7 @@ STATUS_STYLE = {"done": "green", "failed": "red", "running": "yellow", "pending"
 def trajectories_table(rows) -> Table:
     table = Table(title=f"trajectories ({len(rows)})", title_justify="left")
     for name in (
-        "id",
-        "task",
-        "run",
-        "policy [setting]",
-        "simulator",
-        "#",
-        "status",
-        "turns",
-        "reward",
-        "success",
-        "finished"
+        "id", "task", "run", "policy [setting]", "simulator", "#", "status", "turns", "reward", "success", "finished"
     ):
         table.add_column(name, justify="right" if name in ("id", "task", "#", "turns", "reward") else "left")
     for trajectory, task, agent_turns in rows:
@@ -437,13 +427,7 @@ def study_tables(payload: dict) -> list[Table]:
         )
         table = Table(title=escape(title), title_justify="left")
         for name in (
-            "method",
-            "% tests passed (95% CI)",
-            "success (95% CI)",
-            VERSUS,
-            "trajectories",
-            "paper, 8B",
-            "trained on"
+            "method", "% tests passed (95% CI)", "success (95% CI)", VERSUS, "trajectories", "paper, 8B", "trained on"
         ):
             table.add_column(name, justify="right" if name in ("trajectories", "paper, 8B") else "left",
                              overflow="fold")

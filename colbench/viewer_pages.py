@@ -119,16 +119,7 @@ def run_page(run: dict) -> str:
     facts = [
         (k, run.get(k))
         for k in (
-            "status",
-            "tasks",
-            "policy",
-            "setting",
-            "simulator",
-            "what",
-            "base_model",
-            "parent",
-            "error",
-            "created_at",
+            "status", "tasks", "policy", "setting", "simulator", "what", "base_model", "parent", "error", "created_at",
             "finished_at"
         )
     ]

@@ -346,24 +346,8 @@ def test_cli_fit_and_score(tiny_model_dir, sqlite_url, tmp_path, capsys):
         return exit_info.value.code, " ".join(out.split()), err
 
     code, out, err = run(
-        "fit",
-        "--model",
-        str(tiny_model_dir),
-        "--epochs",
-        "1",
-        "--batch-size",
-        "4",
-        "--max-len",
-        "128",
-        "--lora-rank",
-        "4",
-        "--normalize",
-        "trajectory",
-        "--no-training-info",
-        "--device",
-        "cpu",
-        "--heldout",
-        "0.25"
+        "fit", "--model", str(tiny_model_dir), "--epochs", "1", "--batch-size", "4", "--max-len", "128", "--lora-rank",
+        "4", "--normalize", "trajectory", "--no-training-info", "--device", "cpu", "--heldout", "0.25"
     )
     assert code == 0, err
     assert "held-out pair accuracy" in out and "critic ckpt:1 (run 1)" in out

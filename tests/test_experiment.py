@@ -66,17 +66,8 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
     import_trajectories(db, write_jsonl(tmp_path / "offline.jsonl", records))
 
     code, out, err = cli(
-        "experiment",
-        "backend",
-        "--model",
-        str(tiny_model_dir),
-        "--dir",
-        str(folder),
-        "--json",
-        "--no-on-policy",
-        "--label",
-        "final",
-        *TINY_STUDY
+        "experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-on-policy",
+        "--label", "final", *TINY_STUDY
     )
     assert code == 0, err
     result = json.loads(out)
@@ -120,21 +111,15 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
 
     table = (folder / "results.md").read_text()
     for title in (
-        "zero-shot",
-        "rejection fine-tuning",
-        "multi-turn DPO",
-        "SWEET-RL",
-        "SWEET-RL, critic without training info"
+        "zero-shot", "rejection fine-tuning", "multi-turn DPO", "SWEET-RL", "SWEET-RL, critic without training info"
     ):
         assert f"| {title} |" in table
     assert json.loads((folder / "results.json").read_text())["arms"] == result["arms"]
     deviations = table.split("**Deviations from the official run's recipe**")[1]
     for line in (
         "the critic reads at most 160 tokens (official: 8192)",
-        "the policy trains on at most 160 tokens (official: 16384)",
-        "2 SWEET candidates per turn (paper: 16)",
-        "4 tokens per agent turn (paper: 1024)",
-        "LoRA critic"
+        "the policy trains on at most 160 tokens (official: 16384)", "2 SWEET candidates per turn (paper: 16)",
+        "4 tokens per agent turn (paper: 1024)", "LoRA critic"
     ):
         assert line in deviations
 
@@ -148,17 +133,8 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
     assert "deviations from the official run's recipe:" in out and "LoRA policies (official: full fine-tune)" in out
     # A SWEET-only setting changes: only the SWEET policies are trained again (and rolled out).
     code, out, err = cli(
-        "experiment",
-        "backend",
-        "--model",
-        str(tiny_model_dir),
-        "--dir",
-        str(folder),
-        "--json",
-        "--no-on-policy",
-        *TINY_STUDY,
-        "--policy-candidates",
-        "3"
+        "experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-on-policy",
+        *TINY_STUDY, "--policy-candidates", "3"
     )
     assert code == 0, err
     with db.read() as session:
@@ -169,22 +145,8 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
 def test_a_study_without_any_success_reports_what_could_not_be_trained(tiny_model_dir, tmp_path, cli):
     folder = tmp_path / "study"
     code, out, err = cli(
-        "experiment",
-        "backend",
-        "--model",
-        str(tiny_model_dir),
-        "--dir",
-        str(folder),
-        "--json",
-        "--arm",
-        "rft",
-        "--arm",
-        "mtdpo",
-        "--arm",
-        "sweet",
-        "--critic-ensemble",
-        "2",
-        *TINY_STUDY
+        "experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--arm", "rft",
+        "--arm", "mtdpo", "--arm", "sweet", "--critic-ensemble", "2", *TINY_STUDY
     )
     assert code == 0, err
     result = json.loads(out)
@@ -217,10 +179,8 @@ def test_the_deviations_list_every_setting_that_leaves_the_official_run():
     default = deviations(asdict(ExperimentConfig()))
     for expected in (
         "the critic reads at most 2048 tokens (official: 8192)",
-        "the policy trains on at most 2048 tokens (official: 16384)",
-        "LoRA critic (official: full fine-tune)",
-        "critic learning rate 2e-05 (official: 2e-07 for 8B)",
-        "the critic's advantage is normalised per turn"
+        "the policy trains on at most 2048 tokens (official: 16384)", "LoRA critic (official: full fine-tune)",
+        "critic learning rate 2e-05 (official: 2e-07 for 8B)", "the critic's advantage is normalised per turn"
     ):
         assert any(line.startswith(expected) for line in default), (expected, default)
     official = ExperimentConfig(
@@ -268,19 +228,8 @@ def test_on_policy_rounds_roll_out_the_last_policy_on_fresh_tasks_and_continue_i
     records = [t for i in range(2) for t in (trajectory(backend_task(i), 2, 1.0), trajectory(backend_task(i), 3, 0.0))]
     import_trajectories(db, write_jsonl(tmp_path / "offline.jsonl", records))
     code, out, err = cli(
-        "experiment",
-        "backend",
-        "--model",
-        str(tiny_model_dir),
-        "--dir",
-        str(folder),
-        "--json",
-        "--no-on-policy",
-        "--arm",
-        "sweet",
-        "--rounds",
-        "2",
-        *TINY_STUDY
+        "experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-on-policy",
+        "--arm", "sweet", "--rounds", "2", *TINY_STUDY
     )
     assert code == 0, err
     arms = {a["arm"]: a for a in json.loads(out)["arms"]}
@@ -301,10 +250,7 @@ def test_on_policy_rounds_roll_out_the_last_policy_on_fresh_tasks_and_continue_i
     assert trained_on and trained_on <= fresh_ids  # the new rollouts alone
     assert fresh.config["offset"] == 1 and fresh.config["limit"] == 1  # the next train task
     assert sorted(r.kind for r in runs.values()) == [
-        "critic",
-        "critic",
-        "policy:sweet",
-        "policy:sweet"
+        "critic", "critic", "policy:sweet", "policy:sweet"
     ]  # the critic refitted
     code, out, err = cli("experiment", "backend", "--dir", str(tmp_path / "x"), "--rounds", "2", "--arm", "rft")
     assert code != 0 and "--rounds needs" in err

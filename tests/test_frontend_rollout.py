@@ -242,10 +242,7 @@ def _stop(db, where: str) -> None:
             if where == "before the second turn":  # turns from the second agent turn on are lost
                 session.exec(delete(Turn).where(Turn.trajectory_id == trajectory.id, Turn.index >= 3))
                 trajectory.status, trajectory.answer, trajectory.worker, trajectory.heartbeat_at = (
-                    "running",
-                    None,
-                    None,
-                    None
+                    "running", None, None, None
                 )
             session.add(trajectory)
 

@@ -116,12 +116,7 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
     tagged = cli("--db", db_url, "runs", "ls", "--tag", "study:study", "--json")
     kinds = [r["what"] if r["kind"] == "train" else r["tasks"] for r in tagged]
     assert sorted(k for k in kinds if not k.startswith("backend:")) == [
-        "critic",
-        "critic",
-        "policy:mtdpo",
-        "policy:rft",
-        "policy:sweet",
-        "policy:sweet"
+        "critic", "critic", "policy:mtdpo", "policy:rft", "policy:sweet", "policy:sweet"
     ]
     assert {"backend:lite-train", "backend:lite-test", "backend:lite-novel"} <= set(kinds)
     assert not any(r["policy"] == "scripted:early@0" for r in tagged if r["kind"] == "rollout")  # made before the study

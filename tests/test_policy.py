@@ -446,49 +446,14 @@ def test_cli_import_critic_sweet_rollout_eval(tiny_model_dir, sqlite_url, tmp_pa
         return exit_info.value.code, out, err
 
     code, out, err = run(
-        "critic",
-        "fit",
-        "--model",
-        str(tiny_model_dir),
-        "--epochs",
-        "1",
-        "--batch-size",
-        "4",
-        "--max-len",
-        "128",
-        "--lora-rank",
-        "4",
-        "--device",
-        "cpu",
-        "--heldout",
-        "0"
+        "critic", "fit", "--model", str(tiny_model_dir), "--epochs", "1", "--batch-size", "4", "--max-len", "128",
+        "--lora-rank", "4", "--device", "cpu", "--heldout", "0"
     )
     assert code == 0, err
     code, out, err = run(
-        "policy",
-        "fit",
-        "--algo",
-        "sweet",
-        "--critic",
-        "ckpt:1",
-        "--model",
-        str(tiny_model_dir),
-        "--fraction",
-        "1",
-        "--candidates",
-        "2",
-        "--pairs-per-turn",
-        "1",
-        "--max-new-tokens",
-        "3",
-        "--lora-rank",
-        "4",
-        "--max-len",
-        "160",
-        "--lr",
-        "1e-3",
-        "--device",
-        "cpu"
+        "policy", "fit", "--algo", "sweet", "--critic", "ckpt:1", "--model", str(tiny_model_dir), "--fraction", "1",
+        "--candidates", "2", "--pairs-per-turn", "1", "--max-new-tokens", "3", "--lora-rank", "4", "--max-len", "160",
+        "--lr", "1e-3", "--device", "cpu"
     )
     assert code == 0, err
     out = " ".join(out.split())

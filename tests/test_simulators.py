@@ -393,14 +393,7 @@ def test_make_simulator(openai_server):
     )
     assert isinstance(local, LocalModelSimulator) and built == ["hf:/models/x"]
     for bad in (
-        "",
-        "nope",
-        "endpoint:http://h/v1",
-        "endpoint:#m",
-        "endpoint:ftp://h#m",
-        "local:",
-        "builtin:x",
-        "builtin"
+        "", "nope", "endpoint:http://h/v1", "endpoint:#m", "endpoint:ftp://h#m", "local:", "builtin:x", "builtin"
     ):
         with pytest.raises(ValueError) as err:
             make_simulator(bad)

@@ -181,33 +181,9 @@ def test_sweet_puts_the_candidate_the_critic_prefers_on_the_chosen_side(store, t
 
     run = command_line(store.url, capsys, monkeypatch)
     code, out, err = run(
-        "policy",
-        "fit",
-        "--algo",
-        "sweet",
-        "--critic",
-        f"ckpt:{ranking_critic.checkpoint_id}",
-        "--model",
-        str(tiny_model_dir),
-        "--fraction",
-        "0.5",
-        "--candidates",
-        "6",
-        "--pairs-per-turn",
-        "3",
-        "--max-new-tokens",
-        "8",
-        "--sampler",
-        "hf",
-        "--lora-rank",
-        "4",
-        "--lr",
-        "1e-3",
-        "--device",
-        "cpu",
-        "--seed",
-        "7",
-        "--json"
+        "policy", "fit", "--algo", "sweet", "--critic", f"ckpt:{ranking_critic.checkpoint_id}", "--model",
+        str(tiny_model_dir), "--fraction", "0.5", "--candidates", "6", "--pairs-per-turn", "3", "--max-new-tokens", "8",
+        "--sampler", "hf", "--lora-rank", "4", "--lr", "1e-3", "--device", "cpu", "--seed", "7", "--json"
     )
     assert code == 0, err
     with store.read() as session:

@@ -411,24 +411,12 @@ def nothing_to_train(config: "PolicyConfig", watermark, why: str) -> NothingToTr
 # Settings that only some algorithms read; a run records its own and not the others'.
 ALGO_ONLY_FIELDS = {
     ("sweet",): (
-        "fraction",
-        "selection",
-        "candidates",
-        "pairs_per_turn",
-        "temperature",
-        "max_new_tokens",
-        "score",
-        "sample_batch_size",
-        "base_url",
-        "served_model"
+        "fraction", "selection", "candidates", "pairs_per_turn", "temperature", "max_new_tokens", "score",
+        "sample_batch_size", "base_url", "served_model"
     ),
     ("mtdpo",): ("pairs",),
     ("sweet", "mtdpo"): (
-        "beta",
-        "nll_weight",
-        "loss",
-        "label_smoothing",
-        "stop_on_displacement"
+        "beta", "nll_weight", "loss", "label_smoothing", "stop_on_displacement"
     ),  # the preference losses'
     ("rft", "sft"): ("rft_threshold",),  # sft reads rft's data
 }
