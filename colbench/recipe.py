@@ -51,116 +51,52 @@ def _differs(value, paper) -> bool:
 # line is printed when the value is set and differs.
 Setting = tuple[str, Callable[[dict], object], object, Callable[[object], str]]
 SETTINGS: tuple[Setting, ...] = (
-    (
-        "tokens per agent turn",
-        lambda c: c.get("max_new_tokens"),
-        PAPER_TURN_TOKENS,
-        lambda v: f"{v} tokens per agent turn (paper: {PAPER_TURN_TOKENS})"
-    ),
-    (
-        "SWEET candidates",
-        lambda c: (c.get("policy") or {}).get("candidates"),
-        PAPER_CANDIDATES,
-        lambda v: f"{v} SWEET candidates per turn (paper: {PAPER_CANDIDATES})"
-    ),
-    (
-        "critic epochs",
-        lambda c: (c.get("critic") or {}).get("epochs"),
-        PAPER_CRITIC_EPOCHS,
-        lambda v: f"{v} critic epochs (paper: {PAPER_CRITIC_EPOCHS} for backend)"
-    ),
-    (
-        "critic context",
-        lambda c: (c.get("critic") or {}).get("max_len"),
-        PAPER_CRITIC_MAX_LEN,
-        lambda v: f"the critic reads at most {v} tokens (official: {PAPER_CRITIC_MAX_LEN})"
-    ),
-    (
-        "policy context",
-        lambda c: (c.get("policy") or {}).get("max_len"),
-        PAPER_POLICY_MAX_LEN,
-        lambda v: f"the policy trains on at most {v} tokens (official: {PAPER_POLICY_MAX_LEN})"
-    ),
-    (
-        "critic fine-tuning",
-        lambda c: (c.get("critic") or {}).get("full"),
-        True,
-        lambda v: "LoRA critic (official: full fine-tune)"
-    ),
-    (
-        "policy fine-tuning",
-        lambda c: (c.get("policy") or {}).get("full"),
-        True,
-        lambda v: "LoRA policies (official: full fine-tune)"
-    ),
-    (
-        "critic lr",
-        lambda c: c.get("critic") and _lr(c["critic"]),
-        PAPER_LR,
-        lambda v: f"critic learning rate {v:g} (official: {PAPER_LR:g} for 8B)"
-    ),
-    (
-        "policy lr",
-        lambda c: c.get("policy") and _lr(c["policy"]),
-        PAPER_LR,
-        lambda v: f"policy learning rate {v:g} (official: {PAPER_LR:g} for 8B)"
-    ),
-    (
-        "critic normalisation",
-        lambda c: (c.get("critic") or {}).get("normalize"),
-        "trajectory",
-        lambda v: (
-            f"the critic's advantage is normalised per {v} (the paper's formula; the official code: over the"
-            " trajectory's agent tokens)"
-            if v == "turn"
-            else "the critic's advantage is not length-normalised (official: over the trajectory's agent tokens)"
-        )
-    ),
-    (
-        "SWEET fraction",
-        lambda c: (c.get("policy") or {}).get("fraction"),
-        PAPER_FRACTION,
-        lambda v: f"SWEET samples candidates for {v:.0%} of the data (official: {PAPER_FRACTION:.0%})"
-    ),
-    (
-        "SWEET selection",
-        lambda c: (c.get("policy") or {}).get("selection"),
-        "trajectories",
-        lambda v: "SWEET's fraction is a hashed share of turns (official: the first trajectories, one sample per task)"
-    ),
-    (
-        "SWEET score",
-        lambda c: (c.get("policy") or {}).get("score"),
-        "sampler",
-        lambda v: (
-            "SWEET ranks candidates by the critic's own advantage (official: the critic's mean log-prob minus the"
-            " sampler's)"
-        )
-    ),
-    (
-        "policy NLL",
-        lambda c: (c.get("policy") or {}).get("nll_weight"),
-        0.01,
-        lambda v: f"NLL weight {v:g} on the chosen side (official: 0.01)"
-    ),
+    ("tokens per agent turn", lambda c: c.get("max_new_tokens"), PAPER_TURN_TOKENS,
+     lambda v: f"{v} tokens per agent turn (paper: {PAPER_TURN_TOKENS})"),
+    ("SWEET candidates", lambda c: (c.get("policy") or {}).get("candidates"), PAPER_CANDIDATES,
+     lambda v: f"{v} SWEET candidates per turn (paper: {PAPER_CANDIDATES})"),
+    ("critic epochs", lambda c: (c.get("critic") or {}).get("epochs"), PAPER_CRITIC_EPOCHS,
+     lambda v: f"{v} critic epochs (paper: {PAPER_CRITIC_EPOCHS} for backend)"),
+    ("critic context", lambda c: (c.get("critic") or {}).get("max_len"), PAPER_CRITIC_MAX_LEN,
+     lambda v: f"the critic reads at most {v} tokens (official: {PAPER_CRITIC_MAX_LEN})"),
+    ("policy context", lambda c: (c.get("policy") or {}).get("max_len"), PAPER_POLICY_MAX_LEN,
+     lambda v: f"the policy trains on at most {v} tokens (official: {PAPER_POLICY_MAX_LEN})"),
+    ("critic fine-tuning", lambda c: (c.get("critic") or {}).get("full"), True,
+     lambda v: "LoRA critic (official: full fine-tune)"),
+    ("policy fine-tuning", lambda c: (c.get("policy") or {}).get("full"), True,
+     lambda v: "LoRA policies (official: full fine-tune)"),
+    ("critic lr", lambda c: c.get("critic") and _lr(c["critic"]), PAPER_LR,
+     lambda v: f"critic learning rate {v:g} (official: {PAPER_LR:g} for 8B)"),
+    ("policy lr", lambda c: c.get("policy") and _lr(c["policy"]), PAPER_LR,
+     lambda v: f"policy learning rate {v:g} (official: {PAPER_LR:g} for 8B)"),
+    ("critic normalisation", lambda c: (c.get("critic") or {}).get("normalize"), "trajectory",
+     lambda v: (
+         f"the critic's advantage is normalised per {v} (the paper's formula; the official code: over the"
+         " trajectory's agent tokens)"
+         if v == "turn"
+         else "the critic's advantage is not length-normalised (official: over the trajectory's agent tokens)"
+     )),
+    ("SWEET fraction", lambda c: (c.get("policy") or {}).get("fraction"), PAPER_FRACTION,
+     lambda v: f"SWEET samples candidates for {v:.0%} of the data (official: {PAPER_FRACTION:.0%})"),
+    ("SWEET selection", lambda c: (c.get("policy") or {}).get("selection"), "trajectories",
+     lambda v: "SWEET's fraction is a hashed share of turns (official: the first trajectories, one sample per task)"),
+    ("SWEET score", lambda c: (c.get("policy") or {}).get("score"), "sampler",
+     lambda v: (
+         "SWEET ranks candidates by the critic's own advantage (official: the critic's mean log-prob minus the"
+         " sampler's)"
+     )),
+    ("policy NLL", lambda c: (c.get("policy") or {}).get("nll_weight"), 0.01,
+     lambda v: f"NLL weight {v:g} on the chosen side (official: 0.01)"),
     ("policy beta", lambda c: (c.get("policy") or {}).get("beta"), 0.1, lambda v: f"DPO β {v:g} (official: 0.1)"),
     ("critic beta", lambda c: (c.get("critic") or {}).get("beta"), 0.1, lambda v: f"critic β {v:g} (official: 0.1)"),
-    (
-        "best-of-N",
-        lambda c: c.get("best_of") or None,
-        PAPER_BEST_OF,
-        lambda v: f"best-of-{v} (paper: up to {PAPER_BEST_OF})"
-    ),
-    (
-        "simulator",
-        lambda c: c.get("simulator"),
-        None,
-        lambda v: (
-            "the built-in rule-based human (paper: Llama-3.1-70B-Instruct)"
-            if v == "builtin"
-            else f"the human simulator is {v} (paper: Llama-3.1-70B-Instruct)"
-        )
-    ),
+    ("best-of-N", lambda c: c.get("best_of") or None, PAPER_BEST_OF,
+     lambda v: f"best-of-{v} (paper: up to {PAPER_BEST_OF})"),
+    ("simulator", lambda c: c.get("simulator"), None,
+     lambda v: (
+         "the built-in rule-based human (paper: Llama-3.1-70B-Instruct)"
+         if v == "builtin"
+         else f"the human simulator is {v} (paper: Llama-3.1-70B-Instruct)"
+     )),
     ("grading", lambda c: c.get("grading"), "official", lambda v: f"grading: {v} (not the official grader's outcomes)"),
 )
 
