@@ -25,8 +25,6 @@ from colbench.families.backend import BackendFamily
 NEW, REPEAT, NOTHING, ANSWER = "new fact", "repeat", "nothing", "answer"
 QUESTIONS = (NEW, REPEAT, NOTHING)
 
-BACKEND = BackendFamily.name  # the lite tier's facts are backend tasks'
-
 
 def turn_kind(task, known: set[str], text: str, *, last_turn: bool = False) -> tuple[str, set[str]]:
     """The kind of an agent turn, given the facts stated before it, and the facts its reply states."""
@@ -113,7 +111,7 @@ def fact_finding(
     from colbench.tasks.lite import facts_of
 
     with db.read() as session:
-        graded = queries.graded_trajectory_ids(session, family=BACKEND, split=split, policies=policies,
+        graded = queries.graded_trajectory_ids(session, family=BackendFamily.name, split=split, policies=policies,
                                                simulator=simulator, setting=setting)
     dialogues = lite_dialogues(db, [trajectory_id for trajectory_id, _ in graded])
     groups: dict[tuple, list] = defaultdict(list)

@@ -34,8 +34,6 @@ FINAL = "final"  # the label of the test-set evaluation
 SWEET_RIVALS = ("zero-shot", "rft", "mtdpo")
 ARM_ORDER = ("zero-shot", "rft", "mtdpo", "sweet", "sweet-no-c", "sweet-critic", "sweet-oracle", "best-of-n")
 
-BACKEND = BackendFamily.name  # the study is the paper's backend setting
-
 
 class StudyError(ColbenchError, ValueError):
     pass
@@ -52,8 +50,9 @@ def trajectory_rows(db, policy: str, setting: str, split: str, simulator: str | 
     from colbench.tasks.lite import facts_of, is_lite, template_of
 
     with db.read() as session:
-        ids = [i for i, _ in queries.graded_trajectory_ids(session, family=BACKEND, split=split, policies=[policy],
-                                                           simulator=simulator, setting=setting)]
+        graded = queries.graded_trajectory_ids(session, family=BackendFamily.name, split=split, policies=[policy],
+                                               simulator=simulator, setting=setting)
+        ids = [i for i, _ in graded]
         trajectories = queries.trajectories_by_id(session, ids)
         tasks = {
             i: spec_of(t) for i, t in queries.tasks_by_id(session, {t.task_id for t in trajectories.values()}).items()
@@ -135,7 +134,7 @@ class ArmResult:
 def _side(rows: list[dict], name: str):
     from colbench.compare import Side
 
-    side = Side(name, BACKEND)
+    side = Side(name, BackendFamily.name)
     for row in rows:
         side.samples.setdefault(row["task_id"], []).append((float(row["success"]), float(row["tests_passed"])))
     return side
