@@ -105,7 +105,9 @@ TASK_SETS = {
     BACKEND: ("train", {"test": ("test",)}),
     "backend-lite": ("lite-train", {"val": ("lite-val",), "test": ("lite-test", "lite-novel")}),
 }
-EVALUATE_ON = ("val", "test")
+# What --evaluate-on accepts: a phase, or one test split alone (e.g. lite-test, read before lite-novel).
+TEST_SPLITS = dict.fromkeys(split for _, phases in TASK_SETS.values() for split in phases["test"])
+EVALUATE_ON = ("val", "test", *(split for split in TEST_SPLITS if split != "test"))
 
 
 def study_critic() -> CriticConfig:
@@ -141,8 +143,8 @@ class ExperimentConfig:
     evaluate_on: str | None = option(
         None,
         "What every arm is evaluated on: 'val' (backend-lite's lite-val, 120 train-template tasks that no demonstration"
-        " or training data touches: tune here) or 'test' (the test sets, read once, at the end). Default: val for"
-        " backend-lite, test for backend (it has no validation split).",
+        " or training data touches: tune here) or 'test' (the test sets, read once, at the end), or one test set alone"
+        " (lite-test or lite-novel). Default: val for backend-lite, test for backend (it has no validation split).",
         choices=EVALUATE_ON
     )
     train_tasks: int | None = option(16, "The first N train tasks (None: all).", min=1)
@@ -255,8 +257,9 @@ class ExperimentConfig:
         phases = TASK_SETS[self.tasks][1]
         if self.evaluate_on is None:
             self.evaluate_on = "val" if "val" in phases else "test"
-        if self.evaluate_on not in phases:
-            raise ValueError(f"--tasks {self.tasks} has no validation split: evaluate on test")
+        if self.evaluate_on not in phases and self.evaluate_on not in phases["test"]:
+            choices = " or ".join(dict.fromkeys((*phases, *phases["test"])))
+            raise ValueError(f"--tasks {self.tasks} cannot be evaluated on {self.evaluate_on}: choose {choices}")
 
     @classmethod
     def help(cls) -> dict[str, str]:
@@ -268,8 +271,8 @@ class ExperimentConfig:
 
     @property
     def test_splits(self) -> tuple[str, ...]:
-        """The splits every arm is evaluated on (validation or test, by ``evaluate_on``)."""
-        return TASK_SETS[self.tasks][1][self.evaluate_on]
+        """The splits every arm is evaluated on (validation, test, or one test split, by ``evaluate_on``)."""
+        return TASK_SETS[self.tasks][1].get(self.evaluate_on, (self.evaluate_on,))
 
     @property
     def served(self) -> bool:

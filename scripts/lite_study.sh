@@ -7,6 +7,7 @@
 #   bash scripts/lite_study.sh base        # demonstrations, warm start, zero-shot rollouts
 #   bash scripts/lite_study.sh validate    # every configuration of the search, on lite-val
 #   bash scripts/lite_study.sh final       # the chosen configurations, once, on the test sets
+#   bash scripts/lite_study.sh final lite-test   # ... on one test set (lite-test, then lite-novel)
 #
 # STORE (default lite-study) holds the store and checkpoints, which are large and never
 # committed; the study's own files (trajectories.jsonl, validation.jsonl, times.log) go to
@@ -14,7 +15,7 @@
 # every table.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-stage=${1:?usage: lite_study.sh base|validate|final}
+stage=${1:?usage: lite_study.sh base|validate|final [test|lite-test|lite-novel]}
 store=$(realpath -m "${STORE:-lite-study}")
 files="$here/studies/backend-lite"
 mkdir -p "$store" "$files"
@@ -73,7 +74,7 @@ final)
   # shellcheck source=/dev/null
   source "$chosen"  # defines final_arms: one line per arm, its experiment flags
   while read -r line; do
-    [ -n "$line" ] && eval "study final --evaluate-on test $line"
+    [ -n "$line" ] && eval "study final --evaluate-on ${2:-test} $line"
   done <<< "$final_arms"
   ;;
 *)

@@ -209,8 +209,14 @@ def test_a_lite_study_evaluates_on_validation_unless_told_to_read_the_test_sets(
     assert ExperimentConfig(tasks="backend-lite").test_splits == ("lite-val",)
     assert ExperimentConfig(tasks="backend-lite", evaluate_on="test").test_splits == ("lite-test", "lite-novel")
     assert ExperimentConfig(tasks="backend").test_splits == ("test",)
+    # One test set alone, so that a study short of time reads lite-test before lite-novel.
+    assert ExperimentConfig(tasks="backend-lite", evaluate_on="lite-test").test_splits == ("lite-test",)
+    with pytest.raises(ValueError, match="cannot be evaluated on lite-test: choose test"):
+        ExperimentConfig(tasks="backend", evaluate_on="lite-test")
+    with pytest.raises(ValueError, match="cannot be evaluated on val"):
+        ExperimentConfig(tasks="backend", evaluate_on="val")
     code, out, err = cli("experiment", "backend", "--dir", str(tmp_path), "--evaluate-on", "val")
-    assert code != 0 and "no validation split" in err and len(err.strip().splitlines()) == 1
+    assert code != 0 and "cannot be evaluated on val: choose test" in err and len(err.strip().splitlines()) == 1
     code, out, err = cli("experiment", "backend", "--dir", str(tmp_path), "--arm", "rft", "--arm", "sweet-magic")
     assert code != 0 and "'sweet-magic'" in err and len(err.strip().splitlines()) == 1
     code, out, err = cli("experiment", "backend", "--dir", str(tmp_path), "--arm", "sweet-oracle")
