@@ -39,9 +39,10 @@ def db(db_url):
     database.close()
 
 
-def command_line(url: str, capsys, monkeypatch):
-    """`colbench --db <url> ARGS` in this process: returns (exit code, stdout, stderr), stdout parsed when
-    --json was asked and the command succeeded."""
+def command_line(url: str | None, capsys, monkeypatch):
+    """`colbench --db <url> ARGS` in this process (without --db when ``url`` is None: the args name it, or
+    the default store does): returns (exit code, stdout, stderr), stdout parsed when --json was asked and
+    the command succeeded."""
     from colbench.cli import app, common
 
     monkeypatch.delenv("COLBENCH_DB", raising=False)
@@ -49,7 +50,7 @@ def command_line(url: str, capsys, monkeypatch):
     def run(*args):
         common.state._db = None
         with pytest.raises(SystemExit) as exit_info:
-            app.main(["--db", url, *args])
+            app.main([*(["--db", url] if url else []), *args])
         out, err = capsys.readouterr()
         return exit_info.value.code, json.loads(out) if "--json" in args and exit_info.value.code == 0 else out, err
 

@@ -3,7 +3,6 @@ adapter-only gradients, the frozen reference, checkpoints, a fit end to end (and
 second, incremental one), stored turn scores, and shared-prefix candidate scoring."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from colbench.training import sequences as S
 from colbench.training.critic import CriticConfig, NothingToTrain, fit_critic, latest_critic
 from colbench.training.losses import bradley_terry_loss, critic_scores
 from colbench.training.modeling import TokenLogProbs, adapter_disabled, attach_lora, load_adapter
-from conftest import write_jsonl
+from conftest import command_line, write_jsonl
 from officialdata import backend_task, trajectory
 
 DIALOGUE = [
@@ -332,18 +331,14 @@ def test_a_candidate_scores_as_its_turn_does_in_training_cut_or_not(tiny_model_d
 # ---------------------------------------------------------------- the command
 
 
-def test_cli_fit_and_score(tiny_model_dir, sqlite_url, tmp_path, capsys):
-    from colbench.cli import app as cli, common
-
+def test_cli_fit_and_score(tiny_model_dir, sqlite_url, tmp_path, capsys, monkeypatch):
     db = Database(sqlite_url)
     import_records(db, tmp_path, "first", first_batch())
+    colbench = command_line(sqlite_url, capsys, monkeypatch)
 
-    def run(*args):
-        common.state._db = None
-        with pytest.raises(SystemExit) as exit_info:
-            cli.main(["--db", sqlite_url, "critic", *args])
-        out, err = capsys.readouterr()
-        return exit_info.value.code, " ".join(out.split()), err
+    def run(*args):  # `colbench critic ARGS`, its output's lines joined (Rich wraps them at the terminal's width)
+        code, out, err = colbench("critic", *args)
+        return code, out if "--json" in args else " ".join(out.split()), err
 
     code, out, err = run(
         "fit", "--model", str(tiny_model_dir), "--epochs", "1", "--batch-size", "4", "--max-len", "128", "--lora-rank",
@@ -356,7 +351,7 @@ def test_cli_fit_and_score(tiny_model_dir, sqlite_url, tmp_path, capsys):
     assert config["normalize"] == "trajectory" and config["training_info"] is False and config["lora_rank"] == 4
     code, out, err = run("score", "--critic", "ckpt:1", "--limit", "2", "--json", "--device", "cpu")
     assert code == 0, err
-    assert json.loads(out)["trajectories"] == 2
+    assert out["trajectories"] == 2
     # Continuing the latest matching critic: nothing new, one line.
     code, out, err = run("fit", "--normalize", "trajectory", "--no-training-info", "--device", "cpu")
     assert code == 1 and err.strip().startswith("error: no training pairs") and len(err.strip().splitlines()) == 1

@@ -11,7 +11,7 @@ from sqlmodel import func, select
 from colbench.official import import_trajectories
 from colbench.store.db import Database
 from colbench.store.models import Checkpoint, Task, TrainingRun, Trajectory
-from conftest import write_jsonl
+from conftest import command_line, write_jsonl
 from officialdata import backend_task, trajectory
 
 TINY_STUDY = [
@@ -25,18 +25,7 @@ TINY_STUDY = [
 
 @pytest.fixture
 def cli(capsys, monkeypatch):
-    from colbench.cli import app, common
-
-    monkeypatch.delenv("COLBENCH_DB", raising=False)
-
-    def run(*args):
-        common.state._db = None
-        with pytest.raises(SystemExit) as exit_info:
-            app.main(list(args))
-        out, err = capsys.readouterr()
-        return exit_info.value.code, out, err
-
-    return run
+    return command_line(None, capsys, monkeypatch)
 
 
 def counts(db):
@@ -65,12 +54,11 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
     ]
     import_trajectories(db, write_jsonl(tmp_path / "offline.jsonl", records))
 
-    code, out, err = cli(
+    code, result, err = cli(
         "experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--no-on-policy",
         "--label", "final", *TINY_STUDY
     )
     assert code == 0, err
-    result = json.loads(out)
     arms = {a["arm"]: a for a in result["arms"]}
     # The study's files hold every evaluated trajectory, and their report gives the experiment's own figures.
     from colbench.study import report
@@ -144,12 +132,11 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
 
 def test_a_study_without_any_success_reports_what_could_not_be_trained(tiny_model_dir, tmp_path, cli):
     folder = tmp_path / "study"
-    code, out, err = cli(
+    code, result, err = cli(
         "experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--json", "--arm", "rft",
         "--arm", "mtdpo", "--arm", "sweet", "--critic-ensemble", "2", *TINY_STUDY
     )
     assert code == 0, err
-    result = json.loads(out)
     arms = {a["arm"]: a for a in result["arms"]}
     assert list(arms) == ["zero-shot", "rft", "mtdpo", "sweet"]
     assert (
@@ -238,7 +225,7 @@ def test_on_policy_rounds_roll_out_the_last_policy_on_fresh_tasks_and_continue_i
         "--arm", "sweet", "--rounds", "2", *TINY_STUDY
     )
     assert code == 0, err
-    arms = {a["arm"]: a for a in json.loads(out)["arms"]}
+    arms = {a["arm"]: a for a in out["arms"]}
     assert (
         list(arms) == ["zero-shot", "sweet", "sweet-round-2"]
         and arms["sweet-round-2"]["title"] == "SWEET-RL, on-policy round 2"

@@ -3,8 +3,6 @@ a warm start by sft that learns to ask, the whole experiment on both lite test s
 best-of-N, and the critic's evaluation against the turns' ground-truth labels."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from colbench.engines.hf import HFEngine
@@ -13,6 +11,7 @@ from colbench.official import spec_of
 from colbench.tasks.lite import NOVEL_TEMPLATES, facts_of, template_of
 from colbench.refs import checkpoint_lookup
 from colbench.wiring import select_tasks
+from conftest import command_line
 
 STUDY = [
     "--tasks", "backend-lite", "--train-tasks", "3", "-k", "1", "--test-tasks", "1", "--max-new-tokens", "4",
@@ -28,19 +27,15 @@ FIT = ["--split", "lite-train", "--lora-rank", "8", "--lr", "5e-3", "--max-len",
 
 @pytest.fixture
 def cli(capsys, monkeypatch):
-    from colbench.cli import app, common
+    """The command line in this process, asserting success: its output, parsed when --json was asked."""
+    run = command_line(None, capsys, monkeypatch)
 
-    monkeypatch.delenv("COLBENCH_DB", raising=False)
+    def succeed(*args):
+        code, out, err = run(*args)
+        assert code == 0, err
+        return out
 
-    def run(*args):
-        common.state._db = None
-        with pytest.raises(SystemExit) as exit_info:
-            app.main(list(args))
-        out, err = capsys.readouterr()
-        assert exit_info.value.code == 0, err
-        return json.loads(out) if "--json" in args else out
-
-    return run
+    return succeed
 
 
 def first_questions(db) -> list:

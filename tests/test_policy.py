@@ -36,7 +36,7 @@ from colbench.training.trainer import NothingToTrain, PolicyConfig
 from colbench.training import sequences as S
 from colbench.training.losses import policy_dpo_loss, sft_loss, turn_sums
 from colbench.training.modeling import TokenLogProbs, adapter_disabled, attach_lora, load_adapter
-from conftest import write_jsonl
+from conftest import command_line, write_jsonl
 from officialdata import backend_task, trajectory
 
 DIALOGUE = [
@@ -432,18 +432,10 @@ def test_export_merge_gives_base_plus_adapter_logps_and_ckpt_works_in_an_engine(
 # ---------------------------------------------------------------- the whole pipeline through the CLI
 
 
-def test_cli_import_critic_sweet_rollout_eval(tiny_model_dir, sqlite_url, tmp_path, capsys):
-    from colbench.cli import app as cli, common
-
+def test_cli_import_critic_sweet_rollout_eval(tiny_model_dir, sqlite_url, tmp_path, capsys, monkeypatch):
     db = Database(sqlite_url)
     import_records(db, tmp_path, "offline", small_batch())
-
-    def run(*args):
-        common.state._db = None
-        with pytest.raises(SystemExit) as exit_info:
-            cli.main(["--db", sqlite_url, *args])
-        out, err = capsys.readouterr()
-        return exit_info.value.code, out, err
+    run = command_line(sqlite_url, capsys, monkeypatch)
 
     code, out, err = run(
         "critic", "fit", "--model", str(tiny_model_dir), "--epochs", "1", "--batch-size", "4", "--max-len", "128",
@@ -459,7 +451,7 @@ def test_cli_import_critic_sweet_rollout_eval(tiny_model_dir, sqlite_url, tmp_pa
     out = " ".join(out.split())
     assert out.startswith("policy:sweet ckpt:2 (run 2):") and "pairs" in out and "reward margin" in out
     code, out, err = run("checkpoint", "ls", "--json")
-    assert code == 0 and [(r["ref"], r["kind"]) for r in json.loads(out)] == [
+    assert code == 0 and [(r["ref"], r["kind"]) for r in out] == [
         ("ckpt:1", "critic"),
         ("ckpt:2", "policy:sweet")
     ]
