@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from colbench.grading.semantics import DEFAULT_GRADING, GRADINGS
+from colbench.jsonl import records
 from colbench.progress import Progress, Tally
 from colbench.store.db import Database
 from colbench.store.models import Task, Trajectory, utcnow
@@ -65,22 +66,7 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
     except OSError as exc:
         raise FormatError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     with handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise FormatError(
-                    f"{path}:{number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
-                ) from None
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise FormatError(f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(record, dict):
-                raise FormatError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-            yield number, record
+        yield from records(handle, path)
 
 
 def _extra_fields(record: dict) -> dict | None:

@@ -806,11 +806,11 @@ def _settle_rules(check: TaskCheck, spec: TaskSpec, parsed: _Parsed | None, ran:
 def validate_file(path, *, family: str = DEFAULT_FAMILY, **options) -> ValidationReport:
     """Validate a task JSONL file. A line that cannot be read (bad JSON, missing or
     mistyped fields) is a well-formed failure of that line, not an error of the file."""
-    import json
     from pathlib import Path
 
     from colbench.errors import FormatError
     from colbench.families.records import task_from_record
+    from colbench.jsonl import parse_record
     from colbench.official import read_text
 
     path = Path(path)
@@ -821,14 +821,8 @@ def validate_file(path, *, family: str = DEFAULT_FAMILY, **options) -> Validatio
             continue
         where = f"{path.name}:{number}"
         try:
-            record = json.loads(line)
-            if not isinstance(record, dict):
-                raise FormatError(f"{where}: expected a JSON object")
+            record = parse_record(line, where)
             spec = task_from_record(record, family=family, split="train", source=f"file:{path.name}", where=where)
-        except json.JSONDecodeError as exc:
-            unreadable.append((len(specs) + len(unreadable), where,
-                               f"not valid JSON ({exc.msg} at column {exc.colno})"))
-            continue
         except FormatError as exc:
             message = str(exc)
             unreadable.append((len(specs) + len(unreadable), where,

@@ -20,13 +20,12 @@ task in place rather than removing it.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import resources
 
-from colbench.errors import FormatError
 from colbench.families import DEFAULT_FAMILY, family as family_named
 from colbench.families.records import task_from_record
+from colbench.jsonl import records
 from colbench.tasks.rows import task_row
 from colbench.tasks.spec import TaskSpec
 
@@ -67,21 +66,11 @@ def load_builtin(family: str = DEFAULT_FAMILY) -> list[BuiltinTask]:
     """Every built-in task of the family with its file and line. FormatError names the line."""
     tasks: list[BuiltinTask] = []
     for entry in builtin_files(family):
-        text = entry.read_text(encoding="utf-8")
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            where = f"{entry.name}:{number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise FormatError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(record, dict):
-                raise FormatError(f"{where}: expected a JSON object")
-            spec = task_from_record(
-                record, family=family, split=split_of(len(tasks)), source=SOURCE, where=where
-            )
-            tasks.append(BuiltinTask(spec, entry.name, number))
+        with entry.open("rb") as handle:
+            for number, record in records(handle, entry.name):
+                where = f"{entry.name}:{number}"
+                spec = task_from_record(record, family=family, split=split_of(len(tasks)), source=SOURCE, where=where)
+                tasks.append(BuiltinTask(spec, entry.name, number))
     return tasks
 
 
