@@ -622,10 +622,19 @@ class BackendExperiment:
 
     def record_study(self, arms: list[Arm]) -> None:
         """Each evaluated arm's trajectories, under the run's label, in the study's files; on
-        validation, also what the arm was trained with and what its training cost."""
+        validation, also what the arm was trained with and what its training cost; and what each
+        SWEET-RL arm's pairs preferred, against ground truth (backend-lite's human and the sandbox)."""
         from colbench import study
+        from colbench.fact_finding import pair_kinds
+        from colbench.grading.grader import Grader
 
         cfg = self.config
+        sweet = [arm for arm in arms if arm.key.startswith("sweet") and arm.results and arm.training.get("run_id")]
+        if cfg.tasks == "backend-lite" and sweet:
+            with Grader(sandbox=cfg.sandbox) as grader:
+                for arm in sweet:
+                    study.record_pairs(self.folder, arm.key, cfg.label,
+                                       pair_kinds(self.db, arm.training["run_id"], grader=grader).as_dict())
         for arm in arms:
             critic = (arm.critic or {}).get("members", [arm.critic or {}])[0]  # an ensemble's first member
             for split, result in arm.results.items():

@@ -10,13 +10,17 @@ A study's folder (``studies/backend-lite`` in the repository) holds:
   obtained; backend-lite only).
 - ``validation.jsonl``: one line per arm and label evaluated on validation: the settings its
   policy and critic were trained with, its checkpoint, and what it cost (minutes of training).
+- ``pairs.jsonl``: one line per SWEET-RL arm and label: what its training pairs preferred, judged
+  by the built-in human and the sandbox (`colbench critic pairs --grade`), so that a critic's
+  ranking can be checked against ground truth.
 - ``times.log``: each stage's start and stop, as the study's script wrote them.
 
-`colbench experiment --label NAME` writes the first two; `colbench study report FOLDER` reads
+`colbench experiment --label NAME` writes the first three; `colbench study report FOLDER` reads
 them alone (no store, no model) and gives, per split, each arm's success with a bootstrap
 interval and its paired difference from zero-shot on the same tasks and samples, and for
 SWEET-RL its paired differences from zero-shot, rejection fine-tuning and multi-turn DPO with
-Holm-corrected p-values, and from SWEET-RL without c.
+Holm-corrected p-values, and from SWEET-RL without c; and how often each SWEET-RL arm's chosen
+candidate was the better one where ground truth orders the two.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from colbench.families.backend import BackendFamily
 
 TRAJECTORIES = "trajectories.jsonl"
 VALIDATION = "validation.jsonl"
+PAIRS = "pairs.jsonl"
 FINAL = "final"  # the label of the test-set evaluation
 # SWEET-RL is measured against these, Holm-corrected over the three (the issue's goal).
 SWEET_RIVALS = ("zero-shot", "rft", "mtdpo")
@@ -89,6 +94,14 @@ def record(folder: Path, arm: str, label: str, rows: list[dict], validation: dic
     if validation is not None:
         kept = [r for r in read_jsonl(folder / VALIDATION) if not (r["arm"] == arm and r["label"] == label)]
         _write_jsonl(folder / VALIDATION, kept + [{"arm": arm, "label": label} | validation])
+
+
+def record_pairs(folder: Path, arm: str, label: str, kinds: dict) -> None:
+    """Replace ``arm``/``label``'s line in the folder's pairs file with ``kinds``
+    (fact_finding.PairKinds.as_dict: what the arm's SWEET-RL training pairs preferred)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    kept = [r for r in read_jsonl(folder / PAIRS) if not (r["arm"] == arm and r["label"] == label)]
+    _write_jsonl(folder / PAIRS, kept + [{"arm": arm, "label": label} | kinds])
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -170,6 +183,26 @@ def holm(p_values: dict[str, float]) -> dict[str, float]:
     return adjusted
 
 
+def against_ground_truth(kinds: dict) -> dict:
+    """How a run's pairs (``record_pairs``) stand against ground truth, counted where it orders the
+    two candidates by itself: a question that obtains a new fact over one that re-asks or obtains
+    nothing, and of two answers the one that passes more tests. (The oracle also ranks a question
+    against an answer, by the answer's tests: that needs the grades of both, which are not kept.)"""
+    from colbench.fact_finding import NEW, NOTHING, REPEAT
+
+    found = {"questions": [0, 0], "answers": [0, 0]}  # [chosen is the better, rejected is]
+    for worse in (NOTHING, REPEAT):
+        found["questions"][0] += kinds["kinds"].get(f"{NEW} > {worse}", 0)
+        found["questions"][1] += kinds["kinds"].get(f"{worse} > {NEW}", 0)
+    graded = kinds.get("answers_graded") or {}
+    found["answers"] = [graded.get("chosen passed more", 0), graded.get("rejected passed more", 0)]
+    right = found["questions"][0] + found["answers"][0]
+    wrong = found["questions"][1] + found["answers"][1]
+    return {"arm": kinds["arm"], "label": kinds["label"], "pairs": kinds["pairs"], "ordered": right + wrong,
+            "questions": found["questions"], "answers": found["answers"],
+            "agreement": _interval([1.0] * right + [0.0] * wrong) if right + wrong else None}
+
+
 def _arm_key(arm: str) -> tuple:
     return (ARM_ORDER.index(arm) if arm in ARM_ORDER else len(ARM_ORDER), arm)
 
@@ -225,6 +258,8 @@ def report(folder: Path) -> dict:
             validation[key] | {"split_results": [r.__dict__ for r in results if (r.arm, r.label) == key]}
             for key in validation
         ],
+        "pairs": [against_ground_truth(kinds) for kinds in sorted(
+            read_jsonl(folder / PAIRS), key=lambda r: (r["label"] != FINAL, r["label"], _arm_key(r["arm"])))],
     }
 
 
@@ -283,4 +318,13 @@ def markdown(found: dict) -> str:
         for rival, comparison in sweet["sweet_vs"].items():
             out.append(f"| {rival} | {_diff(comparison, holm_too=True)} |")
         out.append(f"| sweet-no-c | {_diff(sweet['sweet_vs_no_c'])} |")
+    if found.get("pairs"):
+        out += ["", "**The pairs SWEET-RL trained on, against ground truth** (where it orders the two candidates)", "",
+                "| arm | label | pairs | ordered by ground truth | chosen is the better (95% CI) "
+                "| questions: new fact chosen / rejected | answers: better chosen / rejected |",
+                "|---|---|---|---|---|---|---|"]
+        for row in found["pairs"]:
+            agreement = _pct(row["agreement"]) if row["agreement"] else "–"
+            out.append(f"| {row['arm']} | {row['label']} | {row['pairs']} | {row['ordered']} | {agreement} |"
+                       f" {row['questions'][0]} / {row['questions'][1]} | {row['answers'][0]} / {row['answers'][1]} |")
     return "\n".join(out).strip() + "\n"

@@ -10,6 +10,7 @@ from colbench.store.db import Database
 from colbench.official import spec_of
 from colbench.tasks.lite import NOVEL_TEMPLATES, facts_of, template_of
 from colbench.refs import checkpoint_lookup
+from colbench.study import PAIRS, read_jsonl
 from colbench.wiring import select_tasks
 from conftest import command_line
 
@@ -158,9 +159,17 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
     with monkeypatch.context() as patched:
         patched.setattr("colbench.training.critic_eval.evaluate_critic", judged_again)
         again = cli("--db", db_url, "experiment", "backend", "--model", warm["checkpoint"], "--dir", str(folder),
-                    "--json", "--evaluate-on", "test", *STUDY)
+                    "--json", "--evaluate-on", "test", "--label", "final", *STUDY)
     judgements = {name: c["eval"] for name, c in result["critics"].items()}
     assert {name: c["eval"] for name, c in again["critics"].items()} == judgements
+    # Under a label it keeps the study's files, among them what each SWEET-RL arm's pairs preferred, as
+    # `critic pairs --grade` judges them against the built-in human and the sandbox.
+    recorded = {(r["arm"], r["label"]): r for r in read_jsonl(folder / PAIRS)}
+    assert set(recorded) == {("sweet", "final"), ("sweet-no-c", "final")}
+    for arm in ("sweet", "sweet-no-c"):
+        run = next(a for a in again["arms"] if a["arm"] == arm)["training"]["run_id"]
+        judged = cli("--db", db_url, "critic", "pairs", f"train:{run}", "--grade", "--sandbox", "bwrap", "--json")
+        assert judged["pairs"] > 0 and recorded[(arm, "final")] == {"arm": arm, "label": "final"} | judged
 
     # The warm start's test dialogues and its best-of-N ones share its name; --setting tells them apart.
     critic = result["critics"]["with c"]["checkpoint"]

@@ -86,3 +86,28 @@ STUDY = Path(__file__).resolve().parent.parent / "studies" / "backend-lite"
 def test_the_readmes_backend_lite_tables_are_the_studys_report():
     readme = (STUDY.parent.parent / "README.md").read_text(encoding="utf-8")
     assert markdown(report(STUDY)) in readme
+
+
+def test_the_report_checks_each_sweet_arms_pairs_against_ground_truth(tmp_path):
+    """A critic's pairs (`critic pairs --grade`) against ground truth: a new fact over nothing or a
+    repeat is right, the reverse wrong; of two answers, the one passing more tests is right; pairs
+    ground truth cannot order alone (two new facts, a question against an answer) count for neither."""
+    from colbench.study import record_pairs
+
+    kinds = {"run_id": 8, "pairs": 20, "answers_graded": {"chosen passed more": 6, "rejected passed more": 1, "same": 2},
+             "kinds": {"new fact > nothing": 5, "nothing > new fact": 2, "new fact > repeat": 1, "repeat > new fact": 1,
+                       "new fact > new fact": 2, "answer > answer": 9}}
+    swapped = kinds | {"answers_graded": {"chosen passed more": 1, "rejected passed more": 6, "same": 2},
+                       "kinds": {"nothing > new fact": 5, "new fact > nothing": 2, "repeat > new fact": 1,
+                                 "new fact > repeat": 1, "new fact > new fact": 2, "answer > answer": 9}}
+    record(tmp_path, "zero-shot", FINAL, rows(set(range(5))))
+    record_pairs(tmp_path, "sweet", FINAL, kinds)
+    record_pairs(tmp_path, "sweet-no-c", FINAL, swapped)
+    record_pairs(tmp_path, "sweet", FINAL, kinds)  # recording again replaces the line
+    found = {row["arm"]: row for row in report(tmp_path)["pairs"]}
+    assert list(found) == ["sweet", "sweet-no-c"]
+    sweet, no_c = found["sweet"], found["sweet-no-c"]
+    assert sweet["ordered"] == 16 and sweet["questions"] == [6, 3] and sweet["answers"] == [6, 1]
+    assert sweet["agreement"]["mean"] == pytest.approx(12 / 16) and no_c["agreement"]["mean"] == pytest.approx(4 / 16)
+    assert sweet["agreement"]["low"] < 12 / 16 < sweet["agreement"]["high"]
+    assert "| sweet | final | 20 | 16 | 75.0% [" in markdown(report(tmp_path))
