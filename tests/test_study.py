@@ -94,7 +94,8 @@ def test_the_report_checks_each_sweet_arms_pairs_against_ground_truth(tmp_path):
     ground truth cannot order alone (two new facts, a question against an answer) count for neither."""
     from colbench.study import record_pairs
 
-    kinds = {"run_id": 8, "pairs": 20, "answers_graded": {"chosen passed more": 6, "rejected passed more": 1, "same": 2},
+    kinds = {"run_id": 8, "pairs": 20,
+             "answers_graded": {"chosen passed more": 6, "rejected passed more": 1, "same": 2},
              "kinds": {"new fact > nothing": 5, "nothing > new fact": 2, "new fact > repeat": 1, "repeat > new fact": 1,
                        "new fact > new fact": 2, "answer > answer": 9}}
     swapped = kinds | {"answers_graded": {"chosen passed more": 1, "rejected passed more": 6, "same": 2},
