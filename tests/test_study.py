@@ -112,3 +112,17 @@ def test_the_report_checks_each_sweet_arms_pairs_against_ground_truth(tmp_path):
     assert sweet["agreement"]["mean"] == pytest.approx(12 / 16) and no_c["agreement"]["mean"] == pytest.approx(4 / 16)
     assert sweet["agreement"]["low"] < 12 / 16 < sweet["agreement"]["high"]
     assert "| sweet | final | 20 | 16 | 75.0% [" in markdown(report(tmp_path))
+
+
+def test_the_smallest_detectable_difference_shrinks_with_the_square_root_of_the_tasks(tmp_path):
+    """The same arms on four times the tasks: the test set sees differences half as large."""
+    def found(copies: int) -> dict:
+        folder = tmp_path / str(copies)
+        for arm, solved in (("zero-shot", range(5)), ("sweet", range(3, 12))):
+            record(folder, arm, FINAL, [row | {"task_id": row["task_id"] + TASKS * copy}
+                                        for copy in range(copies) for row in rows(set(solved))])
+        return report(folder)["sweet"]["lite-test"]["sweet_vs"]["zero-shot"]
+
+    small, large = found(1), found(4)
+    assert small["difference"]["mean"] == pytest.approx(large["difference"]["mean"]) == pytest.approx(0.2)
+    assert large["detectable"] == pytest.approx(small["detectable"] / 2, rel=0.25)
