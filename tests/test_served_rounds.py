@@ -7,7 +7,6 @@ samples the tiny base model (tests/test_sampler_openai.py's serve_policy), so wh
 each request asks for and the folder each name was loaded from, not the adapter's arithmetic."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -104,7 +103,7 @@ def test_a_served_round_two_samples_round_one_adapter_and_a_failed_load_loses_no
     openai_server.fail_loading = None
     code, out, err = cli(*study)
     assert code == 0, err
-    arms = {a["arm"]: a for a in json.loads(out)["arms"]}
+    arms = {a["arm"]: a for a in out["arms"]}
     first, second = arms["sweet"]["model"], arms["sweet-round-2"]["model"]
     with db.read() as session:
         checkpoints = {f"ckpt:{c.id}": c for c in session.exec(select(Checkpoint))}
