@@ -195,18 +195,15 @@ def against_ground_truth(kinds: dict) -> dict:
     two candidates by itself: a question that obtains a new fact over one that re-asks or obtains
     nothing, and of two answers the one that passes more tests. (The oracle also ranks a question
     against an answer, by the answer's tests: that needs the grades of both, which are not kept.)"""
-    from colbench.fact_finding import NEW, NOTHING, REPEAT
+    from colbench.fact_finding import NEW, NOTHING, REPEAT, PairKinds
 
-    found = {"questions": [0, 0], "answers": [0, 0]}  # [chosen is the better, rejected is]
-    for worse in (NOTHING, REPEAT):
-        found["questions"][0] += kinds["kinds"].get(f"{NEW} > {worse}", 0)
-        found["questions"][1] += kinds["kinds"].get(f"{worse} > {NEW}", 0)
-    graded = kinds.get("answers_graded") or {}
-    found["answers"] = [graded.get("chosen passed more", 0), graded.get("rejected passed more", 0)]
-    right = found["questions"][0] + found["answers"][0]
-    wrong = found["questions"][1] + found["answers"][1]
-    return {"arm": kinds["arm"], "label": kinds["label"], "pairs": kinds["pairs"], "ordered": right + wrong,
-            "questions": found["questions"], "answers": found["answers"],
+    run = PairKinds(kinds["run_id"], kinds["pairs"], kinds["kinds"], kinds.get("answers_graded") or {})
+    # [chosen is the better, rejected is]
+    questions = [sum(side) for side in zip(run.preferred(NEW, NOTHING), run.preferred(NEW, REPEAT))]
+    answers = [run.answers_graded.get("chosen passed more", 0), run.answers_graded.get("rejected passed more", 0)]
+    right, wrong = questions[0] + answers[0], questions[1] + answers[1]
+    return {"arm": kinds["arm"], "label": kinds["label"], "pairs": run.pairs, "ordered": right + wrong,
+            "questions": questions, "answers": answers,
             "agreement": _interval([1.0] * right + [0.0] * wrong) if right + wrong else None}
 
 
