@@ -20,7 +20,9 @@ def report(
 ) -> None:
     """Per split and label, each arm's success and tests passed with 95% intervals and its paired
     difference from zero-shot; SWEET-RL against zero-shot, rft and mtdpo (Holm-corrected) and
-    against SWEET-RL without c. Reads no store and no model: anyone can recompute the README's tables."""
+    against SWEET-RL without c; every configuration tried on validation, with its cost; SWEET-RL's
+    training pairs against ground truth. Reads no store and no model: anyone can recompute the
+    README's tables."""
     from colbench.study import markdown, report as study_report
 
     found = study_report(folder)

@@ -19,7 +19,8 @@ A study's folder (``studies/backend-lite`` in the repository) holds:
 them alone (no store, no model) and gives, per split, each arm's success with a bootstrap
 interval and its paired difference from zero-shot on the same tasks and samples, and for
 SWEET-RL its paired differences from zero-shot, rejection fine-tuning and multi-turn DPO with
-Holm-corrected p-values, and from SWEET-RL without c; and how often each SWEET-RL arm's chosen
+Holm-corrected p-values, and from SWEET-RL without c; every configuration tried on validation,
+with its settings and cost, each arm's best marked; and how often each SWEET-RL arm's chosen
 candidate was the better one where ground truth orders the two.
 """
 from __future__ import annotations
@@ -35,6 +36,7 @@ TRAJECTORIES = "trajectories.jsonl"
 VALIDATION = "validation.jsonl"
 PAIRS = "pairs.jsonl"
 FINAL = "final"  # the label of the test-set evaluation
+VALIDATION_SPLITS = ("lite-val",)  # where the search is read; the test sets only under FINAL
 # SWEET-RL is measured against these, Holm-corrected over the three (the issue's goal).
 SWEET_RIVALS = ("zero-shot", "rft", "mtdpo")
 ARM_ORDER = ("zero-shot", "rft", "mtdpo", "sweet", "sweet-no-c", "sweet-critic", "sweet-oracle", "best-of-n")
@@ -262,9 +264,52 @@ def report(folder: Path) -> dict:
             validation[key] | {"split_results": [r.__dict__ for r in results if (r.arm, r.label) == key]}
             for key in validation
         ],
-        "pairs": [against_ground_truth(kinds) for kinds in sorted(
-            read_jsonl(folder / PAIRS), key=lambda r: (r["label"] != FINAL, r["label"], _arm_key(r["arm"])))],
+        "search": search(validation, results),
+        "pairs": _pairs_by_run(read_jsonl(folder / PAIRS)),
     }
+
+
+def search(validation: dict[tuple[str, str], dict], results: list[ArmResult]) -> list[dict]:
+    """Every configuration tried on validation, one row per arm and label, with what set it apart
+    (learning rate, NLL weight, N), its figures and its cost; ``best`` marks each arm's highest
+    success, the configuration its search chose."""
+    found = {(r.arm, r.label): r for r in results if r.split in VALIDATION_SPLITS}
+    rows = []
+    for (arm, label), line in validation.items():
+        result = found.get((arm, label))
+        if arm == "zero-shot" or result is None:
+            continue
+        policy, critic = line.get("policy") or {}, line.get("critic") or {}
+        settings = policy.get("settings") or {}
+        rows.append({
+            "arm": arm, "label": label, "split": result.split, "lr": settings.get("lr"),
+            # rejection fine-tuning has no preference loss, so no NLL term beside it
+            "nll_weight": settings.get("nll_weight") if settings.get("algo") in ("sweet", "mtdpo") else None,
+            "best_of": line.get("best_of"), "success": result.success, "versus_zero_shot": result.versus_zero_shot,
+            "policy_minutes": policy.get("minutes"), "critic_minutes": critic.get("minutes"),
+            "critic_run": critic.get("run_id"),
+        })
+    rows.sort(key=lambda r: (_arm_key(r["arm"]), r["label"]))
+    for arm in {r["arm"] for r in rows}:
+        mine = [r for r in rows if r["arm"] == arm]
+        top = max(r["success"]["mean"] for r in mine)
+        for r in mine:
+            r["best"] = r["success"]["mean"] == top
+    return rows
+
+
+def _pairs_by_run(lines: list[dict]) -> list[dict]:
+    """One row per set of pairs: runs that differ only in the actor's step (learning rate, NLL
+    weight) train on the same candidates ranked the same way, so their pairs are counted once,
+    their labels listed."""
+    rows: dict[tuple, dict] = {}
+    for kinds in sorted(lines, key=lambda r: (r["label"] != FINAL, r["label"], _arm_key(r["arm"]))):
+        key = (kinds["arm"], json.dumps([kinds["pairs"], kinds["kinds"], kinds.get("answers_graded")], sort_keys=True))
+        if key in rows:
+            rows[key]["labels"].append(kinds["label"])
+        else:
+            rows[key] = against_ground_truth(kinds) | {"labels": [kinds["label"]]}
+    return list(rows.values())
 
 
 def _any_zero_shot(groups: dict, split: str) -> list[dict] | None:
@@ -284,6 +329,10 @@ def _pct(interval: dict) -> str:
 
 def _share(value: float | None) -> str:
     return "–" if value is None else f"{value:.1%}"
+
+
+def _number(value: float | None, spec: str = "g") -> str:
+    return "–" if value is None else format(value, spec)
 
 
 def _diff(found: dict | None, holm_too: bool = False) -> str:
@@ -322,13 +371,26 @@ def markdown(found: dict) -> str:
         for rival, comparison in (*sweet["sweet_vs"].items(), ("sweet-no-c", sweet["sweet_vs_no_c"])):
             power = f"{comparison['detectable']:.1%}" if comparison else "–"
             out.append(f"| {rival} | {_diff(comparison, holm_too=True)} | {power} |")
+    if found.get("search"):
+        out += ["", "**Every configuration tried on validation** (✓: the best of its arm; minutes of training, the "
+                "critic's shared by the SWEET-RL arms that use it)", "",
+                "| arm | configuration | lr | NLL weight | success (95% CI) | − zero-shot, paired (95% CI), p "
+                "| policy minutes | critic minutes | |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for row in found["search"]:
+            name = row["label"] + (f" (best of {row['best_of']})" if row.get("best_of") else "")
+            minutes = f"{_number(row['policy_minutes'], '.0f')} | {_number(row['critic_minutes'], '.0f')}"
+            best = "✓" if row["best"] else ""
+            out.append(f"| {row['arm']} | {name} | {_number(row['lr'])} | {_number(row['nll_weight'])} |"
+                       f" {_pct(row['success'])} | {_diff(row['versus_zero_shot'])} | {minutes} | {best} |")
     if found.get("pairs"):
         out += ["", "**The pairs SWEET-RL trained on, against ground truth** (where it orders the two candidates)", "",
-                "| arm | label | pairs | ordered by ground truth | chosen is the better (95% CI) "
+                "| arm | labels | pairs | ordered by ground truth | chosen is the better (95% CI) "
                 "| questions: new fact chosen / rejected | answers: better chosen / rejected |",
                 "|---|---|---|---|---|---|---|"]
         for row in found["pairs"]:
             agreement = _pct(row["agreement"]) if row["agreement"] else "–"
-            out.append(f"| {row['arm']} | {row['label']} | {row['pairs']} | {row['ordered']} | {agreement} |"
+            labels = ", ".join(row["labels"])
+            out.append(f"| {row['arm']} | {labels} | {row['pairs']} | {row['ordered']} | {agreement} |"
                        f" {row['questions'][0]} / {row['questions'][1]} | {row['answers'][0]} / {row['answers'][1]} |")
     return "\n".join(out).strip() + "\n"

@@ -55,13 +55,15 @@ validate)
   study paper --policy-lr 1e-5 --arm sweet-oracle
   study nll1 --policy-lr 1e-5 --policy-nll-weight 1.0 --arm sweet-oracle --arm sweet
   study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet-oracle --arm sweet
-  # Then the rivals SWEET-RL must beat, the NLL remedy that lifted it first, so that every final
-  # comparison has a tuned rival as early as possible; the paper's critic-ranked step last.
+  # Then the rivals SWEET-RL must beat, at the NLL remedy that lifted it first and at the small
+  # step the final read them at (trained then; only their validation is new), so that every
+  # final comparison has a tuned rival as early as possible; then the paper's step, the rest of
+  # rejection fine-tuning's learning rates, and the paper's critic-ranked step last.
   study nll1 --policy-lr 1e-5 --policy-nll-weight 1.0 --arm mtdpo --arm sweet-no-c
-  study paper --policy-lr 1e-5 --arm rft --arm mtdpo --arm sweet-no-c
-  study rft-3e-6 --policy-lr 3e-6 --arm rft
-  study rft-3e-5 --policy-lr 3e-5 --arm rft
   study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm mtdpo --arm sweet-no-c
+  study rft-3e-6 --policy-lr 3e-6 --arm rft
+  study paper --policy-lr 1e-5 --arm rft --arm mtdpo --arm sweet-no-c
+  study rft-3e-5 --policy-lr 3e-5 --arm rft
   study paper --policy-lr 1e-5 --arm sweet
   # Beyond the paper: a second, on-policy round of SWEET-RL on lite-train tasks 361-460.
   study nll1 --policy-lr 1e-5 --policy-nll-weight 1.0 --arm sweet --rounds 2 --rounds-offset 360

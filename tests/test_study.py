@@ -126,3 +126,48 @@ def test_the_smallest_detectable_difference_shrinks_with_the_square_root_of_the_
     small, large = found(1), found(4)
     assert small["difference"]["mean"] == pytest.approx(large["difference"]["mean"]) == pytest.approx(0.2)
     assert large["detectable"] == pytest.approx(small["detectable"] / 2, rel=0.25)
+
+
+def test_the_search_table_lists_every_configuration_tried_and_marks_each_arms_best(tmp_path):
+    """Every validation line is a row, with the settings that set it apart and its cost; the best
+    of each arm is marked (not the last tried, not the first); rft shows no NLL weight, which it
+    does not train with."""
+    def policy(algo: str, lr: float, minutes: float) -> dict:
+        return {"policy": {"settings": {"algo": algo, "lr": lr, "nll_weight": 1.0}, "minutes": minutes},
+                "critic": {"run_id": 4, "minutes": 30.0} if algo == "sweet" else None}
+
+    record(tmp_path, "zero-shot", "small", rows(set(range(5)), "lite-val"), {"policy": None})
+    record(tmp_path, "sweet", "nll1", rows(set(range(8)), "lite-val"), policy("sweet", 1e-5, 36.0))
+    record(tmp_path, "sweet", "small", rows(set(range(12)), "lite-val"), policy("sweet", 3e-6, 40.0))
+    record(tmp_path, "sweet", "tiny", rows(set(range(6)), "lite-val"), policy("sweet", 1e-6, 41.0))
+    record(tmp_path, "rft", "rft-3e-5", rows(set(range(7)), "lite-val"), policy("rft", 3e-5, 11.0))
+    record(tmp_path, "sweet", FINAL, rows(set(range(9))))  # the test set is no configuration of the search
+    found = report(tmp_path)["search"]
+    assert [(r["arm"], r["label"]) for r in found] == [("rft", "rft-3e-5"), ("sweet", "nll1"), ("sweet", "small"),
+                                                       ("sweet", "tiny")]
+    by = {r["label"]: r for r in found}
+    assert [label for label, r in by.items() if r["best"]] == ["rft-3e-5", "small"]
+    assert by["small"]["versus_zero_shot"]["difference"]["mean"] == pytest.approx(7 / 20)
+    assert by["rft-3e-5"]["nll_weight"] is None and by["nll1"]["nll_weight"] == 1.0
+    table = markdown(report(tmp_path))
+    assert "| sweet | small | 3e-06 | 1 | 60.0% [" in table and "| 40 | 30 | ✓ |" in table
+    assert "| rft | rft-3e-5 | 3e-05 | – | 35.0% [" in table
+
+
+def test_pairs_that_only_the_actors_step_tells_apart_are_counted_once(tmp_path):
+    """Runs at two learning rates train on the same candidates ranked the same way: one row, both
+    labels; a critic that ranked differently is a row of its own."""
+    from colbench.study import record_pairs
+
+    kinds = {"pairs": 10, "answers_graded": {"chosen passed more": 2},
+             "kinds": {"new fact > nothing": 6, "answer > answer": 2, "new fact > new fact": 2}}
+    record(tmp_path, "zero-shot", FINAL, rows(set(range(5))))
+    record_pairs(tmp_path, "sweet", "nll1", kinds | {"run_id": 5})
+    record_pairs(tmp_path, "sweet", "small", kinds | {"run_id": 8})
+    record_pairs(tmp_path, "sweet", FINAL, kinds | {"run_id": 8})
+    reversed_ = {"run_id": 9, "kinds": {"nothing > new fact": 6}, "answers_graded": {}}
+    record_pairs(tmp_path, "sweet", "ensemble", kinds | reversed_)
+    found = report(tmp_path)["pairs"]
+    assert [(r["arm"], r["labels"], r["ordered"]) for r in found] == [
+        ("sweet", [FINAL, "nll1", "small"], 8), ("sweet", ["ensemble"], 6)]
+    assert found[1]["agreement"]["mean"] == 0.0
