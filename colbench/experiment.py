@@ -629,7 +629,9 @@ class BackendExperiment:
         from colbench.grading.grader import Grader
 
         cfg = self.config
-        sweet = [arm for arm in arms if arm.key.startswith("sweet") and arm.results and arm.training.get("run_id")]
+        recorded = {(r["arm"], r["label"], r["run_id"]) for r in study.read_jsonl(self.folder / study.PAIRS)}
+        sweet = [arm for arm in arms if arm.key.startswith("sweet") and arm.results and arm.training.get("run_id")
+                 and (arm.key, cfg.label, arm.training["run_id"]) not in recorded]  # a rerun does not grade them again
         if cfg.tasks == "backend-lite" and sweet:
             with Grader(sandbox=cfg.sandbox) as grader:
                 for arm in sweet:
@@ -673,7 +675,7 @@ class BackendExperiment:
             policies = [p.strip() for p in data.split(",")] if data else None
             newest_data = queries.newest_graded_seq(session, family=BACKEND, split=self.config.train_split,
                                                     policies=policies)
-            found = queries.same_run(session, kind, settings, base_model=base, ignored=ignored)
+            found = queries.same_run(session, kind, settings, started_from=base, ignored=ignored)
         if found is None:
             return None
         checkpoint, run = found

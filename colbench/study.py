@@ -31,6 +31,7 @@ from pathlib import Path
 
 from colbench.errors import ColbenchError
 from colbench.families.backend import BackendFamily
+from colbench.jsonl import records
 
 TRAJECTORIES = "trajectories.jsonl"
 VALIDATION = "validation.jsonl"
@@ -107,16 +108,11 @@ def record_pairs(folder: Path, arm: str, label: str, kinds: dict) -> None:
 
 
 def read_jsonl(path: Path) -> list[dict]:
+    """A study file's lines; a file not written yet holds none."""
     if not path.exists():
         return []
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as error:
-                raise StudyError(f"{path}:{number}: not JSON ({error.msg})") from None
-    return rows
+    with path.open("rb") as lines:
+        return [record for _, record in records(lines, path)]
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> None:

@@ -57,13 +57,17 @@ validate)
   study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet-oracle --arm sweet
   # Then the rivals SWEET-RL must beat, at the NLL remedy that lifted it first and at the small
   # step the final read them at (trained then; only their validation is new), so that every
-  # final comparison has a tuned rival as early as possible; then the paper's step, the rest of
-  # rejection fine-tuning's learning rates, and the paper's critic-ranked step last.
+  # final comparison has a tuned rival as early as possible; then the rest of rejection
+  # fine-tuning's learning rates, best-of-N, and the paper's step for the others last.
   study nll1 --policy-lr 1e-5 --policy-nll-weight 1.0 --arm mtdpo --arm sweet-no-c
   study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm mtdpo --arm sweet-no-c
   study rft-3e-6 --policy-lr 3e-6 --arm rft
-  study paper --policy-lr 1e-5 --arm rft --arm mtdpo --arm sweet-no-c
+  study paper --policy-lr 1e-5 --arm rft
+  # Best-of-N: the warm start with the critic picking each turn of 8 samples (the paper's N is 32):
+  # the critic's ranking used at test time, with no actor update to lose it.
+  study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet --best-of 8
   study rft-3e-5 --policy-lr 3e-5 --arm rft
+  study paper --policy-lr 1e-5 --arm mtdpo --arm sweet-no-c
   study paper --policy-lr 1e-5 --arm sweet
   # Beyond the paper: a second, on-policy round of SWEET-RL on lite-train tasks 361-460.
   study nll1 --policy-lr 1e-5 --policy-nll-weight 1.0 --arm sweet --rounds 2 --rounds-offset 360

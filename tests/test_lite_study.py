@@ -162,6 +162,9 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
                     "--json", "--evaluate-on", "test", "--label", "final", *STUDY)
     judgements = {name: c["eval"] for name, c in result["critics"].items()}
     assert {name: c["eval"] for name, c in again["critics"].items()} == judgements
+    # ... and trains no policy again: each LoRA policy continued the warm start's adapter, and is found by it.
+    trained = {a["arm"]: a["training"].get("run_id") for a in result["arms"]}
+    assert {a["arm"]: a["training"].get("run_id") for a in again["arms"]} == trained and trained["sweet"]
     # Under a label it keeps the study's files, among them what each SWEET-RL arm's pairs preferred, as
     # `critic pairs --grade` judges them against the built-in human and the sandbox.
     recorded = {(r["arm"], r["label"]): r for r in read_jsonl(folder / PAIRS)}
@@ -170,6 +173,16 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
         run = next(a for a in again["arms"] if a["arm"] == arm)["training"]["run_id"]
         judged = cli("--db", db_url, "critic", "pairs", f"train:{run}", "--grade", "--sandbox", "bwrap", "--json")
         assert judged["pairs"] > 0 and recorded[(arm, "final")] == {"arm": arm, "label": "final"} | judged
+
+    # A rerun under the same label keeps those lines: the same runs' pairs are not graded again.
+    def graded_again(*args, **kwargs):
+        raise AssertionError("a run's pairs were graded again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("colbench.fact_finding.pair_kinds", graded_again)
+        cli("--db", db_url, "experiment", "backend", "--model", warm["checkpoint"], "--dir", str(folder),
+            "--json", "--evaluate-on", "test", "--label", "final", *STUDY)
+    assert {(r["arm"], r["label"]): r for r in read_jsonl(folder / PAIRS)} == recorded
 
     # The warm start's test dialogues and its best-of-N ones share its name; --setting tells them apart.
     critic = result["critics"]["with c"]["checkpoint"]

@@ -73,7 +73,7 @@ def test_the_report_pairs_arms_by_task_and_holm_corrects_sweets_comparisons(tmp_
     assert code == 0 and out == json.loads(json.dumps(again))
     (tmp_path / "trajectories.jsonl").write_text("{not json\n")
     code, out, err = run("study", "report", str(tmp_path))
-    assert code == 1 and "trajectories.jsonl:1: not JSON" in err and "Traceback" not in err
+    assert code == 1 and "trajectories.jsonl:1: not valid JSON" in err and "Traceback" not in err
     code, out, err = run("study", "report", str(tmp_path / "nowhere"))
     assert code == 1 and "holds no trajectories" in err
 

@@ -103,10 +103,12 @@ def checkpoints_with_runs(session: Session) -> list[tuple[Checkpoint, TrainingRu
 
 
 def same_run(
-    session: Session, kind: str, settings: dict, *, base_model: str | None = None, ignored: Iterable[str] = (),
+    session: Session, kind: str, settings: dict, *, base_model: str | None = None, started_from: str | None = None,
+    ignored: Iterable[str] = (),
 ) -> tuple[Checkpoint, TrainingRun] | None:
     """The newest finished run of ``kind`` (with its checkpoint) whose recorded config agrees with
-    ``settings`` on every key not in ``ignored``, of ``base_model`` when one is named.
+    ``settings`` on every key not in ``ignored``, of ``base_model`` when one is named, and
+    ``started_from`` a model when one is named (see started_from).
 
     The one rule for "the same run" (continuing the latest critic, a study's resumable
     stages): a run is the same when it was made with the same settings.
@@ -121,10 +123,18 @@ def same_run(
     for checkpoint, run in session.exec(query):
         if base_model is not None and checkpoint.base_model != base_model:
             continue
+        if started_from is not None and run_started_from(run, checkpoint) != started_from:
+            continue
         config = run.config or {}
         if all(config.get(key) == value for key, value in settings.items() if key not in skip):
             return checkpoint, run
     return None
+
+
+def run_started_from(run: TrainingRun, checkpoint: Checkpoint) -> str:
+    """The model a run's training began with: the checkpoint it continued (a LoRA policy trained
+    from an adapter continues it, and its own base model is the adapter's), else its base model."""
+    return f"ckpt:{run.parent_checkpoint_id}" if run.parent_checkpoint_id is not None else checkpoint.base_model
 
 
 def open_rollout_run(session: Session, *, policy: str, simulator: str, setting: str, tasks: str, config: dict,
