@@ -161,6 +161,12 @@ def pairs(
         help="Also grade the pairs of two answers: did the critic choose the one that passes more tests?"
     ),
     sandbox: str = typer.Option(AUTO_SANDBOX, "--sandbox", help="With --grade: " + sandbox_help()),
+    study_folder: str = typer.Option(
+        None, "--study",
+        help="Also keep the counts in this study folder's pairs.jsonl (colbench/study.py), under --arm and --label, "
+             "as `experiment --label` does for the runs it trains; needs --grade."),
+    arm: str = typer.Option(None, "--arm", help="With --study: the arm the run trained (sweet, sweet-no-c, ...)."),
+    label: str = typer.Option(None, "--label", help="With --study: the study run's label (e.g. final)."),
     as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
 ) -> None:
     """What a SWEET-RL run's critic taught its policy (backend-lite): each pair's chosen and rejected
@@ -169,6 +175,8 @@ def pairs(
     from colbench.fact_finding import pair_kinds
     from colbench.runs import resolve
 
+    if study_folder is not None and not (grade and arm and label):
+        fail("--study needs --grade, --arm and --label: the study's report checks graded pairs, per arm and label")
     db = state.db()
     with db.read() as session:
         found = resolve(session, run)
@@ -183,6 +191,12 @@ def pairs(
         result = pair_kinds(db, found.id)
     if not result.pairs:
         fail(f"{run} trained on no SWEET-RL pairs (only `policy fit --algo sweet` runs have them)")
+    if study_folder is not None:
+        from pathlib import Path
+
+        from colbench.study import record_pairs
+
+        record_pairs(Path(study_folder), arm, label, result.as_dict())
     if as_json:
         print_json(result.as_dict())
         return

@@ -11,8 +11,8 @@ A study's folder (``studies/backend-lite`` in the repository) holds:
 - ``validation.jsonl``: one line per arm and label evaluated on validation: the settings its
   policy and critic were trained with, its checkpoint, and what it cost (minutes of training).
 - ``pairs.jsonl``: one line per SWEET-RL arm and label: what its training pairs preferred, judged
-  by the built-in human and the sandbox (`colbench critic pairs --grade`), so that a critic's
-  ranking can be checked against ground truth.
+  by the built-in human and the sandbox (`colbench critic pairs --grade`; `--study FOLDER --arm
+  --label` keeps a run's line here), so that a critic's ranking can be checked against ground truth.
 - ``times.log``: each stage's start and stop, as the study's script wrote them.
 
 `colbench experiment --label NAME` writes the first three; `colbench study report FOLDER` reads

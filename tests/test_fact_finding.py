@@ -9,6 +9,7 @@ from colbench.engines.scripted import IRRELEVANT_QUESTIONS, answer_text
 from colbench.fact_finding import pair_kinds
 from colbench.grading.grader import Grader
 from colbench.official import spec_of
+from colbench.study import PAIRS, read_jsonl
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.tasks.lite import facts_of
@@ -60,7 +61,7 @@ def test_eval_facts_tells_asking_from_writing(cli, sqlite_url):
     assert code == 1 and "not a backend split" in err and "Traceback" not in err
 
 
-def test_critic_pairs_judges_each_side_against_the_dialogue_so_far(cli, sqlite_url):
+def test_critic_pairs_judges_each_side_against_the_dialogue_so_far(cli, sqlite_url, tmp_path):
     roll(cli, "scripted:expert")
     db = Database(sqlite_url)
     with db.read() as session:
@@ -121,6 +122,14 @@ def test_critic_pairs_judges_each_side_against_the_dialogue_so_far(cli, sqlite_u
 
     code, out, err = cli("critic", "pairs", f"train:{run_id}", "--grade", "--sandbox", "bwrap", "--json")
     assert code == 0 and out == graded.as_dict(), err
+    # ... kept in a study's files, where `colbench study report` checks them against ground truth
+    study = tmp_path / "study"
+    code, _, err = cli("critic", "pairs", f"train:{run_id}", "--grade", "--sandbox", "bwrap", "--study", str(study),
+                       "--arm", "sweet", "--label", "final")
+    assert code == 0, err
+    assert read_jsonl(study / PAIRS) == [{"arm": "sweet", "label": "final"} | graded.as_dict()]
+    code, _, err = cli("critic", "pairs", f"train:{run_id}", "--study", str(study), "--arm", "sweet", "--label", "x")
+    assert code == 1 and "--study needs --grade" in err
     code, text, _ = cli("critic", "pairs", f"train:{run_id}")
     assert (
         code == 0
