@@ -171,3 +171,22 @@ def test_pairs_that_only_the_actors_step_tells_apart_are_counted_once(tmp_path):
     assert [(r["arm"], r["labels"], r["ordered"]) for r in found] == [
         ("sweet", [FINAL, "nll1", "small"], 8), ("sweet", ["ensemble"], 6)]
     assert found[1]["agreement"]["mean"] == 0.0
+
+
+@pytest.mark.skipif(not (STUDY / "chosen.sh").exists(), reason="the backend-lite study has chosen no configuration yet")
+def test_each_arm_takes_to_the_test_set_the_configuration_its_search_found_best():
+    """chosen.sh (what `lite_study.sh final` runs) against the report's search: every arm read on the
+    test set was read at its best validation configuration, learning rate and NLL weight alike."""
+    import re
+    import shlex
+
+    text = (STUDY / "chosen.sh").read_text(encoding="utf-8")
+    lines = re.search(r'final_arms="(.*?)"', text, re.S).group(1).strip().splitlines()
+    best = {row["arm"]: row for row in report(STUDY)["search"] if row["best"]}
+    for line in lines:
+        words = shlex.split(line)
+        flags = dict(zip(words[::2], words[1::2]))
+        row = best[flags["--arm"]]
+        assert float(flags["--policy-lr"]) == row["lr"], line
+        if row["nll_weight"] is not None:
+            assert float(flags["--policy-nll-weight"]) == row["nll_weight"], line
