@@ -1,6 +1,8 @@
 """`colbench critic fit` and `colbench critic score`: the SWEET-RL critic."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from colbench.cli import views
@@ -161,7 +163,7 @@ def pairs(
         help="Also grade the pairs of two answers: did the critic choose the one that passes more tests?"
     ),
     sandbox: str = typer.Option(AUTO_SANDBOX, "--sandbox", help="With --grade: " + sandbox_help()),
-    study_folder: str = typer.Option(
+    study_folder: Path = typer.Option(
         None, "--study",
         help="Also keep the counts in this study folder's pairs.jsonl (colbench/study.py), under --arm and --label, "
              "as `experiment --label` does for the runs it trains; needs --grade."),
@@ -192,11 +194,9 @@ def pairs(
     if not result.pairs:
         fail(f"{run} trained on no SWEET-RL pairs (only `policy fit --algo sweet` runs have them)")
     if study_folder is not None:
-        from pathlib import Path
-
         from colbench.study import record_pairs
 
-        record_pairs(Path(study_folder), arm, label, result.as_dict())
+        record_pairs(study_folder, arm, label, result.as_dict())
     if as_json:
         print_json(result.as_dict())
         return

@@ -261,7 +261,7 @@ def report(folder: Path) -> dict:
             for key in validation
         ],
         "search": search(validation, results),
-        "pairs": _pairs_by_run(read_jsonl(folder / PAIRS)),
+        "pairs": _distinct_pairs(read_jsonl(folder / PAIRS)),
     }
 
 
@@ -279,11 +279,10 @@ def search(validation: dict[tuple[str, str], dict], results: list[ArmResult]) ->
         settings = policy.get("settings") or {}
         rows.append({
             "arm": arm, "label": label, "split": result.split, "lr": settings.get("lr"),
-            # rejection fine-tuning has no preference loss, so no NLL term beside it
-            "nll_weight": settings.get("nll_weight") if settings.get("algo") in ("sweet", "mtdpo") else None,
+            # a run records only its own algorithm's settings (trainer.run_settings): rft has no NLL weight
+            "nll_weight": settings.get("nll_weight"),
             "best_of": line.get("best_of"), "success": result.success, "versus_zero_shot": result.versus_zero_shot,
             "policy_minutes": policy.get("minutes"), "critic_minutes": critic.get("minutes"),
-            "critic_run": critic.get("run_id"),
         })
     rows.sort(key=lambda r: (_arm_key(r["arm"]), r["label"]))
     for arm in {r["arm"] for r in rows}:
@@ -294,7 +293,7 @@ def search(validation: dict[tuple[str, str], dict], results: list[ArmResult]) ->
     return rows
 
 
-def _pairs_by_run(lines: list[dict]) -> list[dict]:
+def _distinct_pairs(lines: list[dict]) -> list[dict]:
     """One row per set of pairs: runs that differ only in the actor's step (learning rate, NLL
     weight) train on the same candidates ranked the same way, so their pairs are counted once,
     their labels listed."""

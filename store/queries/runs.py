@@ -108,7 +108,7 @@ def same_run(
 ) -> tuple[Checkpoint, TrainingRun] | None:
     """The newest finished run of ``kind`` (with its checkpoint) whose recorded config agrees with
     ``settings`` on every key not in ``ignored``, of ``base_model`` when one is named, and
-    ``started_from`` a model when one is named (see started_from).
+    ``started_from`` a model when one is named (see run_started_from).
 
     The one rule for "the same run" (continuing the latest critic, a study's resumable
     stages): a run is the same when it was made with the same settings.
