@@ -43,6 +43,7 @@ from colbench.rollout import RolloutConfig, run as run_rollout
 from colbench.simulators import simulator_help
 from colbench.store import queries
 from colbench.store.db import Database
+from colbench.tasks.spec import LITE_SPLITS
 from colbench.training import NothingToTrain
 from colbench.training.checkpoints import normalized_model_ref
 from colbench.training.config import CriticConfig, PolicyConfig
@@ -103,7 +104,8 @@ SCRIPTED_JUDGE = "scripted:mixed"
 # split, where every setting is chosen, and its test splits, read once at the end.
 TASK_SETS = {
     BACKEND: ("train", {"test": ("test",)}),
-    "backend-lite": ("lite-train", {"val": ("lite-val",), "test": ("lite-test", "lite-novel")}),
+    "backend-lite": (LITE_SPLITS["train"], {"val": (LITE_SPLITS["val"],),
+                                            "test": (LITE_SPLITS["test"], LITE_SPLITS["novel"])}),
 }
 # What --evaluate-on accepts: a phase, or one test split alone (e.g. lite-test, read before lite-novel).
 TEST_SPLITS = dict.fromkeys(split for _, phases in TASK_SETS.values() for split in phases["test"])

@@ -32,12 +32,13 @@ from pathlib import Path
 from colbench.errors import ColbenchError
 from colbench.families.backend import BackendFamily
 from colbench.jsonl import records
+from colbench.tasks.spec import LITE_SPLITS
 
 TRAJECTORIES = "trajectories.jsonl"
 VALIDATION = "validation.jsonl"
 PAIRS = "pairs.jsonl"
 FINAL = "final"  # the label of the test-set evaluation
-VALIDATION_SPLITS = ("lite-val",)  # where the search is read; the test sets only under FINAL
+VALIDATION_SPLITS = (LITE_SPLITS["val"],)  # where the search is read; the test sets only under FINAL
 # SWEET-RL is measured against these, Holm-corrected over the three (the goal).
 SWEET_RIVALS = ("zero-shot", "rft", "mtdpo")
 ARM_ORDER = ("zero-shot", "rft", "mtdpo", "sweet", "sweet-no-c", "sweet-critic", "sweet-oracle", "best-of-n")
