@@ -11,6 +11,7 @@ from typing import Any, Iterator, NoReturn
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.text import Text
 
 from colbench.families import DEFAULT_FAMILY, help_text as family_help, names as family_names
 
@@ -129,11 +130,11 @@ def reporting(description: str, total: int | None = None, *, enabled: bool = Tru
         MofNCompleteColumn(),
         TextColumn("{task.fields[figures]}"),
         TimeElapsedColumn(),
-        TimeRemainingColumn(),
+        TimeLeftColumn(),
     ]
     with Progress(*columns, console=err_console, transient=False) as progress:
         guess = total
-        bar = progress.add_task(description, total=guess, figures="")
+        bar = progress.add_task(description, total=guess, figures="", eta_s=None)
         current = [None]
 
         def on_progress(stage: str, done: int, total: int | None = None, figures: dict | None = None) -> None:
@@ -141,9 +142,23 @@ def reporting(description: str, total: int | None = None, *, enabled: bool = Tru
                 progress.reset(bar, total=total if total is not None else guess, description=f"{description}: {stage}")
                 current[0] = stage
             shown = {"total": total} if total is not None else {}
-            progress.update(bar, completed=done, figures=_figures(figures or {}), **shown)
+            figures = figures or {}
+            progress.update(bar, completed=done, figures=_figures(figures), eta_s=figures.get("eta_s"), **shown)
 
         yield on_progress
+
+
+class TimeLeftColumn(TimeRemainingColumn):
+    """Rich's time remaining, or the work's own estimate where it reports one (``eta_s``: a
+    rollout's, from its turn rate; its dialogues run side by side and end together, so the
+    rate at which they end says little until the last ones)."""
+
+    def render(self, task) -> Text:
+        left = task.fields.get("eta_s")
+        if left is None or task.finished:
+            return super().render(task)
+        minutes, seconds = divmod(int(left), 60)
+        return Text(f"{minutes // 60:d}:{minutes % 60:02d}:{seconds:02d}", style="progress.remaining")
 
 
 class PlainProgress:
@@ -191,9 +206,11 @@ class PlainProgress:
                  + (" in " if final else " after ") + _duration(elapsed)]
         if rate_s > 0:
             parts.append(f"{rate_s:.2f}/s" if rate_s >= 1 else f"{rate_s * 60:.1f}/min")
-            left = (total - done) / rate_s if total and done < total and not final else 0
-            if left >= 1:
-                parts.append(f"about {_duration(left)} left")
+        left = figures.get("eta_s")  # the work's own estimate, where it has one
+        if left is None:
+            left = (total - done) / rate_s if rate_s > 0 and total and done < total else 0
+        if left >= 1 and not final:
+            parts.append(f"about {_duration(left)} left")
         shown = _figures(figures)
         return ", ".join(parts) + (f" · {shown}" if shown else "")
 

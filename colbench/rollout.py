@@ -186,6 +186,7 @@ class RolloutStats:
     graded: int = 0
     successes: int = 0
     agent_turns: int = 0
+    finished_dialogue_turns: int = 0  # the agent turns of the dialogues this process finished, whole
     generated_tokens: int = 0
     started: float = field(default_factory=time.perf_counter)
 
@@ -256,6 +257,7 @@ class Rollout:
         self.stats = RolloutStats()
         self.tasks: dict[int, object] = {}
         self.live = 0  # episodes under way
+        self.under_way: dict[int, Episode] = {}  # their episodes by trajectory, for the turns they have taken
         self._critic_lock = threading.Lock()
 
     def on_progress(self) -> None:
@@ -267,10 +269,15 @@ class Rollout:
             s.mean_reward if self.family.headline_metric == "reward" else s.success_rate
         )
         left = s.total - s.already_done - s.finished
-        if s.finished == 0 and left and s.turns_per_s > 0:
-            # Before any dialogue ends, the bar's own estimate has nothing to go on; the turn rate bounds it:
-            # every dialogue left takes at most the protocol's turns.
-            figures["eta_at_most_s"] = max(left * protocol.MAX_AGENT_TURNS - s.agent_turns, 0) / s.turns_per_s
+        if left and s.turns_per_s > 0:
+            # Dialogues run side by side and end together, so the count of finished ones says little about
+            # the time left (a bar counting them read 13 h for a 1 h 20 min rollout); the turn rate does.
+            taken = sum(episode.agent_turns for episode in self.under_way.values())
+            if s.finished == 0:  # a bound: every dialogue left takes at most the protocol's turns
+                figures["eta_at_most_s"] = max(left * protocol.MAX_AGENT_TURNS - taken, 0) / s.turns_per_s
+            else:  # an estimate: as many turns as the dialogues that ended took on average
+                per_dialogue = s.finished_dialogue_turns / s.finished
+                figures["eta_s"] = max(left * per_dialogue - taken, 0) / s.turns_per_s
         self._progress("rollout", s.already_done + s.finished, s.total, figures)
 
     # ------------------------------------------------------------ setup
@@ -403,13 +410,18 @@ class Rollout:
 
     async def _episode(self, episode: Episode) -> None:
         """One episode from wherever it stands to its grade, at its own pace."""
-        while not episode.finished:
-            if episode.agent_to_move:
-                await self._agent_turn(episode)
-            else:
-                await self._human_turn(episode)
+        self.under_way[episode.trajectory_id] = episode
+        try:
+            while not episode.finished:
+                if episode.agent_to_move:
+                    await self._agent_turn(episode)
+                else:
+                    await self._human_turn(episode)
+        finally:
+            del self.under_way[episode.trajectory_id]
         self.writer.submit(lambda session: queries.finish(session, {episode.trajectory_id: episode.answer}))
         self.stats.finished += 1
+        self.stats.finished_dialogue_turns += episode.agent_turns
         await self._grade(episode)
 
     async def _agent_turn(self, episode: Episode) -> None:

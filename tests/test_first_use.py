@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from colbench.cli.common import PLAIN_PROGRESS_INTERVAL_S, PlainProgress
+from colbench.cli.common import PLAIN_PROGRESS_INTERVAL_S, PlainProgress, TimeLeftColumn
 from conftest import command_line
 
 REPO = Path(__file__).resolve().parent.parent
@@ -69,9 +69,22 @@ def test_plain_progress_says_rate_and_time_left_and_a_default_interval_of_30_s()
         assert re.fullmatch(
             r"policy sweet: train 10/40 \(25%\) after 1 min 00 s, 10\.0/min, about 3 min 00 s left · loss 0\.6931", line
         ), line
+        plain("train", 10, 40, {"loss": 0.6931, "eta_s": 90.0})  # the work's own estimate wins over the count's
+        assert "10.0/min, about 1 min 30 s left · loss 0.6931" in plain.line()
     finally:
         plain.close()
     assert plain.printed == 0  # nothing printed by a command shorter than the interval
+
+
+def test_the_bar_shows_the_works_own_estimate_of_the_time_left():
+    from rich.progress import Progress
+
+    with Progress(disable=True) as progress:
+        bar = progress.add_task("rollouts", total=240, eta_s=None)
+        progress.update(bar, completed=2, eta_s=5400.0)  # 2 of 240 dialogues ended, the turns say 1 h 30 min
+        assert str(TimeLeftColumn().render(progress.tasks[0])) == "1:30:00"
+        progress.update(bar, eta_s=None)  # none: Rich's own, from the count
+        assert str(TimeLeftColumn().render(progress.tasks[0])) != "1:30:00"
 
 
 # ---------------------------------------------------------------- the set-up

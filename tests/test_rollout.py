@@ -85,6 +85,26 @@ def test_tiny_model_rollout_writes_every_turn_and_grades(sqlite_url, tmp_path, t
             assert trajectory.graded_seq is not None
 
 
+def test_the_time_left_counts_the_turns_left_not_the_dialogues_finished(sqlite_url, tmp_path, openai_server, env):
+    """Dialogues run side by side and end close together: the count of finished ones says little about the time
+    left (it read 13 h for a rollout that took 1 h 20 min). Once one ends, the estimate is the turns the dialogues
+    left will take (as many as the finished ones took, less those the running ones have taken) at the turn rate."""
+    db = Database(sqlite_url)
+    tasks = stored_tasks(db, tmp_path, n=6)
+    openai_server.set_responder(scripted_agent)  # every dialogue: two agent turns
+    reports = []
+    Rollout(db, OpenAIEngine("scripted", openai_server.base_url), BuiltinSimulator(), env,
+            RolloutConfig(concurrency=2, batch_size=2), on_progress=lambda *report: reports.append(report)).run(tasks)
+    figures = [report[3] for report in reports]
+    all_turns = figures[-1]["turns"]
+    assert all_turns == 12
+    estimates = [f for f in figures if "eta_s" in f]
+    assert estimates and all(f.get("eta_at_most_s") is None for f in estimates)
+    for f in estimates:  # the scripted agent's turns are known: the estimate of the turns left is exact
+        assert f["eta_s"] * f["turns_per_s"] == pytest.approx(all_turns - f["turns"], rel=1e-3), f
+    assert figures.index(estimates[0]) > max(i for i, f in enumerate(figures) if "eta_at_most_s" in f)
+
+
 def test_served_agent_solves_tasks_and_rerun_duplicates_nothing(sqlite_url, tmp_path, openai_server, env):
     db = Database(sqlite_url)
     tasks = stored_tasks(db, tmp_path, n=3)
