@@ -271,7 +271,8 @@ class Rollout:
         left = s.total - s.already_done - s.finished
         if left and s.turns_per_s > 0:
             # Dialogues run side by side and end together, so the count of finished ones says little about
-            # the time left (a bar counting them read 13 h for a best-of-8 validation of some 800 turns at 0.2 a second); the turn rate does.
+            # the time left (a bar counting them read 13 h for a best-of-8 validation of some 800 turns at
+            # 0.2 a second); the turn rate does.
             taken = sum(episode.agent_turns for episode in self.under_way.values())
             if s.finished == 0:  # a bound: every dialogue left takes at most the protocol's turns
                 figures["eta_at_most_s"] = max(left * protocol.MAX_AGENT_TURNS - taken, 0) / s.turns_per_s

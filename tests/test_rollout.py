@@ -87,8 +87,9 @@ def test_tiny_model_rollout_writes_every_turn_and_grades(sqlite_url, tmp_path, t
 
 def test_the_time_left_counts_the_turns_left_not_the_dialogues_finished(sqlite_url, tmp_path, openai_server, env):
     """Dialogues run side by side and end close together: the count of finished ones says little about the time
-    left (it read 13 h for a best-of-8 validation of about 800 turns at 0.2 a second). Once one ends, the estimate is the turns the dialogues
-    left will take (as many as the finished ones took, less those the running ones have taken) at the turn rate."""
+    left (it read 13 h for a best-of-8 validation of about 800 turns at 0.2 a second). Once one ends, the estimate
+    is the turns the dialogues left will take (as many as the finished ones took, less those the running ones have
+    taken) at the turn rate."""
     db = Database(sqlite_url)
     tasks = stored_tasks(db, tmp_path, n=6)
     openai_server.set_responder(scripted_agent)  # every dialogue: two agent turns
