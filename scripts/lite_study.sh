@@ -63,14 +63,15 @@ validate)
   study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm mtdpo --arm sweet-no-c
   study rft-3e-6 --policy-lr 3e-6 --arm rft
   study paper --policy-lr 1e-5 --arm rft
+  study rft-3e-5 --policy-lr 3e-5 --arm rft
   # Best-of-N: the warm start with the critic picking each turn of 8 samples (the paper's N is 32):
   # the critic's ranking used at test time, with no actor update to lose it.
   study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet --best-of 8
-  study rft-3e-5 --policy-lr 3e-5 --arm rft
   study paper --policy-lr 1e-5 --arm mtdpo --arm sweet-no-c
   study paper --policy-lr 1e-5 --arm sweet
-  # Beyond the paper: a second, on-policy round of SWEET-RL on lite-train tasks 361-460.
-  study nll1 --policy-lr 1e-5 --policy-nll-weight 1.0 --arm sweet --rounds 2 --rounds-offset 360
+  # Beyond the paper: a second, on-policy round of SWEET-RL on lite-train tasks 361-460, from
+  # SWEET-RL at its best setting (small).
+  study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet --rounds 2 --rounds-offset 360
   ;;
 final)
   # The configuration each arm won on validation (README: "The backend-lite study"), each arm
