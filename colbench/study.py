@@ -172,11 +172,13 @@ def _paired(a_rows: list[dict], b_rows: list[dict], a: str, b: str) -> dict | No
             "tasks": found.n_tasks, "detectable": detectable(d.low, d.high)}
 
 
-def detectable(low: float, high: float) -> float:
+def detectable(low: float, high: float) -> float | None:
     """The smallest true difference a comparison this noisy finds (p < 0.05) four times in five:
     (1.96 + 0.84) standard errors, the error read off the 95% interval's width. A difference
-    below it going unseen says more about the test set's size than about the arms."""
-    return (1.96 + 0.84) * (high - low) / (2 * 1.96)
+    below it going unseen says more about the test set's size than about the arms. None where the
+    interval has no width (no task where the two differ, e.g. both at the floor): the noise is not
+    measured, and any difference would not be as easy to see as a zero error says."""
+    return (1.96 + 0.84) * (high - low) / (2 * 1.96) if high > low else None
 
 
 def holm(p_values: dict[str, float]) -> dict[str, float]:
@@ -365,7 +367,7 @@ def markdown(found: dict) -> str:
         out += ["", f"**SWEET-RL on {split}, paired (95% CI), p (Holm over {', '.join(sweet['sweet_vs'])})**", "",
                 "| SWEET-RL − | difference | detectable at 80% power |", "|---|---|---|"]
         for rival, comparison in (*sweet["sweet_vs"].items(), ("sweet-no-c", sweet["sweet_vs_no_c"])):
-            power = f"{comparison['detectable']:.1%}" if comparison else "–"
+            power = f"{comparison['detectable']:.1%}" if comparison and comparison["detectable"] is not None else "–"
             out.append(f"| {rival} | {_diff(comparison, holm_too=True)} | {power} |")
     if found.get("search"):
         out += ["", "**Every configuration tried on validation** (✓: the best of its arm; minutes of training, the "

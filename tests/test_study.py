@@ -128,6 +128,16 @@ def test_the_smallest_detectable_difference_shrinks_with_the_square_root_of_the_
     assert large["detectable"] == pytest.approx(small["detectable"] / 2, rel=0.25)
 
 
+def test_two_arms_that_never_differ_claim_no_power(tmp_path):
+    """Both at the floor (no task solved by either): the interval has no width, and no smallest detectable
+    difference is claimed from it (it would read 0.0%, as if any difference would show)."""
+    for arm in ("zero-shot", "rft", "mtdpo", "sweet", "sweet-no-c"):
+        record(tmp_path, arm, FINAL, rows(set()))
+    found = report(tmp_path)["sweet"]["lite-test"]["sweet_vs"]["zero-shot"]
+    assert found["difference"] == {"mean": 0.0, "low": 0.0, "high": 0.0} and found["detectable"] is None
+    assert "| zero-shot | +0.0% [+0.0%, +0.0%], p 1 (Holm 1) | – |" in markdown(report(tmp_path))
+
+
 def test_the_search_table_lists_every_configuration_tried_and_marks_each_arms_best(tmp_path):
     """Every validation line is a row, with the settings that set it apart and its cost; the best
     of each arm is marked (not the last tried, not the first); rft shows no NLL weight, which it
