@@ -21,7 +21,7 @@ engine (the grader's sandboxes and a simulator compete for the cores in a real r
 torch's thread pool degrades far more than CTranslate2's under such contention.
 
     python benchmarks/rollout.py --engines-only [--busy 0,2] [--max-new-tokens 128] [--rounds 2]
-    python benchmarks/rollout.py [--engines hf,ct2] [--tasks 6] [--batch-size 6] [--max-new-tokens 64]
+    python benchmarks/rollout.py [--engines hf,ct2-float32] [--tasks 6] [--batch-size 6] [--max-new-tokens 64]
 """
 from __future__ import annotations
 

@@ -256,8 +256,9 @@ class Rollout:
         self.continued = False  # the run was there before this command
         self.stats = RolloutStats()
         self.tasks: dict[int, object] = {}
-        self.live = 0  # episodes under way
-        self.under_way: dict[int, Episode] = {}  # their episodes by trajectory, for the turns they have taken
+        # Episodes in dialogue, by trajectory: the callers a batch can wait for, and the turns taken
+        # by dialogues not yet finished. (An episode being graded asks nothing of either model.)
+        self.under_way: dict[int, Episode] = {}
         self._critic_lock = threading.Lock()
 
     def on_progress(self) -> None:
@@ -331,8 +332,8 @@ class Rollout:
 
     async def _run(self, slot: queries.Slot) -> None:
         self.writer = StoreWriter(self.db)
-        self.policy, policy_batcher = _policy_caller(self.engine, self.config, expected=lambda: self.live)
-        self.human = _human_caller(self.simulator, self.config, expected=lambda: self.live)
+        self.policy, policy_batcher = _policy_caller(self.engine, self.config, expected=lambda: len(self.under_way))
+        self.human = _human_caller(self.simulator, self.config, expected=lambda: len(self.under_way))
         stop_on_sigterm = _cancel_on_sigterm(asyncio.current_task())
         try:
             grading = [asyncio.create_task(self._grade(e)) for e in self._stored_episodes(self.ungraded)]
@@ -372,7 +373,6 @@ class Rollout:
                 more = len(claimed) == room  # fewer than asked: none left for now
                 for episode in claimed:
                     running.add(asyncio.create_task(self._episode(episode)))
-                self.live = len(running)
             if not running:
                 if not await self._claimable(slot):
                     return
@@ -383,7 +383,6 @@ class Rollout:
                 continue
             done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
             running -= done
-            self.live = len(running)
             for task in done:
                 task.result()  # an episode's failure (a dead server) ends the rollout
             self.writer.check()
