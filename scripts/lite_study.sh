@@ -64,6 +64,11 @@ validate)
   study rft-3e-6 --policy-lr 3e-6 --arm rft
   study paper --policy-lr 1e-5 --arm rft
   study rft-3e-5 --policy-lr 3e-5 --arm rft
+  # The search's edges, one step further, added once the three were read: rejection fine-tuning
+  # won at its largest rate, every DPO arm at its smallest step. Each arm then has had four.
+  study tiny --policy-lr 1e-6 --policy-nll-weight 1.0 --arm sweet-oracle --arm sweet
+  study rft-1e-4 --policy-lr 1e-4 --arm rft
+  study tiny --policy-lr 1e-6 --policy-nll-weight 1.0 --arm mtdpo --arm sweet-no-c
   # Best-of-N: the warm start with the critic picking each turn of 8 samples (the paper's N is 32):
   # the critic's ranking used at test time, with no actor update to lose it.
   study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet --best-of 8
