@@ -69,6 +69,9 @@ validate)
   study tiny --policy-lr 1e-6 --policy-nll-weight 1.0 --arm sweet-oracle --arm sweet
   study rft-1e-4 --policy-lr 1e-4 --arm rft
   study tiny --policy-lr 1e-6 --policy-nll-weight 1.0 --arm mtdpo --arm sweet-no-c
+  # The critic's ranking without the warm start's log-prob gain from c (--score critic), at
+  # SWEET-RL's best setting: whether the paper's score, and not the critic, loses the signal.
+  study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet-critic
   # Best-of-N: the warm start with the critic picking each turn of 8 samples (the paper's N is 32):
   # the critic's ranking used at test time, with no actor update to lose it.
   study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet --best-of 8
