@@ -65,7 +65,7 @@ validate)
   study paper --policy-lr 1e-5 --arm rft
   study rft-3e-5 --policy-lr 3e-5 --arm rft
   # The search's edges, one step further, added once the three were read: rejection fine-tuning
-  # won at its largest rate, every DPO arm at its smallest step. Each arm then has had four.
+  # won at its largest rate, every DPO arm at its smallest step. Each arm has four in all.
   study tiny --policy-lr 1e-6 --policy-nll-weight 1.0 --arm sweet-oracle --arm sweet
   study rft-1e-4 --policy-lr 1e-4 --arm rft
   study tiny --policy-lr 1e-6 --policy-nll-weight 1.0 --arm mtdpo --arm sweet-no-c
