@@ -430,10 +430,9 @@ class BackendExperiment:
         if cfg.rounds > 1:
             arms += self.on_policy_rounds(next(arm for arm in arms if arm.key == "sweet"))
 
-        self.report.stage(
-            f"4/4 evaluation: every policy on {f'up to {cfg.test_tasks}' if cfg.test_tasks else 'all'} tasks of"
-            f" {', '.join(cfg.test_splits)}"  # a limit above a split's size reads all of it (lite-test has 160)
-        )
+        # A limit above a split's size reads all of it (lite-test has 160).
+        limit = f"up to {cfg.test_tasks}" if cfg.test_tasks else "all"
+        self.report.stage(f"4/4 evaluation: every policy on {limit} tasks of {', '.join(cfg.test_splits)}")
         for split in cfg.test_splits:
             for arm in arms:
                 if arm.model:
