@@ -80,6 +80,9 @@ validate)
   # Beyond the paper: a second, on-policy round of SWEET-RL on lite-train tasks 361-460, from
   # SWEET-RL at its best setting (small).
   study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet --rounds 2 --rounds-offset 360
+  # 16 candidates a turn instead of 8, at SWEET-RL's best setting, with its oracle control: the
+  # one remedy left that might put more answers against each other (README, "Remedies not run").
+  study c16 --policy-lr 3e-6 --policy-nll-weight 1.0 --policy-candidates 16 --arm sweet-oracle --arm sweet
   ;;
 final)
   # The configuration each arm won on validation (README: "The backend-lite study"), each arm
