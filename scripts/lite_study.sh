@@ -51,7 +51,8 @@ validate)
   # step with it. Rejection fine-tuning has no NLL term: its three are learning rates. The
   # oracle-ranked control runs beside SWEET-RL in each, and goes first: until some actor
   # setting beats the warm start with a perfect ranking, no critic can help (the paper's
-  # step lost 9 points with the oracle's ranking: README, "The second backend-lite study").
+  # step lost 6.7 points on validation with the oracle's ranking: README, "The second backend-lite
+  # study").
   study paper --policy-lr 1e-5 --arm sweet-oracle
   study nll1 --policy-lr 1e-5 --policy-nll-weight 1.0 --arm sweet-oracle --arm sweet
   study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet-oracle --arm sweet
@@ -85,7 +86,7 @@ validate)
   study c16 --policy-lr 3e-6 --policy-nll-weight 1.0 --policy-candidates 16 --arm sweet-oracle --arm sweet
   ;;
 final)
-  # The configuration each arm won on validation (README: "The backend-lite study"), each arm
+  # The configuration each arm won on validation (README: "The second backend-lite study"), each arm
   # once on all 160 lite-test tasks and 200 lite-novel tasks, 2 samples each.
   chosen="$files/chosen.sh"
   [ -f "$chosen" ] || { echo "no $chosen: choose each arm's configuration on validation first" >&2; exit 2; }
