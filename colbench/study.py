@@ -89,23 +89,28 @@ def record(folder: Path, arm: str, label: str, rows: list[dict], validation: dic
     (and its validation line, when given), writing each file whole under a temporary name."""
     folder.mkdir(parents=True, exist_ok=True)
     splits = {row["split"] for row in rows}
-    kept = [
-        r
-        for r in read_jsonl(folder / TRAJECTORIES)
-        if not (r["arm"] == arm and r["label"] == label and r["split"] in splits)
-    ]
-    _write_jsonl(folder / TRAJECTORIES, kept + [{"arm": arm, "label": label} | row for row in rows])
+    _replace(folder / TRAJECTORIES, lambda r: r["arm"] == arm and r["label"] == label and r["split"] in splits,
+             [{"arm": arm, "label": label} | row for row in rows])
     if validation is not None:
-        kept = [r for r in read_jsonl(folder / VALIDATION) if not (r["arm"] == arm and r["label"] == label)]
-        _write_jsonl(folder / VALIDATION, kept + [{"arm": arm, "label": label} | validation])
+        _replace(folder / VALIDATION, lambda r: r["arm"] == arm and r["label"] == label,
+                 [{"arm": arm, "label": label} | validation])
 
 
 def record_pairs(folder: Path, arm: str, label: str, kinds: dict) -> None:
     """Replace ``arm``/``label``'s line in the folder's pairs file with ``kinds``
     (fact_finding.PairKinds.as_dict: what the arm's SWEET-RL training pairs preferred)."""
     folder.mkdir(parents=True, exist_ok=True)
-    kept = [r for r in read_jsonl(folder / PAIRS) if not (r["arm"] == arm and r["label"] == label)]
-    _write_jsonl(folder / PAIRS, kept + [{"arm": arm, "label": label} | kinds])
+    _replace(folder / PAIRS, lambda r: r["arm"] == arm and r["label"] == label,
+             [{"arm": arm, "label": label} | kinds])
+
+
+def _replace(path: Path, is_old, new: list[dict]) -> None:
+    """Write ``new`` where the rows ``is_old`` picks stood (at the end when none did), so that
+    rerunning a finished stage leaves the committed file as it was."""
+    rows = read_jsonl(path)
+    at = next((i for i, row in enumerate(rows) if is_old(row)), len(rows))
+    kept = [row for row in rows[at:] if not is_old(row)]
+    _write_jsonl(path, rows[:at] + new + kept)
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -6,6 +6,7 @@
 #
 #   bash scripts/lite_study.sh base        # demonstrations, warm start, zero-shot rollouts
 #   bash scripts/lite_study.sh validate    # every configuration of the search, on lite-val
+#   bash scripts/lite_study.sh validate c16      # ... only the configurations with that label
 #   bash scripts/lite_study.sh final       # the chosen configurations, once, on the test sets
 #   bash scripts/lite_study.sh final lite-test   # ... on one test set (lite-test, then lite-novel)
 #
@@ -31,6 +32,7 @@ timed() { local name=$1; shift; log start "$name"; "$@"; log stop "$name"; }
 # ln 2 on the train pairs); 256 tokens per turn and 8 SWEET candidates, for 2 cores.
 study() {
   local label=$1; shift
+  [ "$stage" = validate ] && [ -n "${only:-}" ] && [ "$label" != "$only" ] && return 0
   timed "$label $*" "$colbench" experiment backend --tasks backend-lite --model ckpt:warm --dir "$files" --label "$label" \
     --train-tasks 100 -k 4 --test-tasks 200 --test-samples 2 --max-new-tokens 256 --sandbox bwrap --device cpu \
     --critic-full --critic-lr 1e-5 --critic-epochs 2 --critic-batch-size 4 --critic-grad-accum 2 --no-critic-gradient-checkpointing \
@@ -46,6 +48,7 @@ base)
     timed warm "$colbench" policy fit --algo sft --split lite-train --full --lr 1e-4 --epochs 3 --name warm
   ;;
 validate)
+  only=${2:-}
   # Every arm gets three configurations, chosen before any result: the paper's recipe at the
   # study's step (lr 1e-5, NLL 0.01), a larger NLL weight on the chosen side (RPO), and a smaller
   # step with it. Rejection fine-tuning has no NLL term: its three are learning rates. The
@@ -79,11 +82,14 @@ validate)
   study paper --policy-lr 1e-5 --arm mtdpo --arm sweet-no-c
   study paper --policy-lr 1e-5 --arm sweet
   # Beyond the paper: a second, on-policy round of SWEET-RL on lite-train tasks 361-460, from
-  # SWEET-RL at its best setting (small).
-  study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet --rounds 2 --rounds-offset 360
-  # 16 candidates a turn instead of 8, at SWEET-RL's best setting, with its oracle control: the
+  # SWEET-RL at its best setting (small), which it retrains under its own label (with its own
+  # zero-shot read) so that the round's figures never mix with another store's.
+  study rounds --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet --rounds 2 --rounds-offset 360
+  # 16 candidates a turn instead of 8, at SWEET-RL's best setting, then its oracle control: the
   # one remedy left that might put more answers against each other (README, "Remedies not run").
-  study c16 --policy-lr 3e-6 --policy-nll-weight 1.0 --policy-candidates 16 --arm sweet-oracle --arm sweet
+  # One arm a call, so that SWEET-RL's figure lands first.
+  study c16 --policy-lr 3e-6 --policy-nll-weight 1.0 --policy-candidates 16 --arm sweet
+  study c16 --policy-lr 3e-6 --policy-nll-weight 1.0 --policy-candidates 16 --arm sweet-oracle
   ;;
 final)
   # The configuration each arm won on validation (README: "The second backend-lite study"), each arm

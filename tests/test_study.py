@@ -138,6 +138,24 @@ def test_two_arms_that_never_differ_claim_no_power(tmp_path):
     assert "| zero-shot | +0.0% [+0.0%, +0.0%], p 1 (Holm 1) | – |" in markdown(report(tmp_path))
 
 
+def test_recording_an_arm_again_replaces_its_rows_where_they_stood(tmp_path):
+    """A rerun stage rewrites its arm's rows in place: the other arms' rows keep their order, and a
+    committed file that the rerun did not change stays byte for byte what it was."""
+    record(tmp_path, "zero-shot", "small", rows(set(range(5)), "lite-val"), {"policy": None})
+    record(tmp_path, "sweet", "small", rows(set(range(8)), "lite-val"), {"policy": "first"})
+    record(tmp_path, "rft", "small", rows(set(range(3)), "lite-val"), {"policy": None})
+    before = {name: (tmp_path / name).read_bytes() for name in ("trajectories.jsonl", "validation.jsonl")}
+    record(tmp_path, "zero-shot", "small", rows(set(range(5)), "lite-val"), {"policy": None})
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+
+    record(tmp_path, "sweet", "small", rows(set(range(9)), "lite-val"), {"policy": "second"})
+    lines = [json.loads(line) for line in (tmp_path / "trajectories.jsonl").read_text().splitlines()]
+    assert [r["arm"] for r in lines[:: 2 * TASKS]] == ["zero-shot", "sweet", "rft"]
+    assert sum(r["success"] for r in lines if r["arm"] == "sweet") == 2 * 9
+    validation = [json.loads(line) for line in (tmp_path / "validation.jsonl").read_text().splitlines()]
+    assert [(r["arm"], r["policy"]) for r in validation] == [("zero-shot", None), ("sweet", "second"), ("rft", None)]
+
+
 def test_the_search_table_lists_every_configuration_tried_and_marks_each_arms_best(tmp_path):
     """Every validation line is a row, with the settings that set it apart and its cost; the best
     of each arm is marked (not the last tried, not the first); rft shows no NLL weight, which it
