@@ -74,9 +74,12 @@ def test_frontend_validation_catches_a_page_that_fetches_and_one_that_moves():
     from colbench.tasks.spec import TaskSpec
 
     fetching = "<html><body><iframe src='https://example.org/embed'></iframe><h1>Hi</h1></body></html>"
+    # A random colour over the whole page: two renders match by chance once in 16 million (a clock-driven
+    # offset could land on the same pixel twice, since both renders take about as long).
     moving = (
-        "<html><body><h1 id='t'>x</h1><script>document.getElementById('t').style.marginLeft = (performance.now() %"
-        " 500) + 'px'</script></body></html>"
+        "<html><body style='margin:0'><div id='t' style='height:400px'>x</div><script>"
+        "const [r, g, b] = crypto.getRandomValues(new Uint8Array(3));"
+        "document.getElementById('t').style.background = `rgb(${r},${g},${b})`</script></body></html>"
     )
     specs = [
         TaskSpec(family="frontend", problem_description=f"page {i}", ground_truth=page)
