@@ -32,7 +32,7 @@ timed() { local name=$1; shift; log start "$name"; "$@"; log stop "$name"; }
 # ln 2 on the train pairs); 256 tokens per turn and 8 SWEET candidates, for 2 cores.
 study() {
   local label=$1; shift
-  [ "$stage" = validate ] && [ -n "${only:-}" ] && [ "$label" != "$only" ] && return 0
+  [ -n "${only:-}" ] && [ "$label" != "$only" ] && return 0  # `validate LABEL`
   timed "$label $*" "$colbench" experiment backend --tasks backend-lite --model ckpt:warm --dir "$files" --label "$label" \
     --train-tasks 100 -k 4 --test-tasks 200 --test-samples 2 --max-new-tokens 256 --sandbox bwrap --device cpu \
     --critic-full --critic-lr 1e-5 --critic-epochs 2 --critic-batch-size 4 --critic-grad-accum 2 --no-critic-gradient-checkpointing \
