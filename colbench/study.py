@@ -275,7 +275,7 @@ def report(folder: Path) -> dict:
 
 def search(validation: dict[tuple[str, str], dict], results: list[ArmResult]) -> list[dict]:
     """Every configuration tried on validation, one row per arm and label, with what set it apart
-    (learning rate, NLL weight, N), its figures and its cost; ``best`` marks each arm's highest
+    (learning rate, NLL weight, candidates a turn, N), its figures and its cost; ``best`` marks each arm's highest
     success, the configuration its search chose."""
     found = {(r.arm, r.label): r for r in results if r.split in VALIDATION_SPLITS}
     rows = []
@@ -288,7 +288,7 @@ def search(validation: dict[tuple[str, str], dict], results: list[ArmResult]) ->
         rows.append({
             "arm": arm, "label": label, "split": result.split, "lr": settings.get("lr"),
             # a run records only its own algorithm's settings (trainer.run_settings): rft has no NLL weight
-            "nll_weight": settings.get("nll_weight"),
+            "nll_weight": settings.get("nll_weight"), "candidates": settings.get("candidates"),
             "best_of": line.get("best_of"), "success": result.success, "versus_zero_shot": result.versus_zero_shot,
             "policy_minutes": policy.get("minutes"), "critic_minutes": critic.get("minutes"),
         })
@@ -377,15 +377,15 @@ def markdown(found: dict) -> str:
     if found.get("search"):
         out += ["", "**Every configuration tried on validation** (✓: the best of its arm; minutes of training, the "
                 "critic's shared by the SWEET-RL arms that use it)", "",
-                "| arm | configuration | lr | NLL weight | success (95% CI) | − zero-shot, paired (95% CI), p "
-                "| policy minutes | critic minutes | |",
-                "|---|---|---|---|---|---|---|---|---|"]
+                "| arm | configuration | lr | NLL weight | candidates | success (95% CI) "
+                "| − zero-shot, paired (95% CI), p | policy minutes | critic minutes | |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
         for row in found["search"]:
             name = row["label"] + (f" (best of {row['best_of']})" if row.get("best_of") else "")
             minutes = f"{_number(row['policy_minutes'], '.0f')} | {_number(row['critic_minutes'], '.0f')}"
             best = "✓" if row["best"] else ""
             out.append(f"| {row['arm']} | {name} | {_number(row['lr'])} | {_number(row['nll_weight'])} |"
-                       f" {_pct(row['success'])} | {_diff(row['versus_zero_shot'])} | {minutes} | {best} |")
+                       f" {_number(row['candidates'])} | {_pct(row['success'])} | {_diff(row['versus_zero_shot'])} | {minutes} | {best} |")
     if found.get("pairs"):
         out += ["", "**The pairs SWEET-RL trained on, against ground truth** (where it orders the two candidates)", "",
                 "| arm | labels | pairs | ordered by ground truth | chosen is the better (95% CI) "
