@@ -79,8 +79,12 @@ validate)
   # Best-of-N: the warm start with the critic picking each turn of 8 samples (the paper's N is 32):
   # the critic's ranking used at test time, with no actor update to lose it.
   study small --policy-lr 3e-6 --policy-nll-weight 1.0 --arm sweet --best-of 8
-  study paper --policy-lr 1e-5 --arm mtdpo --arm sweet-no-c
-  study paper --policy-lr 1e-5 --arm sweet
+  # The paper's step for the rest runs on the rebuilt store (README, "The second backend-lite study"),
+  # under its own label, with that store's zero-shot read (`paper` holds the first store's); one arm
+  # a call, the rival first.
+  study paper-rebuilt --policy-lr 1e-5 --arm mtdpo
+  study paper-rebuilt --policy-lr 1e-5 --arm sweet-no-c
+  study paper-rebuilt --policy-lr 1e-5 --arm sweet
   # Beyond the paper: a second, on-policy round of SWEET-RL on lite-train tasks 361-460, from
   # SWEET-RL at its best setting (small), which it retrains under its own label (with its own
   # zero-shot read) so that the round's figures never mix with another store's.
