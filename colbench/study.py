@@ -385,7 +385,8 @@ def markdown(found: dict) -> str:
             minutes = f"{_number(row['policy_minutes'], '.0f')} | {_number(row['critic_minutes'], '.0f')}"
             best = "✓" if row["best"] else ""
             out.append(f"| {row['arm']} | {name} | {_number(row['lr'])} | {_number(row['nll_weight'])} |"
-                       f" {_number(row['candidates'])} | {_pct(row['success'])} | {_diff(row['versus_zero_shot'])} | {minutes} | {best} |")
+                       f" {_number(row['candidates'])} | {_pct(row['success'])} | {_diff(row['versus_zero_shot'])} |"
+                       f" {minutes} | {best} |")
     if found.get("pairs"):
         out += ["", "**The pairs SWEET-RL trained on, against ground truth** (where it orders the two candidates)", "",
                 "| arm | labels | pairs | ordered by ground truth | chosen is the better (95% CI) "
