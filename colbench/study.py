@@ -275,8 +275,8 @@ def report(folder: Path) -> dict:
 
 def search(validation: dict[tuple[str, str], dict], results: list[ArmResult]) -> list[dict]:
     """Every configuration tried on validation, one row per arm and label, with what set it apart
-    (learning rate, NLL weight, candidates a turn, N), its figures and its cost; ``best`` marks each arm's highest
-    success, the configuration its search chose."""
+    (learning rate, NLL weight, candidates a turn, N), its figures and its cost; ``best`` marks
+    each arm's highest success, the configuration its search chose."""
     found = {(r.arm, r.label): r for r in results if r.split in VALIDATION_SPLITS}
     rows = []
     for (arm, label), line in validation.items():
