@@ -59,8 +59,9 @@ class RolloutConfig:
     ))
     engine: str = option(AUTO_ENGINE, engine_help())
     ct2_compute_type: str = option("float32", (
-        "ct2 engine's weights and arithmetic: float32 (the policy itself) or int8 (~2.5x faster again, but a slightly"
-        " different model: stored as its own policy, ct2-int8:<model>)."
+        "ct2 engine's weights and arithmetic: float32 (the policy itself) or int8 (a slightly different model, stored"
+        " as its own policy, ct2-int8:<model>; faster only where the CPU sums int8 in 32 bits: MKL on Intel, or"
+        " VNNI. On an AVX2-only AMD CPU it is slower and coarser: README, 'int8 by CPU')."
     ), choices=("float32", "int8"))
     base_url: str | None = option(None, "Server URL for --engine openai (default: $OPENAI_BASE_URL).")
     served_model: str | None = option(
@@ -306,7 +307,10 @@ class Rollout:
         with self.db.write() as session:
             before = queries.find_rollout_run(session, **identity)
             check_continued_name(before, cfg.name, identity)
-            run = queries.open_rollout_run(session, **identity, config=cfg.labels(), name=cfg.name, tags=cfg.tags)
+            # The engine's arithmetic (e.g. CTranslate2's GEMM backend and ISA) beside the settings: the same
+            # command on another machine can sample from a differently computed model.
+            recorded = cfg.labels() | ({"arithmetic": arithmetic} if (arithmetic := self.engine.arithmetic()) else {})
+            run = queries.open_rollout_run(session, **identity, config=recorded, name=cfg.name, tags=cfg.tags)
             self.rollout_id, self.run_name, self.continued = run.id, run.name, before is not None
             slot = self.slot(sorted(self.tasks))
             queries.ensure_slots(session, slot)

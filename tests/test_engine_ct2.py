@@ -305,22 +305,96 @@ def test_adapter_checkpoint_converts_merged(tiny_model_dir, adapter_dir, ct2_eng
 # ---------------------------------------------------------------------------- int8
 
 
-def test_int8_is_close_but_not_the_float32_model(tiny_model_dir, ct2_cache, tiny_engine):
+@pytest.fixture(scope="module")
+def unrelated_model_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny model's architecture and tokenizer with other random weights: what a garbage int8 model is as far
+    from the float32 one as."""
+    from transformers import AutoConfig, AutoTokenizer, LlamaForCausalLM
+
+    torch.manual_seed(1)
+    path = tmp_path_factory.mktemp("unrelated")
+    LlamaForCausalLM(AutoConfig.from_pretrained(tiny_model_dir)).save_pretrained(path)
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(path)
+    return path
+
+
+def test_int8_is_close_but_not_the_float32_model(tiny_model_dir, ct2_cache, tiny_engine, unrelated_model_dir):
+    from colbench.engines.ct2_cpu import ct2_backend
+
     engine = CT2Engine(str(tiny_model_dir), cache_dir=ct2_cache, compute_type="int8")
     gens = engine.generate(CONVERSATIONS, SamplingParams(temperature=1.0, max_new_tokens=12, n=2, seed=5))
-    samples = [s for g in gens for s in g.samples]
-    forced = tiny_engine.logprobs([g.prompt_text for g in gens for _ in g.samples], [s.token_ids for s in samples])
-    gaps = [abs(a - b) for s, f in zip(samples, forced) for a, b in zip(s.token_logprobs, f)]
-    assert max(gaps) > 1e-3  # quantized: not the float32 policy's numbers
-    # But the same model, roughly: on this tiny random model (large weights, so coarse int8
-    # scales) the mean gap is ~0.27 nats, against ~4.4 nats for the log-probs themselves.
-    size = sum(-lp for f in forced for lp in f) / len(gaps)
-    print(
-        f"int8 vs float32 transformers: mean |gap| {sum(gaps) / len(gaps):.3f} nats, max {max(gaps):.3f}, mean"
-        f" -logprob {size:.3f}"
-    )
-    assert sum(gaps) / len(gaps) < 0.3 * size
     engine.close()
+    samples = [s for g in gens for s in g.samples]
+    prompts, ids = [g.prompt_text for g in gens for _ in g.samples], [s.token_ids for s in samples]
+    forced = tiny_engine.logprobs(prompts, ids)
+    unrelated = HFEngine(str(unrelated_model_dir), device="cpu").logprobs(prompts, ids)
+
+    def mean_gap(ours, theirs):
+        gaps = [abs(a - b) for x, y in zip(ours, theirs) for a, b in zip(x, y)]
+        return sum(gaps) / len(gaps), max(gaps)
+
+    int8_gap, int8_max = mean_gap([s.token_logprobs for s in samples], forced)
+    unrelated_gap, _ = mean_gap(unrelated, forced)
+    size = sum(-lp for f in forced for lp in f) / sum(map(len, forced))
+    backend = ct2_backend()
+    print(f"int8 ({backend.summary() if backend else 'backend unknown'}) vs float32 transformers: mean |gap|"
+          f" {int8_gap:.3f} nats, max {int8_max:.3f}; another random model's gap {unrelated_gap:.3f}; mean -logprob"
+          f" {size:.3f}")
+    # Quantized: float32 CTranslate2 matches transformers within 1e-3 nats; int8 must not.
+    assert int8_max > 1e-3
+    # Still the same model: far closer to its float32 source than a model with other weights is. Wherever int8
+    # runs, its gap is a small share of that (0.02 with exact 32-bit sums, ~0.2 where oneDNN without VNNI clips
+    # its 16-bit sums), and a broken quantization (garbage weights or scales) is as far off as another model.
+    assert int8_gap < unrelated_gap / 3
+    if backend is not None and not backend.int8_coarse:
+        # With exact 32-bit sums (MKL, or oneDNN with VNNI) only the rounding to int8 remains: ~0.27 nats on this
+        # tiny model (large weights, so coarse per-row scales) against ~4.4 for the log-probs themselves, 0.06 of
+        # them; the saturating path gives 0.3-0.35 of them, so a backend that claims exact sums and clips fails.
+        assert int8_gap < 0.15 * size
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="CTranslate2's x86-64 wheels carry both MKL and oneDNN")
+def test_the_backend_is_what_ctranslate2_says_and_follows_the_environment(monkeypatch):
+    from colbench.engines.ct2_cpu import ct2_backend
+
+    def backend_under(**env):
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        ct2_backend.cache_clear()
+        try:
+            return ct2_backend()
+        finally:
+            ct2_backend.cache_clear()
+
+    mkl = backend_under(CT2_USE_MKL="1")
+    assert (mkl.mkl, mkl.sgemm, mkl.gemm_s8, mkl.int8_vnni, mkl.int8_coarse) == (True, "MKL", "MKL", True, False)
+    assert "int8 on MKL" in mkl.summary()
+    capped = backend_under(CT2_USE_MKL="0", ONEDNN_MAX_CPU_ISA="AVX2")  # an AVX2-only CPU, as oneDNN sees it
+    assert (capped.mkl, capped.gemm_s8, capped.int8_vnni, capped.int8_coarse) == (False, "DNNL", False, True)
+    assert "int8 on oneDNN without VNNI" in capped.summary()
+
+
+def test_int8_says_once_where_it_is_no_faster(tiny_model_dir, ct2_cache, monkeypatch, capfd):
+    from colbench.engines import ct2 as ct2_module
+    from colbench.engines.ct2_cpu import ct2_backend
+
+    monkeypatch.setenv("CT2_USE_MKL", "0")  # what an AVX2-only AMD CPU runs, as the probe reports it
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    ct2_backend.cache_clear()
+    ct2_module._say_when_int8_is_slow.cache_clear()
+    try:
+        capfd.readouterr()
+        for _ in range(2):
+            CT2Engine(str(tiny_model_dir), cache_dir=ct2_cache, compute_type="int8").close()
+        CT2Engine(str(tiny_model_dir), cache_dir=ct2_cache).close()
+        notes = [line for line in capfd.readouterr().err.splitlines() if line.startswith("note: int8")]
+        if ct2_backend().cpu == "GenuineIntel":
+            assert notes == []  # MKL's int8 kernels: nothing measured says it is slower there
+        else:
+            assert len(notes) == 1 and "no faster than float32 and coarser" in notes[0], notes
+    finally:
+        ct2_backend.cache_clear()
+        ct2_module._say_when_int8_is_slow.cache_clear()
 
 
 # ---------------------------------------------------------------------------- stopping

@@ -205,6 +205,14 @@ def test_the_default_engine_on_a_cpu_is_ct2_sampling_the_policy_itself(sqlite_ur
     forced = tiny_engine.logprobs([t.prompt for t in turns], [t.token_ids for t in turns])
     assert len(turns) == 3 * MAX_AGENT_TURNS
     assert all(abs(t.logprob_sum - sum(f)) <= 1e-3 * len(f) for t, f in zip(turns, forced))
+    # The run records what computed the policy's numbers here: CTranslate2's GEMM backends, as it states them.
+    from colbench.engines.ct2_cpu import ct2_backend
+    from colbench.store.models import RolloutRun
+
+    with db.read() as session:
+        arithmetic = session.exec(select(RolloutRun)).one().config["arithmetic"]
+    assert arithmetic == {"compute_type": "float32", "device": "cpu", "ct2_cpu": ct2_backend().summary(),
+                          **ct2_backend().as_dict()}
     # So an hf run of the same policy continues it: the first sample of each task is done.
     out, err = _rollout_cli(sqlite_url, tiny_model_dir, "--engine", "hf", "-k", "2").communicate(timeout=300)
     exact = json.loads(out)

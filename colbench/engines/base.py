@@ -91,6 +91,11 @@ class Engine(ABC):
         """The prompt text the model sees for this conversation (chat template applied)."""
         raise NotImplementedError
 
+    def arithmetic(self) -> dict:
+        """What computes this engine's numbers beyond its kind (libraries, ISA), recorded with a rollout run so
+        that two runs on different machines can be told apart; {} where nothing more is known."""
+        return {}
+
     def stop(self) -> None:
         """Make a generate under way return soon, its output no longer wanted (Ctrl-C)."""
 

@@ -15,15 +15,19 @@ log-prob, so it is the temperature-1 value at any sampling temperature.
 int8 (and other quantized compute types) change the model itself: its samples and
 log-probs are those of the quantized model, not of the float32 policy. The model_ref says
 so ("ct2-int8:smollm2"), so the store keeps them apart; a float32 engine's model_ref is the
-transformers engine's ("smollm2", "ckpt:3"), as it samples the same policy.
+transformers engine's ("smollm2", "ckpt:3"), as it samples the same policy. How fast and how
+faithful int8 is depends on the CPU's GEMM backend (ct2_cpu): the engine reports it in
+``arithmetic()``, and says once when int8 here is both slower and coarser than float32.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import os
 import shutil
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -31,6 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from colbench.engines.base import EngineError, Generation, Sample, SamplingParams, TokenizerEngine, token_ids
+from colbench.engines.ct2_cpu import ct2_backend
 from colbench.model_refs import ModelSource, cache_dir, convert_once, load_tokenizer, resolve_model
 
 # How long generate() sleeps between checks of a running batch: the bound it adds to Ctrl-C.
@@ -182,7 +187,7 @@ class CT2Engine(TokenizerEngine):
 
     ``compute_type`` is both the conversion's quantization and the type computed in:
     "float32" reproduces the transformers model's distribution; "int8" is a quantized,
-    different model, ~2.5x faster again.
+    different model, faster only where the CPU sums int8 products in 32 bits (README, "int8 by CPU").
     """
 
     def __init__(
@@ -221,6 +226,16 @@ class CT2Engine(TokenizerEngine):
         self._stopping = threading.Event()
         self._lock = threading.Lock()  # one generate at a time: a seeded call replaces the generator
         self._generator = self._load()
+        if compute_type == "int8" and device == "cpu":
+            _say_when_int8_is_slow()
+
+    def arithmetic(self) -> dict:
+        """The compute type and, on a CPU, CTranslate2's GEMM backends and ISA (ct2_cpu)."""
+        found = {"compute_type": self.compute_type, "device": self.device}
+        backend = ct2_backend() if self.device == "cpu" else None
+        if backend is not None:
+            found.update(ct2_cpu=backend.summary(), **backend.as_dict())
+        return found
 
     def _load(self):
         try:
@@ -376,6 +391,18 @@ class CT2Engine(TokenizerEngine):
         self.stop()
         with self._lock:  # after any generate still finishing
             self._generator = None
+
+
+@functools.cache  # once per process
+def _say_when_int8_is_slow() -> None:
+    """int8 has been measured no faster than float32 on every non-Intel CPU here (README, "int8 by CPU"), and
+    coarser where oneDNN lacks VNNI: say so once, in one line."""
+    backend = ct2_backend()
+    if backend is None or backend.cpu == "GenuineIntel":
+        return
+    coarse = " and coarser (its 16-bit sums clip)" if backend.int8_coarse else ""
+    print(f"note: int8 here ({backend.summary()}) is no faster than float32{coarse}, as measured on such CPUs; float32"
+          " is the policy itself (README, 'int8 by CPU')", file=sys.stderr, flush=True)
 
 
 def _eos_ids(source: ModelSource, tokenizer) -> set[int]:
