@@ -102,14 +102,17 @@ DEFAULT_ARMS = ("rft", "mtdpo", "sweet", "sweet-no-c")
 SCRIPTED_JUDGE = "scripted:mixed"
 # Task sets: the split the study trains on, and the splits it evaluates on: its validation
 # split, where every setting is chosen, and its test splits, read once at the end.
+# backend-lite's fresh split is a phase of its own: the third study's test set, read once per final arm
+# (studies/backend-lite-3/plan.md), never by `--evaluate-on test`.
 TASK_SETS = {
     BACKEND: ("train", {"test": ("test",)}),
     "backend-lite": (LITE_SPLITS["train"], {"val": (LITE_SPLITS["val"],),
-                                            "test": (LITE_SPLITS["test"], LITE_SPLITS["novel"])}),
+                                            "test": (LITE_SPLITS["test"], LITE_SPLITS["novel"]),
+                                            "fresh": (LITE_SPLITS["fresh"],)}),
 }
 # What --evaluate-on accepts: a phase, or one test split alone (e.g. lite-test, read before lite-novel).
 TEST_SPLITS = dict.fromkeys(split for _, phases in TASK_SETS.values() for split in phases["test"])
-EVALUATE_ON = ("val", "test", *(split for split in TEST_SPLITS if split != "test"))
+EVALUATE_ON = ("val", "test", "fresh", *(split for split in TEST_SPLITS if split != "test"))
 
 
 def study_critic() -> CriticConfig:
@@ -146,10 +149,15 @@ class ExperimentConfig:
         None,
         "What every arm is evaluated on: 'val' (backend-lite's lite-val, 120 train-template tasks that no demonstration"
         " or training data touches: tune here) or 'test' (the test sets, read once, at the end), or one test set alone"
-        " (lite-test or lite-novel). Default: val for backend-lite, test for backend (it has no validation split).",
+        " (lite-test or lite-novel), or 'fresh' (lite-fresh, the third study's test set: new instances of the trained"
+        " templates). Default: val for backend-lite, test for backend (it has no validation split).",
         choices=EVALUATE_ON
     )
-    train_tasks: int | None = option(16, "The first N train tasks (None: all).", min=1)
+    train_tasks: int | None = option(16, "The first N train tasks (None: all), after --train-offset.", min=1)
+    train_offset: int = option(0, (
+        "Skip the first N train tasks: the zero-shot rollouts take the --train-tasks after them. E.g. a second round"
+        " of rejection fine-tuning from ckpt:<the first's policy> on train tasks it never trained on."
+    ), min=0)
     test_tasks: int | None = option(10, "The first N tasks of each test set (None: all).", min=1)
     samples_per_task: int = option(4, (
         "k zero-shot trajectories per train task: the critic's pairs need a fully correct one and a lower one of the"
@@ -215,6 +223,16 @@ class ExperimentConfig:
         "Name this run of the study in its files (trajectories.jsonl, validation.jsonl in --dir; colbench/study.py): "
         "each arm's evaluated trajectories are recorded under it, replacing the same arm and label's earlier ones. "
         "`colbench study report` rebuilds the tables from those files alone. Unset: no files but results.md/json.")
+    critic_policies: list[str] = option([], (
+        "Also train the critics on these policies' train trajectories (repeat the flag; ckpt:<id or name>, or a name"
+        " as stored), beside the zero-shot policy's: e.g. the critic of a second round refit on both rounds'"
+        " dialogues."
+    ), flags=("--critic-policy",))
+    record_arms: list[str] = option([], (
+        "KEY=NAME (repeat the flag): the name an arm's rows take in the study's files (--label), e.g. sweet=rft+sweet"
+        " for a study that starts from a rejection fine-tuned policy; KEY= records nothing of that arm (its zero-shot"
+        " read is another study run's arm). Default: each arm's own key."
+    ), flags=("--record-arm",))
     on_policy: bool = option(True, (
         "Train every arm on the zero-shot policy's own train trajectories, as the paper does. --no-on-policy: on every"
         " graded train trajectory in the store (e.g. imported or scripted ones)."
@@ -224,6 +242,10 @@ class ExperimentConfig:
         " samples at every agent turn (0: no such arm; the paper's N is 32)."
     ), min=0)
     seed: int = option(0, "Seed of the train rollouts (the test rollouts use seed + 1) and of every trainer.")
+    trainer_seed: int | None = option(None, (
+        "Seed of every trainer (data order, held-out tasks, SWEET's candidates) when it differs from --seed: a second"
+        " training seed of an arm on the same rollouts."
+    ))
     tags: list[str] = option([], (
         "Tags on every run the study makes (rollouts, critics, policies); `colbench experiment` adds study:<its"
         " folder>, so `colbench runs ls --tag study:<folder>` lists them."
@@ -256,6 +278,11 @@ class ExperimentConfig:
                 " weights. Train LoRA policies (no --policy-full), or roll each checkpoint out against `vllm serve <its"
                 " folder>` by hand (docs/scale.md, on-policy rounds)"
             )
+        for pair in self.record_arms:
+            key, equals, _ = pair.partition("=")
+            if not equals or key not in ("zero-shot", "best-of-n", *POLICY_ARMS):
+                raise ValueError(f"--record-arm takes KEY=NAME with KEY an arm (zero-shot, {', '.join(POLICY_ARMS)},"
+                                 f" best-of-n); got {pair!r}")
         phases = TASK_SETS[self.tasks][1]
         if self.evaluate_on is None:
             self.evaluate_on = "val" if "val" in phases else "test"
@@ -285,6 +312,7 @@ class ExperimentConfig:
                 served_model: str | None = None) -> RolloutConfig:
         """``served_model``: with --engine openai, the name the server serves ``model`` under."""
         train = split == self.train_split
+        offset = offset or (self.train_offset if train else 0)
         return RolloutConfig(
             model=model,
             engine=self.engine,
@@ -311,11 +339,24 @@ class ExperimentConfig:
         """Whose trajectories the trainers read (TrainingConfig.policies)."""
         return zero_shot if self.on_policy else None
 
+    def critic_data(self, zero_shot: str) -> str | None:
+        """Whose trajectories the critics read: the trainers' and --critic-policy's."""
+        data = self.data_policies(zero_shot)
+        return ",".join(dict.fromkeys([data, *self.critic_policies])) if data else None
+
+    def recorded_name(self, key: str) -> str:
+        """The arm's name in the study's files ('' for none: --record-arm KEY=)."""
+        return dict(pair.partition("=")[::2] for pair in self.record_arms).get(key, key)
+
+    @property
+    def training_seed(self) -> int:
+        return self.seed if self.trainer_seed is None else self.trainer_seed
+
     def critic_settings(self, training_info: bool, data: str | None, member: int = 0) -> CriticConfig:
         """The critic's config, reading the trajectories of ``data`` (TrainingConfig.policies);
         an ensemble's ``member`` k trains with seed + k."""
         return replace(self.critic, family=BACKEND, split=self.train_split, training_info=training_info,
-                       seed=self.seed + member,
+                       seed=self.training_seed + member,
                        device=self.device, policies=data, tags=list(self.tags))
 
     def policy_settings(self, data: str | None, arm: str = "rft") -> PolicyConfig:
@@ -325,7 +366,7 @@ class ExperimentConfig:
         return replace(
             self.policy, family=BACKEND, split=self.train_split, temperature=self.temperature,
             max_new_tokens=self.max_new_tokens,
-            sample_batch_size=self.batch_size, seed=self.seed, device=self.device, policies=data,
+            sample_batch_size=self.batch_size, seed=self.training_seed, device=self.device, policies=data,
             tags=list(self.tags), score=score,
         )
 
@@ -398,7 +439,9 @@ class BackendExperiment:
         """``folder``: where a run with a ``label`` records the study's files (colbench/study.py)."""
         from colbench.refs import stored_ref
 
-        config = replace(config, model=stored_ref(db, config.model))  # ckpt:<run name>: the id, stored and matched
+        # ckpt:<run name>: the id, stored and matched
+        config = replace(config, model=stored_ref(db, config.model),
+                         critic_policies=[stored_ref(db, p) for p in config.critic_policies])
         self.db, self.config, self.report, self.folder = db, config, reporter or Reporter(), folder
         self.simulator_ref: str | None = None  # set by the first rollout
 
@@ -524,7 +567,7 @@ class BackendExperiment:
         first_data = self.config.data_policies(self.zero_shot)
         data = [first_data] if first_data else None  # None: every policy's trajectories (--no-on-policy)
         made, previous = [], first
-        start = cfg.rounds_offset if cfg.rounds_offset is not None else cfg.train_tasks
+        start = cfg.rounds_offset if cfg.rounds_offset is not None else cfg.train_offset + cfg.train_tasks
         for r in range(2, cfg.rounds + 1):
             key = f"sweet-round-{r}"
             if not previous.model:
@@ -550,7 +593,7 @@ class BackendExperiment:
         ensemble's ``member`` k (seed + k)."""
         from colbench.training.critic import fit_critic  # torch: not for `colbench --help`
 
-        data = data or self.config.data_policies(self.zero_shot)
+        data = data or self.config.critic_data(self.zero_shot)
         config = self.config.critic_settings(training_info, data, member)
         done = self._finished_run("critic", config.to_json(), data)
         if done:
@@ -633,23 +676,28 @@ class BackendExperiment:
         cfg = self.config
         recorded = {(r["arm"], r["label"], r["run_id"]) for r in study.read_jsonl(self.folder / study.PAIRS)}
         sweet = [arm for arm in arms if arm.key.startswith("sweet") and arm.results and arm.training.get("run_id")
-                 and (arm.key, cfg.label, arm.training["run_id"]) not in recorded]  # a rerun does not grade them again
+                 and cfg.recorded_name(arm.key)
+                 and (cfg.recorded_name(arm.key), cfg.label, arm.training["run_id"]) not in recorded]  # graded once
         if cfg.tasks == "backend-lite" and sweet:
             with Grader(sandbox=cfg.sandbox) as grader:
                 for arm in sweet:
-                    study.record_pairs(self.folder, arm.key, cfg.label,
+                    study.record_pairs(self.folder, cfg.recorded_name(arm.key), cfg.label,
                                        pair_kinds(self.db, arm.training["run_id"], grader=grader).as_dict())
         for arm in arms:
+            name = cfg.recorded_name(arm.key)
+            if not name:
+                continue
             critic = (arm.critic or {}).get("members", [arm.critic or {}])[0]  # an ensemble's first member
             for split, result in arm.results.items():
-                rows = study.trajectory_rows(self.db, result.policy, result.setting, split,
-                                             simulator=self.simulator_ref)
+                rows = [{"seed": cfg.training_seed} | row for row in
+                        study.trajectory_rows(self.db, result.policy, result.setting, split,
+                                              simulator=self.simulator_ref)]
                 line = None
                 if cfg.evaluate_on == "val":
                     line = {"policy": self.run_summary(arm.training.get("run_id")),
                             "critic": self.run_summary(critic.get("run_id")),
                             "best_of": cfg.best_of if arm.key == "best-of-n" else None, "model": arm.model}
-                study.record(self.folder, arm.key, cfg.label, rows, line)
+                study.record(self.folder, name, cfg.label, rows, line)
 
     def run_summary(self, run_id: int | None) -> dict | None:
         """A training run as the study's validation file keeps it: settings, figures, minutes."""

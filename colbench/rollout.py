@@ -75,8 +75,8 @@ class RolloutConfig:
     )
     simulator: str = option("builtin", simulator_help())
     tasks: str = option("backend:test", (
-        "Tasks: FAMILY:SPLIT (backend or frontend, train or test) or backend-lite:train|test|novel, the tier a small"
-        " model can learn (built-in tasks are added on first use)."
+        "Tasks: FAMILY:SPLIT (backend or frontend, train or test) or backend-lite:train|val|test|novel|fresh, the tier"
+        " a small model can learn (built-in tasks are added on first use)."
     ))
     limit: int | None = option(None, "Only the first N tasks of the split (by id).", min=1)
     offset: int = option(0,

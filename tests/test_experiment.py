@@ -113,10 +113,15 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
 
     before = counts(db)
     code, out, err = cli(
-        "experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--no-on-policy", *TINY_STUDY
+        "experiment", "backend", "--model", str(tiny_model_dir), "--dir", str(folder), "--no-on-policy", *TINY_STUDY,
+        "--label", "renamed", "--record-arm", "rft=rft-2", "--record-arm", "zero-shot="
     )
     assert code == 0, err
     assert counts(db) == before  # nothing retrained, nothing rolled out again
+    # The rerun recorded its arms under the names asked for (and no zero-shot rows), each row with its trainer's seed.
+    renamed = [r for r in study_rows(folder) if r["label"] == "renamed"]
+    assert {r["arm"] for r in renamed} == {"rft-2", "mtdpo", "sweet", "sweet-no-c"}
+    assert {r["seed"] for r in renamed} == {0} and len(renamed) == 4 * 2
     assert "SWEET-RL" in out and "held-out pair accuracy" in out
     assert "deviations from the official run's recipe:" in out and "LoRA policies (official: full fine-tune)" in out
     # A SWEET-only setting changes: only the SWEET policies are trained again (and rolled out).
@@ -198,6 +203,10 @@ def test_a_lite_study_evaluates_on_validation_unless_told_to_read_the_test_sets(
     assert ExperimentConfig(tasks="backend").test_splits == ("test",)
     # One test set alone, so that a study short of time reads lite-test before lite-novel.
     assert ExperimentConfig(tasks="backend-lite", evaluate_on="lite-test").test_splits == ("lite-test",)
+    # The fresh split (study 3's test set) only when named: `test` never reads it.
+    assert ExperimentConfig(tasks="backend-lite", evaluate_on="fresh").test_splits == ("lite-fresh",)
+    with pytest.raises(ValueError, match="cannot be evaluated on fresh"):
+        ExperimentConfig(tasks="backend", evaluate_on="fresh")
     with pytest.raises(ValueError, match="cannot be evaluated on lite-test: choose test"):
         ExperimentConfig(tasks="backend", evaluate_on="lite-test")
     with pytest.raises(ValueError, match="cannot be evaluated on val"):
@@ -208,6 +217,33 @@ def test_a_lite_study_evaluates_on_validation_unless_told_to_read_the_test_sets(
     assert code != 0 and "'sweet-magic'" in err and len(err.strip().splitlines()) == 1
     code, out, err = cli("experiment", "backend", "--dir", str(tmp_path), "--arm", "sweet-oracle")
     assert code != 0 and "needs --tasks backend-lite" in err
+
+
+def study_rows(folder):
+    from colbench.study import TRAJECTORIES, read_jsonl
+
+    return read_jsonl(folder / TRAJECTORIES)
+
+
+def test_a_second_round_study_reads_later_train_tasks_both_rounds_for_its_critic_and_its_own_trainer_seed():
+    """What a study from round 1's policy needs (studies/backend-lite-3): its zero-shot rollouts on the train tasks
+    after --train-offset (test reads start at the first task), critics on --critic-policy's dialogues too, and a
+    trainer seed apart from the rollouts' seed."""
+    from colbench.experiment import ExperimentConfig
+
+    config = ExperimentConfig(tasks="backend-lite", train_tasks=100, train_offset=100, test_tasks=120,
+                              critic_policies=["ckpt:1"], seed=0, trainer_seed=1)
+    train, val = config.rollout("ckpt:2", "lite-train"), config.rollout("ckpt:2", "lite-val")
+    assert (train.offset, train.limit, train.seed) == (100, 100, 0) and (val.offset, val.limit, val.seed) == (0, 120, 1)
+    assert config.critic_data("ckpt:2") == "ckpt:2,ckpt:1"
+    assert config.critic_settings(True, "ckpt:2,ckpt:1").policies == "ckpt:2,ckpt:1"
+    assert config.critic_settings(True, None).seed == config.policy_settings(None).seed == 1
+    assert ExperimentConfig(tasks="backend-lite").policy_settings(None).seed == 0  # --seed, when unset
+    assert ExperimentConfig(tasks="backend-lite", on_policy=False, critic_policies=["x"]).critic_data("z") is None
+    named = ExperimentConfig(tasks="backend-lite", record_arms=["sweet=rft+sweet", "zero-shot="])
+    assert [named.recorded_name(k) for k in ("sweet", "zero-shot", "rft")] == ["rft+sweet", "", "rft"]
+    with pytest.raises(ValueError, match="--record-arm takes KEY=NAME"):
+        ExperimentConfig(tasks="backend-lite", record_arms=["sweeter=x"])
 
 
 def test_on_policy_rounds_roll_out_the_last_policy_on_fresh_tasks_and_continue_it(tiny_model_dir, tmp_path, cli):

@@ -15,6 +15,7 @@ from colbench.grading.sandboxes.bwrap import BwrapBackend
 from colbench.grading.semantics import banned_text
 from colbench.official import spec_of, task_from_record, task_row
 from colbench.tasks.lite import (
+    INSTANCES,
     LITE_MARKER,
     NOVEL_TEMPLATES,
     SOURCE_PREFIX,
@@ -25,6 +26,7 @@ from colbench.tasks.lite import (
     lite_tasks,
     template_of,
 )
+from colbench.tasks.lite.fresh import FRESH_VALUES, PER_TEMPLATE as FRESH_PER_TEMPLATE
 from colbench.tasks.lite.templates import OPENERS, TEMPLATES
 from colbench.tasks.spec import TaskSpec
 from colbench.authoring.validate import RULES, SIGNATURE, dedupe_key, validate_tasks
@@ -52,7 +54,7 @@ def test_tier_size_templates_domains_and_splits(instances):
     assert len({t.domain for t in TEMPLATES if t.name in NOVEL_TEMPLATES}) >= 6  # novel templates span domains
     per_template = collections.defaultdict(collections.Counter)
     for spec in tasks:
-        assert spec.split in ("train", "val", "test", "novel")
+        assert spec.split in ("train", "val", "test", "novel", "fresh")
         per_template[template_of(spec)][spec.split] += 1
     for name, counts in per_template.items():
         if name in NOVEL_TEMPLATES:
@@ -62,12 +64,34 @@ def test_tier_size_templates_domains_and_splits(instances):
                 name,
                 counts
             )
-    # the rule is positional: instance i of a template is test iff i % 7 == 3, validation iff i % 7 == 6
+            assert counts["fresh"] <= FRESH_PER_TEMPLATE
+    # the rule is positional: instance i of a template is test iff i % 7 == 3, validation iff i % 7 == 6; the
+    # instances after the first INSTANCES are fresh
     for item in instances:
-        if item.template.name not in NOVEL_TEMPLATES:
+        if item.index >= INSTANCES:
+            assert item.spec.split == "fresh" and item.template.name not in NOVEL_TEMPLATES
+        elif item.template.name not in NOVEL_TEMPLATES:
             assert (item.spec.split == "test") == (item.index % 7 == 3) and (item.spec.split == "val") == (
                 item.index % 7 == 6
             )
+
+
+def test_the_fresh_split_is_new_value_combinations_of_trained_templates(instances):
+    """lite-fresh (study 3's test set): at least 400 tasks over at least 35 trained templates, none with a value
+    combination any other instance of its template has, each holding a value of the fresh table or a combination
+    beyond the first INSTANCES (which every earlier study read)."""
+    fresh = [item for item in instances if item.spec.split == "fresh"]
+    assert len(fresh) >= 400 and len({item.template.name for item in fresh}) >= 35
+    combos = collections.defaultdict(list)
+    for item in instances:
+        combos[item.template.name].append(tuple(sorted(item.keys.items())))
+    assert all(len(found) == len(set(found)) for found in combos.values())
+    for item in fresh:
+        new_values = [k for k, v in item.keys.items() if v in FRESH_VALUES[item.template.name].get(k, ())]
+        old_values = {k: v for k, v in item.keys.items() if v in next(p for p in item.template.hidden
+                                                                      if p.name == k).values}
+        assert new_values or len(old_values) == len(item.keys)  # an unused combination of old values, or new values
+        assert item.spec.naive_solution != item.spec.ground_truth
 
 
 def test_a_store_made_before_lite_val_gets_its_validation_tasks_moved_out_of_lite_train(sqlite_url, instances):
@@ -85,13 +109,21 @@ def test_a_store_made_before_lite_val_gets_its_validation_tasks_moved_out_of_lit
 
     db = Database(sqlite_url)
     old = [replace(item.spec, split={"test": "lite-test", "novel": "lite-novel"}.get(item.spec.split, "lite-train"))
-           for item in sorted(instances, key=lambda item: item.index)]  # the order ensure_lite_tasks stores them in
+           for item in sorted(instances, key=lambda item: item.index)  # the order ensure_lite_tasks stores them in
+           if item.spec.split != "fresh"]  # an older store had no fresh split either
     with db.write() as session:
         queries.add_tasks(session, [task_row(spec) for spec in old])
-    assert ensure_lite_tasks(db) == 0
+        ids_before = {t.content_hash: t.id for t in session.exec(select(Task))}
+    fresh = sum(item.spec.split == "fresh" for item in instances)
+    assert ensure_lite_tasks(db) == fresh
     with db.read() as session:
         splits = collections.Counter(t.split for t in session.exec(select(Task)))
-    assert splits == {"lite-train": 720, "lite-val": 120, "lite-test": 160, "lite-novel": 250}
+        # The fresh tasks come after every older one: no older task's id moves, so `--limit`/`--offset` read the
+        # same tasks as before in every other split.
+        ids_after = {t.content_hash: t.id for t in session.exec(select(Task))}
+    assert splits == {"lite-train": 720, "lite-val": 120, "lite-test": 160, "lite-novel": 250, "lite-fresh": fresh}
+    assert {h: ids_after[h] for h in ids_before} == ids_before and min(set(ids_after.values()) - set(
+        ids_before.values())) > max(ids_before.values())
     assert [t.split for t in select_tasks(db, "backend-lite:val", limit=40)] == ["lite-val"] * 40
     assert (
         len({template_of(spec_of(t)) for t in select_tasks(db, "backend-lite:val", limit=40)}) == 40

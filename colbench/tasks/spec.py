@@ -14,7 +14,9 @@ from typing import Any
 SPLITS = ("train", "test")
 # The backend-lite tier (colbench/tasks/lite) lives beside the built-in tasks under splits of
 # its own, so `backend:train` never reads a lite task and a trainer's --split picks the tier.
-LITE_SPLITS = {"train": "lite-train", "val": "lite-val", "test": "lite-test", "novel": "lite-novel"}
+LITE_SPLITS = {
+    "train": "lite-train", "val": "lite-val", "test": "lite-test", "novel": "lite-novel", "fresh": "lite-fresh"
+}
 
 
 def is_held_out(split: str) -> bool:

@@ -27,6 +27,8 @@ vat, rate | name: tax_rate]
   other templates, instance i is ``"test"`` when i % TEST_EVERY == TEST_AT (4 of 25),
   ``"val"`` when i % TEST_EVERY == VAL_AT (3 of 25: the tasks every setting is chosen on,
   which neither demonstrations nor training data ever touch), else ``"train"``.
+- Instances numbered INSTANCES and on are ``"fresh"``: new value combinations of the trained
+  templates that no earlier study read (fresh.py says why and holds their new values).
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
+from colbench.tasks.lite.fresh import FRESH_VALUES, PER_TEMPLATE as FRESH_PER_TEMPLATE
 from colbench.tasks.lite.schema import Template
 from colbench.tasks.lite.templates import BY_NAME, OPENERS, TEMPLATES
 from colbench.tasks.spec import TaskSpec
@@ -236,8 +239,9 @@ def _differs(a, b) -> bool:
         return True
 
 
-def _choose_tests(template: Template, runner: _Runner, keys: dict, where: str) -> list[str]:
-    """Ten candidate calls that make every hidden parameter matter (module docstring)."""
+def _choose_tests(template: Template, runner: _Runner, keys: dict, where: str, values: dict | None = None) -> list[str]:
+    """Ten candidate calls that make every hidden parameter matter (module docstring) among ``values`` (each
+    parameter's name -> its values; default: the template's)."""
     reference = template.render(keys)
     expected = runner.outputs(reference)
     edgy = runner.edgy[reference]
@@ -251,7 +255,7 @@ def _choose_tests(template: Template, runner: _Runner, keys: dict, where: str) -
     for param in template.hidden:
         needs[("guess", param.name)] = ONE_WRONG_FAILS
         variants[("guess", param.name)] = template.render({**keys, param.name: param.guess})
-        for other in param.values:
+        for other in (values or {}).get(param.name, param.values):
             if other != keys[param.name]:
                 needs[("other", param.name, other)] = 1
                 variants[("other", param.name, other)] = template.render({**keys, param.name: other})
@@ -293,6 +297,8 @@ def _choose_tests(template: Template, runner: _Runner, keys: dict, where: str) -
 
 
 def _split(template: Template, index: int) -> str:
+    if index >= INSTANCES:
+        return "fresh"
     if template.novel:
         return "novel"
     return {TEST_AT: "test", VAL_AT: "val"}.get(index % TEST_EVERY, "train")
@@ -310,35 +316,74 @@ def _facts(template: Template, keys: dict) -> list[HiddenFact]:
 
 
 def _instances_of(template: Template, position: int) -> list[LiteInstance]:
-    combos = list(itertools.product(*(param.values for param in template.hidden)))
+    combos = _hash_order(template, itertools.product(*(param.values for param in template.hidden)))
     if len(combos) < INSTANCES:
         raise RuntimeError(f"backend-lite template {template.name}: {len(combos)} value combinations, need {INSTANCES}")
-    # A fixed pseudo-random order of the value combinations (sha256: the same on every Python).
-    combos.sort(key=lambda combo: hashlib.sha256(f"colbench-lite:{template.name}:{combo!r}".encode()).hexdigest())
     runner = _Runner(template)
     naive = template.render({p.name: p.guess for p in template.hidden})
     made = []
     for index, combo in enumerate(combos[:INSTANCES]):
         keys = dict(zip((p.name for p in template.hidden), combo))
         tests = _choose_tests(template, runner, keys, f"{template.name} #{index}")
-        spec = TaskSpec(
-            family="backend",
-            split=_split(template, index),
-            source=SOURCE_PREFIX + template.name,
-            problem_description=_description(template, position, index),
-            ground_truth=template.render(keys),
-            test_cases={f"test{n}": call for n, call in enumerate(tests, start=1)},
-            hidden_information=hidden_information(_facts(template, keys)),
-            naive_solution=naive,
-        )
-        made.append(LiteInstance(spec, template, index, keys))
+        made.append(LiteInstance(_spec(template, position, index, keys, tests, naive), template, index, keys))
+    return made
+
+
+def _spec(template: Template, position: int, index: int, keys: dict, tests: list[str], naive: str) -> TaskSpec:
+    return TaskSpec(
+        family="backend",
+        split=_split(template, index),
+        source=SOURCE_PREFIX + template.name,
+        problem_description=_description(template, position, index),
+        ground_truth=template.render(keys),
+        test_cases={f"test{n}": call for n, call in enumerate(tests, start=1)},
+        hidden_information=hidden_information(_facts(template, keys)),
+        naive_solution=naive,
+    )
+
+
+def _hash_order(template: Template, combos) -> list[tuple]:
+    # A fixed pseudo-random order of value combinations (sha256: the same on every Python).
+    def key(combo) -> str:
+        return hashlib.sha256(f"colbench-lite:{template.name}:{combo!r}".encode()).hexdigest()
+
+    return sorted(combos, key=key)
+
+
+def _fresh_instances_of(template: Template, position: int) -> list[LiteInstance]:
+    """Up to fresh.PER_TEMPLATE instances numbered from INSTANCES on, on value combinations no other instance has
+    (fresh.py), in the same fixed order; a combination whose tests cannot make every value matter is passed over."""
+    if template.novel or template.name not in FRESH_VALUES:
+        return []
+    extra = FRESH_VALUES[template.name]
+    values = {p.name: tuple(p.values) + tuple(extra.get(p.name, ())) for p in template.hidden}
+    used = set(_hash_order(template, itertools.product(*(p.values for p in template.hidden)))[:INSTANCES])
+    combos = [c for c in _hash_order(template, itertools.product(*values.values())) if c not in used]
+    runner = _Runner(template)
+    naive = template.render({p.name: p.guess for p in template.hidden})
+    made = []
+    for combo in combos:
+        if len(made) == FRESH_PER_TEMPLATE:
+            break
+        keys = dict(zip(values, combo))
+        index = INSTANCES + len(made)
+        try:
+            tests = _choose_tests(template, runner, keys, f"{template.name} fresh", values)
+        except RuntimeError:
+            continue
+        made.append(LiteInstance(_spec(template, position, index, keys, tests, naive), template, index, keys))
     return made
 
 
 @functools.cache
 def lite_instances() -> tuple[LiteInstance, ...]:
-    """Every lite task with the template and hidden values it was made from, in a fixed order."""
-    return tuple(item for position, template in enumerate(TEMPLATES) for item in _instances_of(template, position))
+    """Every lite task with the template and hidden values it was made from, in a fixed order: each template's
+    INSTANCES, then its fresh ones (numbered on from INSTANCES)."""
+    return tuple(
+        item
+        for position, template in enumerate(TEMPLATES)
+        for item in _instances_of(template, position) + _fresh_instances_of(template, position)
+    )
 
 
 @functools.cache

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Study 3 on backend-lite (studies/backend-lite-3/plan.md), from nothing to its committed files. Resumable: rerun a
+# stage after an interruption and what its store holds is skipped. Each stage's start and stop go to times.log.
+#
+#   bash scripts/lite_study_3.sh base           # demonstrations and the warm start
+#   bash scripts/lite_study_3.sh rft            # rejection fine-tuning of the warm start (and the warm start's read)
+#   bash scripts/lite_study_3.sh round2 LABEL   # one configuration of the arms that start from rft (LABEL below)
+#
+# STORE (default lite-study-3) holds the store and checkpoints, never committed; the study's files go to
+# studies/backend-lite-3, from which `colbench study report studies/backend-lite-3` recomputes every table.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+stage=${1:?usage: lite_study_3.sh base|rft|round2 LABEL}
+store=$(realpath -m "${STORE:-lite-study-3}")
+files="$here/studies/backend-lite-3"
+mkdir -p "$store" "$files"
+colbench=${COLBENCH:-$here/.venv/bin/colbench}
+export COLBENCH_DB="sqlite:///$store/lite.db"
+
+log() { echo "$1 $2 $(date -u +%FT%TZ)" >> "$files/times.log"; }
+timed() { local name=$1; shift; log start "$name"; "$@"; log stop "$name"; }
+
+# The plan's shared settings: 100 train tasks x 4 samples a round, every lite-val task x 4 samples, 256 tokens a
+# turn, full fine-tunes, the second study's critic, 8 SWEET candidates a turn.
+experiment() {
+  local label=$1; shift
+  timed "$label $*" "$colbench" experiment backend --tasks backend-lite --dir "$files" --label "$label" \
+    --train-tasks 100 -k 4 --test-tasks 200 --test-samples 4 --max-new-tokens 256 --sandbox bwrap --device cpu \
+    --critic-full --critic-lr 1e-5 --critic-epochs 2 --critic-batch-size 4 --critic-grad-accum 2 \
+    --no-critic-gradient-checkpointing --policy-candidates 8 --policy-full "$@"
+}
+
+# The checkpoint an arm's validation line names (validation.jsonl), e.g. rft's, which round 2 starts from.
+model_of() {
+  python3 -c 'import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+print(next(r["model"] for r in rows if r["arm"] == sys.argv[2] and r["label"] == sys.argv[3]))' \
+    "$files/validation.jsonl" "$1" "$2"
+}
+
+# Round 2: from rft, on lite-train tasks 101-200; critics refit on both rounds' dialogues. The zero-shot read of
+# rft is rft's own (label rft): not recorded again.
+round2() {
+  local label=$1; shift
+  experiment "$label" --model "$(model_of rft rft)" --train-offset 100 --critic-policy ckpt:warm \
+    --record-arm zero-shot= --record-arm rft=rft-2 --record-arm sweet=rft+sweet \
+    --record-arm sweet-oracle=rft+sweet-oracle "$@"
+}
+
+case "$stage" in
+base)
+  timed demos "$colbench" rollout --engine scripted:expert --tasks backend-lite:train --offset 200 --limit 160 \
+    --name demos
+  "$colbench" runs show warm >/dev/null 2>&1 ||
+    timed warm "$colbench" policy fit --algo sft --split lite-train --full --lr 1e-4 --epochs 3 --name warm
+  ;;
+rft)
+  experiment rft --model ckpt:warm --arm rft --policy-lr 3e-5
+  ;;
+round2)
+  label=${2:?round2 LABEL: rft2-1e-5, rft2-3e-5, oracle-a, oracle-b, sweet-a, sweet-b}
+  case "$label" in
+  rft2-1e-5) round2 "$label" --arm rft --policy-lr 1e-5 ;;
+  rft2-3e-5) round2 "$label" --arm rft --policy-lr 3e-5 ;;
+  oracle-a) round2 "$label" --arm sweet-oracle --policy-lr 3e-6 --policy-nll-weight 1.0 ;;
+  oracle-b) round2 "$label" --arm sweet-oracle --policy-lr 1e-5 --policy-nll-weight 1.0 ;;
+  sweet-a) round2 "$label" --arm sweet --policy-lr 3e-6 --policy-nll-weight 1.0 ;;
+  sweet-b) round2 "$label" --arm sweet --policy-lr 1e-5 --policy-nll-weight 1.0 ;;
+  *) echo "unknown round2 label: $label" >&2; exit 2 ;;
+  esac
+  ;;
+*)
+  echo "usage: lite_study_3.sh base|rft|round2 LABEL" >&2; exit 2 ;;
+esac
