@@ -1,6 +1,6 @@
 """A study kept as files (colbench/study.py): `colbench study report` recomputes its tables from
 trajectories.jsonl alone, paired by task, with SWEET-RL's comparisons Holm-corrected; the
-README's backend-lite tables are that report, verbatim."""
+study's README (studies/backend-lite/README.md) holds that report's tables, verbatim."""
 from __future__ import annotations
 
 import json
@@ -83,8 +83,8 @@ STUDY = Path(__file__).resolve().parent.parent / "studies" / "backend-lite"
 
 @pytest.mark.skipif(not (STUDY / "trajectories.jsonl").exists(),
                     reason="the backend-lite study's files are not committed yet")
-def test_the_readmes_backend_lite_tables_are_the_studys_report():
-    readme = (STUDY.parent.parent / "README.md").read_text(encoding="utf-8")
+def test_the_study_readmes_tables_are_the_studys_report():
+    readme = (STUDY / "README.md").read_text(encoding="utf-8")
     assert markdown(report(STUDY)) in readme
 
 
