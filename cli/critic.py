@@ -5,7 +5,7 @@ from pathlib import Path
 
 import typer
 
-from colbench.cli import views
+from colbench.cli.views.critic import pairs_notes, pairs_table
 from colbench.cli.common import console, fail, main_process, print_json, reporting, state
 from colbench.cli.options import flags_from
 from colbench.model_refs import DEFAULT_MODEL
@@ -200,6 +200,6 @@ def pairs(
     if as_json:
         print_json(result.as_dict())
         return
-    console.print(views.pairs_table(result))
-    for line in views.pairs_notes(result):
+    console.print(pairs_table(result))
+    for line in pairs_notes(result):
         console.print(line, highlight=False)

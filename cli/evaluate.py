@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import typer
 
-from colbench.cli import views
+from colbench.cli.views.evaluate import FACTS_NOTES, eval_notes, eval_table, facts_table
 from colbench.families import family as family_named
 from colbench.cli.common import console, fail, print_json, state
 
@@ -65,8 +65,8 @@ def evaluate(
         return
     if not results:
         fail(_nothing_matched(family, split, policy, simulator, setting, grading))
-    console.print(without_empty_columns(views.eval_table(results, family, split)))
-    for line in views.eval_notes(results, family):
+    console.print(without_empty_columns(eval_table(results, family, split)))
+    for line in eval_notes(results, family):
         console.print(line)
 
 
@@ -91,8 +91,8 @@ def _fact_finding(family: str, split: str, policies, simulator, setting, as_json
             f"no graded backend-lite dialogues on {family}:{split}"
             + (" match the filters" if policies or simulator or setting is not None else "")
         )
-    console.print(views.facts_table(rows, f"{family}:{split}"))
-    for line in views.FACTS_NOTES:
+    console.print(facts_table(rows, f"{family}:{split}"))
+    for line in FACTS_NOTES:
         console.print(line, highlight=False)
 
 

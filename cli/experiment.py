@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 from rich.text import Text
-from colbench.cli import views
+from colbench.cli.views.experiment import study_markdown, study_notes, study_tables
 from colbench.cli.common import console, err_console, print_json, reporting, state
 from colbench.cli.options import flags_from
 from colbench.experiment import CRITIC_SET, POLICY_SET, ExperimentConfig, study_critic, study_policy
@@ -66,13 +66,13 @@ def backend(
     result = BackendExperiment(db, config, _RichReporter(quiet=as_json), folder=folder).run()
     payload = result.as_dict() | {"store": db.url, "elapsed_s": round(time.perf_counter() - started, 1)}
     (folder / "results.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
-    (folder / "results.md").write_text(views.study_markdown(payload) + "\n")
+    (folder / "results.md").write_text(study_markdown(payload) + "\n")
     if as_json:
         print_json(payload)
         return
-    for table in views.study_tables(payload):
+    for table in study_tables(payload):
         console.print(table)
-    for line in views.study_notes(payload):
+    for line in study_notes(payload):
         console.print(line, highlight=False)
     console.print(Text("deviations from the official run's recipe:", style="bold"))
     for line in deviations(payload["config"]):

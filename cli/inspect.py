@@ -5,7 +5,7 @@ from pathlib import Path
 
 import typer
 
-from colbench.cli import views
+from colbench.cli.views.inspect import trajectory_json, trajectory_view
 from colbench.families import family as family_named
 from colbench.cli.common import console, fail, print_json, state
 
@@ -43,9 +43,9 @@ def inspect(
     if side_by_side:
         _write_side_by_side(trajectory, task, turns, paths, side_by_side, filmstrip)
     if as_json:
-        print_json(views.trajectory_json(trajectory, task, turns, tests, scores, reveal=reveal))
+        print_json(trajectory_json(trajectory, task, turns, tests, scores, reveal=reveal))
         return
-    console.print(views.trajectory_view(trajectory, task, turns, tests, scores, reveal=reveal, screenshot_paths=paths))
+    console.print(trajectory_view(trajectory, task, turns, tests, scores, reveal=reveal, screenshot_paths=paths))
 
 
 def _write_side_by_side(trajectory, task, turns, paths: dict[str, str], out: Path, filmstrip: bool) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from colbench.cli import run_views as views
+from colbench.cli.views.runs import removal_text, run_title, run_view, runs_table
 from colbench.cli.common import console, err_console, fail, print_json, state
 
 app = typer.Typer(
@@ -41,7 +41,7 @@ def ls(
     if not rows:
         console.print("no runs yet" + (f" with the tag {tag!r}" if tag else ""))
         return
-    console.print(views.runs_table(rows))
+    console.print(runs_table(rows))
 
 
 @app.command("show")
@@ -66,11 +66,11 @@ def show(
             fail(f"{found['ref']} has no per-step figures (it ran before they were recorded, or took no step)")
         from colbench.curves import plot_steps
 
-        plot_steps(found["steps"], plot, title=views.run_title(found))
+        plot_steps(found["steps"], plot, title=run_title(found))
     if as_json:
         print_json(found)
         return
-    console.print(views.run_view(found))
+    console.print(run_view(found))
     if plot is not None:
         console.print(f"wrote {plot}", highlight=False)
 
@@ -101,8 +101,8 @@ def rm(
         fail(f"{plan.ref} is still needed: " + "; ".join(plan.blocked_by))
     if not yes:
         if not console.is_terminal:
-            fail(f"removing {views.removal_text(plan)} needs --yes when not asked at a terminal")
-        if not typer.confirm(f"remove {views.removal_text(plan)}?"):
+            fail(f"removing {removal_text(plan)} needs --yes when not asked at a terminal")
+        if not typer.confirm(f"remove {removal_text(plan)}?"):
             raise typer.Exit(1)
     done = remove(db, ref, unfinished_only=unfinished)
     if done.blocked_by:  # something started needing it since the question
@@ -110,7 +110,7 @@ def rm(
     if as_json:
         print_json(done.as_dict())
         return
-    console.print(f"removed {views.removal_text(done)}", highlight=False, markup=False)
+    console.print(f"removed {removal_text(done)}", highlight=False, markup=False)
     for folder in done.kept_folders:
         err_console.print(
             f"kept {folder}: it is outside the store's checkpoint folder (an --out folder); delete it yourself",

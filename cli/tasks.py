@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
-from colbench.cli import views
+from colbench.cli.views.tasks import (
+    generation_table, task_summary, tasks_table, validation_failures, validation_footer, validation_table
+)
 from colbench.families import family as family_named
 from colbench.cli.common import (
     DEFAULT_FAMILY_CHOICE,
@@ -59,9 +61,9 @@ def tasks_ls(
     total = len(tasks)
     shown = tasks if show_all else tasks[:limit]
     if as_json:
-        print_json([views.task_summary(t) for t in shown])
+        print_json([task_summary(t) for t in shown])
         return
-    console.print(views.tasks_table(shown, total, width=console.width))
+    console.print(tasks_table(shown, total, width=console.width))
 
 
 # --sandbox's choices, from the sandbox registry (an Enum: how Typer offers choices).
@@ -132,10 +134,10 @@ def tasks_validate(
     if as_json:
         print_json(report.to_json())
     else:
-        for line in views.validation_failures(report):
+        for line in validation_failures(report):
             console.print(line, soft_wrap=True, highlight=False)
-        console.print(views.validation_table(report))
-        console.print(views.validation_footer(report), highlight=False)
+        console.print(validation_table(report))
+        console.print(validation_footer(report), highlight=False)
     if not report.ok:
         raise typer.Exit(1)
 
@@ -221,7 +223,7 @@ def tasks_generate(
         print_json(summary.to_json())
         return
     if summary.rejected:
-        console.print(views.generation_table(summary))
+        console.print(generation_table(summary))
     console.print(
         f"{summary.accepted} of {summary.candidates} candidates accepted from {summary.passages} passages; "
         f"{summary.stored} new tasks stored as {summary.source} ({split.value})",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from colbench.cli import views
+from colbench.cli.views.trajectories import trajectories_table, trajectory_summary
 from colbench.cli.common import (
     FAMILY_HELP,
     Family,
@@ -109,9 +109,9 @@ def ls(
     with state.db().read() as session:
         rows = queries.find_trajectories(session, flt)
     if as_json:
-        print_json([views.trajectory_summary(t, task_row, n) for t, task_row, n in rows])
+        print_json([trajectory_summary(t, task_row, n) for t, task_row, n in rows])
         return
-    console.print(views.trajectories_table(rows))
+    console.print(trajectories_table(rows))
 
 
 def register(root: typer.Typer) -> None:

@@ -141,16 +141,16 @@ def test_the_command_line_offers_the_family(fam: TaskFamily):
 def test_the_eval_table_renders_the_headline(fam: TaskFamily):
     from rich.console import Console
 
-    from colbench.cli import views
+    from colbench.cli.views.evaluate import eval_notes, eval_table
 
     interval = Interval(0.5, 0.25, 0.75)
     result = PolicyEval(policy="p", simulator="builtin", setting="", metric="m", grading=None, n_tasks=2,
                         n_trajectories=2,
                         reward=interval, success=interval if fam.graded_by_tests else None)
     console = Console(width=200, record=True)
-    console.print(views.eval_table([result], fam.name, "test"))
+    console.print(eval_table([result], fam.name, "test"))
     assert f"{fam.headline_label} (95% CI)" in console.export_text()
-    views.eval_notes([result], fam.name)
+    eval_notes([result], fam.name)
 
 
 @pytest.mark.parametrize("fam", FAMILIES, ids=ids)

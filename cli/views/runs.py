@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from colbench.cli.views import STATUS_STYLE
+from colbench.cli.views.cells import STATUS_STYLE
 from colbench.curves import curve_names
 from colbench.runs import headline, named, progress, what
 
