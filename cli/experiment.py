@@ -11,7 +11,7 @@ from rich.text import Text
 from colbench.cli.views.experiment import study_markdown, study_notes, study_tables
 from colbench.cli.common import console, err_console, print_json, reporting, state
 from colbench.cli.options import flags_from
-from colbench.experiment import CRITIC_SET, POLICY_SET, ExperimentConfig, study_critic, study_policy
+from colbench.experiment_config import CRITIC_SET, POLICY_SET, ExperimentConfig, study_critic, study_policy
 from colbench.recipe import deviations
 from colbench.training.config import CriticConfig, PolicyConfig
 
@@ -50,7 +50,7 @@ def backend(
 
     Every stage is stored; rerunning the same command skips what is done and goes on where
     it stopped. Sizes default to a CPU-sized study; the paper's scale is thousands of tasks.
-    The study's settings are ExperimentConfig's (colbench/experiment.py); --critic-* and
+    The study's settings are ExperimentConfig's (colbench/experiment_config.py); --critic-* and
     --policy-* are the trainers' own (colbench/training/config.py).
     """
     from colbench.experiment import BackendExperiment

@@ -59,7 +59,7 @@ def test_each_field_is_a_flag_with_its_default_bounds_and_help():
     (["critic", "fit"], "colbench.training.config:CriticConfig"),
     (["policy", "fit"], "colbench.training.config:PolicyConfig"),
     (["rollout"], "colbench.rollout:RolloutConfig"),
-    (["experiment", "backend"], "colbench.experiment:ExperimentConfig"),
+    (["experiment", "backend"], "colbench.experiment_config:ExperimentConfig"),
 ])
 def test_commands_offer_every_field_of_their_config(command, config_path):
     import importlib

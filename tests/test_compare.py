@@ -85,7 +85,8 @@ def test_compare_tells_a_real_difference_from_noise(sqlite_url, capsys, monkeypa
     # The study's column: each arm against the zero-shot policy on the same tasks, each side under its
     # own setting (an arm can be the zero-shot policy under another setting, as best-of-N is).
     from colbench.eval import evaluate
-    from colbench.experiment import Arm, BackendExperiment, ExperimentConfig
+    from colbench.experiment import Arm, BackendExperiment
+    from colbench.experiment_config import ExperimentConfig
     from colbench.store.db import Database
 
     db = Database(sqlite_url)

@@ -165,7 +165,7 @@ def test_the_deviations_list_every_setting_that_leaves_the_official_run():
     design (and the simulator, which a CPU cannot replace with a 70B model)."""
     from dataclasses import asdict, replace
 
-    from colbench.experiment import ExperimentConfig, study_critic, study_policy
+    from colbench.experiment_config import ExperimentConfig, study_critic, study_policy
     from colbench.recipe import BY_DESIGN, deviations
 
     default = deviations(asdict(ExperimentConfig()))
@@ -196,7 +196,7 @@ def test_the_deviations_list_every_setting_that_leaves_the_official_run():
 
 
 def test_a_lite_study_evaluates_on_validation_unless_told_to_read_the_test_sets(cli, tmp_path):
-    from colbench.experiment import ExperimentConfig
+    from colbench.experiment_config import ExperimentConfig
 
     assert ExperimentConfig(tasks="backend-lite").test_splits == ("lite-val",)
     assert ExperimentConfig(tasks="backend-lite", evaluate_on="test").test_splits == ("lite-test", "lite-novel")
@@ -229,7 +229,7 @@ def test_a_second_round_study_reads_later_train_tasks_both_rounds_for_its_critic
     """What a study from round 1's policy needs (studies/backend-lite-3): its zero-shot rollouts on the train tasks
     after --train-offset (test reads start at the first task), critics on --critic-policy's dialogues too, and a
     trainer seed apart from the rollouts' seed."""
-    from colbench.experiment import ExperimentConfig
+    from colbench.experiment_config import ExperimentConfig
 
     config = ExperimentConfig(tasks="backend-lite", train_tasks=100, train_offset=100, test_tasks=120,
                               critic_policies=["ckpt:1"], seed=0, trainer_seed=1)
