@@ -7,6 +7,7 @@ import typer
 
 from colbench.cli.views.inspect import trajectory_json, trajectory_view
 from colbench.families import family as family_named
+from colbench.tasks.rows import spec_of
 from colbench.cli.common import console, fail, print_json, state
 
 
@@ -51,8 +52,9 @@ def inspect(
 def _write_side_by_side(trajectory, task, turns, paths: dict[str, str], out: Path, filmstrip: bool) -> None:
     """The final page (or each turn's page) beside the reference page, rendered now, under a title
     naming the task, the score and its metric."""
-    if not family_named(task.family).renders_pages:
-        fail("--side-by-side is for frontend trajectories")
+    reference_page = family_named(task.family).reference_page(spec_of(task))
+    if reference_page is None:
+        fail(f"--side-by-side shows pages: a {task.family} task's reference is none")
     from colbench.render.browser import Renderer
     from colbench.render.pictures import contact_sheet
 
@@ -65,7 +67,7 @@ def _write_side_by_side(trajectory, task, turns, paths: dict[str, str], out: Pat
         f" {trajectory.policy} · {score}"
     )
     with Renderer(pool_size=1) as renderer:
-        reference = renderer.render(task.ground_truth).png_bytes
+        reference = renderer.render(reference_page).png_bytes
     if filmstrip:
         shown = [t for t in turns if t.role == "assistant"]
         frames = [(f"turn {k}", page(t.screenshot)) for k, t in enumerate(shown, 1)] + [("reference", reference)]

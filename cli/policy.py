@@ -6,6 +6,7 @@ import typer
 from colbench.cli.common import console, main_process, print_json, reporting, state
 from colbench.cli.options import flags_from
 from colbench.model_refs import DEFAULT_MODEL
+from colbench.training.algorithms import ALGORITHMS
 from colbench.training.config import PolicyConfig
 
 app = typer.Typer(
@@ -23,11 +24,7 @@ def fit(
     algo: str = typer.Option(
         ...,
         "--algo",
-        help=(
-            "sweet (turn-level DPO on critic-ranked candidates), rft (SFT on successful trajectories), mtdpo"
-            " (trajectory-level DPO), or sft (SFT on demonstrations: successful trajectories of --policies, default"
-            " scripted:*)."
-        )
+        help=f"The algorithm: {ALGORITHMS.help()}."
     ),
     model: str = typer.Option(
         None,
@@ -57,8 +54,12 @@ def fit(
     Every setting is a PolicyConfig field (colbench/training/config.py), documented by its help."""
     from colbench.training.policy import fit_policy
 
-    if algo == "sweet" and not critic and config.score != "oracle":
-        raise typer.BadParameter("sweet needs --critic ckpt:<id> (or --score oracle on backend-lite)",
+    try:
+        algorithm = ALGORITHMS.get(algo)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--algo") from None
+    if algorithm.needs_critic and not critic and config.score != "oracle":
+        raise typer.BadParameter(f"{algo} needs --critic ckpt:<id> (or --score oracle on backend-lite)",
                                  param_hint="--critic")
     with reporting(f"policy {algo}", enabled=not as_json and main_process()) as on_progress:
         result = fit_policy(
@@ -72,7 +73,7 @@ def fit(
         print_json({"run_id": result.run_id, "checkpoint": f"ckpt:{result.checkpoint_id}", "path": result.path,
                     "metrics": m})
         return
-    if algo in ("rft", "sft"):
+    if not algorithm.pairwise:
         what = f"{m.get('trajectories')} successful trajectories, loss {m.get('train_loss', float('nan')):.4f}"
     else:
         what = (
@@ -80,7 +81,7 @@ def fit(
             f" {m.get('train_reward_margin', float('nan')):+.4f}, reward accuracy"
             f" {m.get('train_reward_accuracy', float('nan')):.1%}"
         )
-        if algo == "sweet":
+        if "selected_turns" in m:  # candidates sampled for turns (sweet)
             what += (
                 f"; {m.get('selected_turns')} turns ({m.get('turns_sampled')} sampled, {m.get('turns_reused')} reused)"
             )

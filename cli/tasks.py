@@ -189,8 +189,8 @@ def tasks_generate(
 
     if (endpoint is None) == (model is None):
         raise typer.BadParameter("give --endpoint URL#MODEL or --model REF")
-    if not family_named(family.value).graded_by_tests:  # the prompt asks for a function and the tests that grade it
-        fail("tasks generate makes backend tasks only, for now")
+    if family_named(family.value).task_writer() is None:
+        fail(f"tasks generate cannot write {family.value} tasks: the family gives no prompt for it")
     passages = read_passages(sources)
     if not passages:
         fail("no passages in the source files")

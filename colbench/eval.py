@@ -101,7 +101,7 @@ def evaluate(
         )
         for policy, sim, how, metric, task_id, index, reward, success, failed, graded_by in outcomes:
             key = (policy, sim, how or "", metric or "unnamed", graded_by or "")
-            grouped[key][task_id].append((index, reward or 0.0, bool(success)))
+            grouped[key][task_id].append((index, reward or 0.0, None if success is None else bool(success)))
             no_replies[key] += bool(failed)
 
     results = []
@@ -121,7 +121,9 @@ def evaluate(
             simulator_failures=no_replies[key],
             task_rewards=rewards,
         )
-        if owner.graded_by_tests:  # success, pass@k and pass^k exist where tests decide
+        # Success, pass@k and pass^k exist where every trajectory was solved or not (not where a page is graded by
+        # its likeness alone).
+        if all(s is not None for rows in samples.values() for _, _, s in rows):
             result.success = bootstrap([float(np.mean([s for _, _, s in rows])) for rows in samples.values()])
             counts = [(len(rows), sum(s for _, _, s in rows)) for rows in samples.values()]
             fewest = min(n for n, _ in counts)

@@ -11,6 +11,14 @@ a name is written once, where it is registered::
 
 A spec is a name, optionally followed by ``:<argument>`` for choices registered with
 ``argument=`` (``scripted:expert``, ``endpoint:<url>#<model>``).
+
+Plugins: a registry made with ``entry_points="colbench.engines"`` also loads that group of Python
+entry points the first time it is asked for its choices. Each entry point names a module (or any
+object in it); importing it runs its ``@ENGINES.register(...)`` lines, so a separate package adds an
+engine, a family or an algorithm with one module and one line in its own packaging metadata::
+
+    [project.entry-points."colbench.engines"]
+    echo = "colbench_echo"
 """
 from __future__ import annotations
 
@@ -44,14 +52,34 @@ class Choice:
 class Registry:
     """Choices of one kind, in the order registered."""
 
-    def __init__(self, what: str, *, error: type[Exception] = ValueError, traits: dict[str, Any] | None = None):
+    def __init__(self, what: str, *, error: type[Exception] = ValueError, traits: dict[str, Any] | None = None,
+                 entry_points: str | None = None):
         """``traits``: what every choice of this kind answers (e.g. ``{"local": False}``), with the
-        default a registration may override."""
+        default a registration may override. ``entry_points``: the group of Python entry points whose
+        modules register more choices (plugins), loaded on first use."""
         self.what = what  # "engine": used in messages ("unknown engine 'x': ...")
         self.error = error
         self.traits = dict(traits or {})
+        self.entry_points = entry_points
+        self._plugins_loaded = entry_points is None
         self._choices: dict[str, Choice] = {}
         self._aliases: dict[str, str] = {}
+
+    def _load_plugins(self) -> None:
+        """Import every module of this registry's entry-point group, once; a plugin that fails to load
+        raises ``error`` in one line naming it."""
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True  # first: a plugin module that asks this registry does not recurse
+        from importlib.metadata import entry_points
+
+        for point in entry_points(group=self.entry_points):
+            try:
+                point.load()
+            except Exception as exc:  # noqa: BLE001 - any plugin failure is reported the same way
+                detail = " ".join(str(exc).split()) or type(exc).__name__
+                raise self.error(f"the {self.what} plugin {point.name!r} ({point.value}) failed to load: {detail}"
+                                 ) from exc
 
     def register(self, name: str, help: str, *, argument: str = "", argument_required: bool = False,
                  aliases: tuple[str, ...] = (), hidden: bool = False, **traits):
@@ -77,8 +105,9 @@ class Registry:
         return tuple(choice.name for choice in self)
 
     def __iter__(self) -> Iterator[Choice]:
-        """The choices offered, in the order registered."""
-        return (choice for choice in self._choices.values() if not choice.hidden)
+        """The choices offered, in the order registered (plugins' after the built-in ones)."""
+        self._load_plugins()
+        return (choice for choice in list(self._choices.values()) if not choice.hidden)
 
     def __contains__(self, spec: str) -> bool:
         try:
@@ -98,6 +127,7 @@ class Registry:
     def parse(self, spec: str) -> tuple[Choice, str]:
         """``"scripted:skip@0.5"`` → (the scripted choice, ``"skip@0.5"``); an unknown name, or an
         argument where none is taken (or none where one is needed), raises ``error`` in one line."""
+        self._load_plugins()
         name, _, argument = str(spec or "").strip().partition(":")
         name = self._aliases.get(name.lower(), name.lower())
         choice = self._choices.get(name)

@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from colbench import viewer_pages as pages
 from colbench.families import family as family_named
+from colbench.tasks.rows import spec_of
 
 HOST = "127.0.0.1"
 PAGE_ROWS = 100
@@ -117,14 +118,15 @@ class Viewer:
         if task_id not in self._references:
             with self.db.read() as session:
                 task = session.get(Task, task_id)
-            if task is None or not family_named(task.family).renders_pages:
+            page = None if task is None else family_named(task.family).reference_page(spec_of(task))
+            if page is None:
                 return None
             with self._render_lock:
                 if self._renderer is None:
                     from colbench.render.browser import Renderer
 
                     self._renderer = Renderer(pool_size=1).start()
-                self._references[task_id] = self._renderer.render(task.ground_truth).png_bytes
+                self._references[task_id] = self._renderer.render(page).png_bytes
         return self._references[task_id]
 
     def close(self) -> None:

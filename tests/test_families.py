@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_the_registry_holds_the_shipped_families():
-    assert families.names() == ("backend", "frontend")
+    assert families.names()[:2] == ("backend", "frontend")  # then any plugin's (tests/test_plugins.py)
     assert families.DEFAULT_FAMILY in families.names()
 
 
@@ -36,8 +36,12 @@ def test_an_unknown_family_is_a_one_line_error():
 
 @pytest.mark.parametrize("fam", FAMILIES, ids=ids)
 def test_every_method_of_the_interface_is_implemented(fam: TaskFamily):
-    methods = [name for name, value in vars(TaskFamily).items() if callable(value) and not name.startswith("_")]
-    assert methods  # the interface has methods to check
+    import inspect
+
+    # The methods without a default (they raise NotImplementedError); the others have one a family may keep.
+    methods = [name for name, value in vars(TaskFamily).items() if callable(value) and not name.startswith("_")
+               and "raise NotImplementedError" in inspect.getsource(value)]
+    assert len(methods) >= 7  # the interface has methods to check
     missing = [name for name in methods if getattr(type(fam), name) is getattr(TaskFamily, name)]
     assert missing == []
 
@@ -48,12 +52,12 @@ def test_every_attribute_is_set_and_sane(fam: TaskFamily):
     assert fam.summary.strip() and fam.headline_label.strip() and fam.answer_language.strip()
     assert isinstance(fam.reply_limit, int) and fam.reply_limit > 0
     assert fam.pair_rule in PAIR_RULES and pair_rule(fam.name) == fam.pair_rule
-    assert fam.headline_metric in ("success", "reward")
-    # Success, and rejection fine-tuning's "passed every test", exist only where tests grade.
-    assert fam.headline_metric == "reward" or fam.graded_by_tests
-    assert fam.rft_threshold is not None or fam.graded_by_tests
-    # tasks validate checks code graded by tests or pages in a browser: a family that is neither has no checks.
-    assert fam.graded_by_tests or fam.renders_pages
+    assert fam.headline_metric in ("success", "reward") and fam.reward_label.strip()
+    # Rejection fine-tuning's default ("every trajectory that succeeded") needs success: else a threshold.
+    assert fam.rft_threshold is not None or fam.headline_metric == "success"
+    from colbench.authoring.validate import TASK_CHECKS
+
+    assert fam.task_checks in TASK_CHECKS
 
 
 @pytest.mark.parametrize("fam", FAMILIES, ids=ids)
@@ -110,7 +114,7 @@ def test_an_imported_reward_fills_the_grade_columns(fam: TaskFamily):
     [spec] = builtin_tasks(fam.name)[:1]
     full = fam.imported_grade(1.0, spec.to_official(), "official")
     assert set(full) == {"reward_metric", "success", "grading"} and full["reward_metric"]
-    assert (full["success"] is True) == fam.graded_by_tests
+    assert (full["success"] is True) == (fam.headline_metric == "success")
     assert fam.imported_grade(0.5, spec.to_official(), "official")["success"] in (False, None)
 
 
@@ -146,7 +150,7 @@ def test_the_eval_table_renders_the_headline(fam: TaskFamily):
     interval = Interval(0.5, 0.25, 0.75)
     result = PolicyEval(policy="p", simulator="builtin", setting="", metric="m", grading=None, n_tasks=2,
                         n_trajectories=2,
-                        reward=interval, success=interval if fam.graded_by_tests else None)
+                        reward=interval, success=interval if fam.headline_metric == "success" else None)
     console = Console(width=200, record=True)
     console.print(eval_table([result], fam.name, "test"))
     assert f"{fam.headline_label} (95% CI)" in console.export_text()
@@ -161,7 +165,8 @@ def test_the_environment_is_the_familys(fam: TaskFamily, sqlite_url):
     try:
         assert isinstance(env, Env) and env.family == fam.name
         assert fam.graded_by(env)
-        assert env.renders == fam.renders_pages
+        [task] = builtin_tasks(fam.name)[:1]
+        assert env.renders == (fam.reference_page(task) is not None)  # a page to render: the env renders
     finally:
         close()
 
@@ -181,19 +186,6 @@ def _names_compared(path: Path, root: Path = REPO) -> list[str]:
     return found
 
 
-# Machinery below the families that serves one family (the family builds it, so it cannot ask the
-# registry without an import cycle): the grader runs code, and each simulator says when it is asked
-# about another family's task. Each still compares a name; none may be added.
-STILL_NAMING = {
-    "colbench/grading/grader.py": 1,
-    "colbench/simulators/endpoint.py": 1,
-    "colbench/simulators/local.py": 1,
-    "colbench/simulators/vision.py": 1,
-    "colbench/simulators/rulebased/backend.py": 1,
-    "colbench/simulators/rulebased/frontend.py": 1,
-}
-
-
 def test_nothing_outside_the_families_compares_a_familys_name():
     found: dict[str, int] = {}
     for folder in ("colbench", "cli", "store"):
@@ -203,7 +195,7 @@ def test_nothing_outside_the_families_compares_a_familys_name():
             hits = _names_compared(path)
             if hits:
                 found[str(path.relative_to(REPO))] = len(hits)
-    assert found == STILL_NAMING
+    assert found == {}  # no exception: machinery asks the request (medium, brief) or the task (its tests)
 
 
 def test_the_name_check_sees_comparisons(tmp_path):

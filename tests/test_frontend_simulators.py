@@ -128,8 +128,8 @@ def test_builtin_refuses_what_it_cannot_answer(renders):
     sim = make_simulator("builtin-frontend")
     assert isinstance(sim, FrontendBuiltinSimulator)
     backend = TaskSpec(family="backend", problem_description="x", ground_truth="def f(): pass")
-    [a, b] = sim.reply([SimRequest(backend, []), SimRequest(TASK, [])])
-    assert a.error and b.error and "reference" in b.error
+    [a, b] = sim.reply([SimRequest(backend, []), SimRequest(TASK, [], medium="pages")])  # the second with no pages
+    assert "compares pages" in a.error and "reference" in b.error
 
 
 def test_vision_simulator_sends_both_screenshots(openai_server, renders):
@@ -180,11 +180,12 @@ def test_vision_simulator_errors_become_replies(openai_server, renders):
     openai_server.fail_next(1, 500)
     good = frontend_request(TASK, [], renders["same"], renders["reference"])
     backend = SimRequest(TaskSpec(family="backend", problem_description="x", ground_truth="y"), [])
-    no_images = SimRequest(TASK, [])
+    no_images = SimRequest(TASK, [], medium="pages", brief=good.brief)
     replies = sim.reply([good, backend, no_images])
     sim.close()
     assert all(r.error and not r.text for r in replies)
-    assert "500" in replies[0].error and "frontend" in replies[1].error and "reference" in replies[2].error
+    assert "500" in replies[0].error and "reads pages; a backend task's human sees text" in replies[1].error
+    assert "reference" in replies[2].error
     assert len(openai_server.chat_requests) == 1  # the bad requests never left
 
 

@@ -19,6 +19,7 @@ from colbench.grading.sandboxes import CHOICES, SANDBOXES, resolve
 from colbench.registry import Registry
 from colbench.rollout import RolloutConfig
 from colbench.simulators import SIMULATORS, make_simulator
+from colbench.simulators.prompts import build_messages
 from colbench.simulators.base import SimReply, SimRequest, Simulator
 from colbench.tasks.spec import TaskSpec
 
@@ -271,7 +272,9 @@ def test_every_simulator_meets_the_contract(name, request):
         assert simulator.ref.split(":")[0] == name and "\n" not in simulator.ref
         task = BACKEND_TASK if family == "backend" else FRONTEND_TASK
         # One reply per request, in order, and never an exception: a request it cannot serve is an error reply.
-        replies = simulator.reply([SimRequest(task, DIALOGUE), SimRequest(task, DIALOGUE[:1])])
+        # As the family's environment makes them: what the human sees, and what a model playing it is told.
+        env_request = {"backend": dict(brief=build_messages), "frontend": dict(medium="pages")}[family]
+        replies = simulator.reply([SimRequest(task, DIALOGUE, **env_request), SimRequest(task, DIALOGUE[:1])])
         assert len(replies) == 2
         for reply in replies:
             assert isinstance(reply, SimReply) and isinstance(reply.text, str)

@@ -292,10 +292,10 @@ def test_prose_hidden_information_is_used(builtin):
     assert "euros" in ask(builtin, spec, "Which currency are prices in?")
 
 
-def test_frontend_gets_fixed_reply(builtin):
+def test_a_human_who_sees_pages_gets_a_fixed_reply(builtin):
     spec = task("<html><body>hi</body></html>", family="frontend")
     [reply] = builtin.reply([SimRequest(spec, [{"role": "user", "content": "a page"},
-                                               {"role": "assistant", "content": "<html></html>"}])])
+                                               {"role": "assistant", "content": "<html></html>"}], medium="pages")])
     assert reply.text == FRONTEND_REPLY and reply.error is None
 
 
@@ -316,7 +316,7 @@ def test_endpoint_simulator_request(openai_server):
     openai_server.set_responder(lambda req: "Human: It is 15 for Europe.")
     spec = task(SHIPPING, "shipping_cost(weight_kg, destination, express=False)")
     sim = EndpointSimulator("sim-model", openai_server.base_url)
-    [reply] = sim.reply([SimRequest(spec, DIALOGUE)])
+    [reply] = sim.reply([SimRequest(spec, DIALOGUE, brief=build_messages)])
     assert reply.text == "It is 15 for Europe." and reply.error is None
     [sent] = openai_server.requests
     assert sent["model"] == "sim-model" and sent["temperature"] == 0.0
@@ -332,13 +332,13 @@ def test_endpoint_simulator_failure_is_a_reply_not_an_exception(openai_server, c
     openai_server.fail_next(10, 500)
     spec = task(SHIPPING)
     sim = EndpointSimulator("m", openai_server.base_url, max_retries=1)
-    [reply] = sim.reply([SimRequest(spec, DIALOGUE)])
+    [reply] = sim.reply([SimRequest(spec, DIALOGUE, brief=build_messages)])
     assert (
         reply.text == ""
         and reply.error == f"endpoint {openai_server.base_url} failed after 2 tries: HTTP 500: injected failure 500"
     )
     down = EndpointSimulator("m", f"http://127.0.0.1:{closed_port}/v1", max_retries=0)
-    replies = down.reply([SimRequest(spec, DIALOGUE)] * 3)
+    replies = down.reply([SimRequest(spec, DIALOGUE, brief=build_messages)] * 3)
     assert all(r.text == "" and "unreachable after 1 try: connection refused" in r.error for r in replies)
 
 
@@ -360,7 +360,8 @@ def test_endpoint_simulator_batches_concurrently_in_order(openai_server):
 
     openai_server.set_responder(slow)
     sim = EndpointSimulator("m", openai_server.base_url, concurrency=6)
-    requests = [SimRequest(task(SHIPPING), [DIALOGUE[0], {"role": "assistant", "content": f"q{i}"}]) for i in range(6)]
+    requests = [SimRequest(task(SHIPPING), [DIALOGUE[0], {"role": "assistant", "content": f"q{i}"}],
+                           brief=build_messages) for i in range(6)]
     replies = sim.reply(requests)
     assert peak[0] >= 3  # serially it would be 1
     assert [r.text for r in replies] == [f"answer to q{i}" for i in range(6)]
@@ -370,7 +371,7 @@ def test_local_simulator_uses_engine_greedily_with_same_prompt(openai_server):
     openai_server.set_responder(lambda req: "Europe costs 15.")
     engine = OpenAIEngine("local-sim", openai_server.base_url)
     sim = LocalModelSimulator(engine)
-    request = SimRequest(task(SHIPPING), DIALOGUE)
+    request = SimRequest(task(SHIPPING), DIALOGUE, brief=build_messages)
     [reply] = sim.reply([request])
     assert reply.text == "Europe costs 15." and reply.error is None
     [sent] = openai_server.requests

@@ -23,8 +23,10 @@ def eval_table(results, family: str, split: str) -> Table:
     columns += ["sim. fail."] if any(r.simulator_failures for r in results) else []  # a column of zeros says nothing
     owner = family_named(family)
     headline = f"{owner.headline_label} (95% CI)"
-    if owner.graded_by_tests:
-        columns += ["% tests passed (95% CI)", headline, "pass@k", "pass^k"]
+    solved = owner.headline_metric == "success"  # each trajectory solved or not: success and pass@k lead
+    reward = f"{owner.reward_label} (95% CI)"
+    if solved:
+        columns += [reward, headline, "pass@k", "pass^k"]
     else:
         columns += [headline, "metric", "win rate vs"]
     for name in columns:
@@ -40,8 +42,8 @@ def eval_table(results, family: str, split: str) -> Table:
         cells = {"policy": Text(r.label), "simulator": Text(r.simulator), "grading": r.grading or "–",
                  "tasks": str(r.n_tasks),
                  "traj.": str(r.n_trajectories), "sim. fail.": str(r.simulator_failures)}
-        if owner.graded_by_tests:
-            cells |= {"% tests passed (95% CI)": f"{r.reward.mean:.1%} [{r.reward.low:.1%}, {r.reward.high:.1%}]",
+        if solved:
+            cells |= {reward: f"{r.reward.mean:.1%} [{r.reward.low:.1%}, {r.reward.high:.1%}]",
                       headline: f"{r.success.mean:.1%} [{r.success.low:.1%}, {r.success.high:.1%}]",
                       "pass@k": "  ".join(f"@{k} {v:.1%}" for k, v in r.pass_at_k.items() if k > 1),
                       "pass^k": "  ".join(f"^{k} {v:.1%}" for k, v in r.pass_hat_k.items() if k > 1)}
@@ -60,9 +62,8 @@ def eval_notes(results, family: str) -> list[str]:
             f"sim. failures: trajectories where the simulated human failed to reply on some turn; as officially, "
             f"the dialogue went on with the reply {NO_RESPONSE!r} and they are counted like the others"
         )
-    if family_named(family).renders_pages and not any(r.metric.startswith("clip") for r in results):
-        lines.append("similarity is the weight-free metric named above, not CLIP (pass --clip to rollout for CLIP)")
-    return lines
+    note = family_named(family).eval_note([r.metric for r in results])
+    return lines + ([note] if note else [])
 
 
 def facts_table(rows, tasks: str) -> Table:

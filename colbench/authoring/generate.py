@@ -32,7 +32,6 @@ from colbench.families.records import task_from_record
 from colbench.official import read_jsonl, read_text
 from colbench.tasks.rows import spec_of, task_row
 from colbench.protocol import strip_code_fences
-from colbench.authoring.prompts import generator_messages
 from colbench.tasks.spec import TaskSpec
 from colbench.authoring.validate import validate_tasks
 
@@ -228,8 +227,9 @@ def generate_tasks(
     from colbench.engines import SamplingParams
     from colbench.store import queries
 
-    if not family_named(family).graded_by_tests:  # its prompt asks for a function and the tests that grade it
-        raise ValueError(f"tasks generate makes tasks graded by tests only, for now; {family} tasks are not")
+    writer = family_named(family).task_writer()
+    if writer is None:
+        raise ValueError(f"tasks generate cannot write {family} tasks: the family gives no prompt for it")
     source = f"generated:{model_name}"
     summary = GenerateSummary(model=model_name, source=source)
     with db.read() as session:
@@ -249,7 +249,7 @@ def generate_tasks(
             batch = passages[position : position + size]
             position += len(batch)
             params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, n=1, seed=seed)
-            generations = engine.generate([generator_messages(p.text) for p in batch], params)
+            generations = engine.generate([writer(p.text) for p in batch], params)
             summary.passages += len(batch)
             specs, sources = [], []
             for passage, generation in zip(batch, generations):

@@ -63,6 +63,10 @@ PROTOCOL = "fits the protocol"
 CLARIFICATION = "needs clarification"
 DUPLICATES = "no duplicates"
 RULES = (WELL_FORMED, DETERMINISTIC, PROTOCOL, CLARIFICATION, DUPLICATES)
+# The check suites a family names (TaskFamily.task_checks): a reference function run against its tests, a reference
+# page rendered in a browser, or the format and duplicate checks alone (any other family's tasks).
+CODE, PAGE, FORMAT = "code", "page", "format"
+TASK_CHECKS = (CODE, PAGE, FORMAT)
 
 PASS, FAIL, WARN, SKIP = "passed", "failed", "warning", "skipped"
 
@@ -547,12 +551,12 @@ def validate_tasks(
         owner = family_registry().get(spec.family)
         if owner is None:
             checks[i].findings.append(Finding(WELL_FORMED, f"unknown family {spec.family!r}"))
-        elif owner.graded_by_tests:
+        elif owner.task_checks == CODE:
             parsed[i] = _check_backend_static(spec, checks[i], exact_tests, require_naive)
-        elif owner.renders_pages:
+        elif owner.task_checks == PAGE:
             _check_frontend_static(spec, checks[i])
 
-    frontend = [i for i, spec in enumerate(specs) if _renders_pages(spec)]
+    frontend = [i for i, spec in enumerate(specs) if _checks_of(spec) == PAGE]
     if frontend:
         check_frontend_rendering([specs[i] for i in frontend], [checks[i] for i in frontend])
     for _ in frontend:
@@ -739,23 +743,17 @@ def _clip(text: str, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _graded_by_tests(spec: TaskSpec) -> bool:
-    """A task whose reference is code run against tests (colbench.families); the code checks apply to it."""
+def _checks_of(spec: TaskSpec) -> str:
+    """The checks its family names for a task (TaskFamily.task_checks); an unknown family's: the format only."""
     owner = family_registry().get(spec.family)
-    return owner is not None and owner.graded_by_tests
-
-
-def _renders_pages(spec: TaskSpec) -> bool:
-    """A task whose reference is a page (colbench.families); the browser checks apply to it."""
-    owner = family_registry().get(spec.family)
-    return owner is not None and owner.renders_pages
+    return FORMAT if owner is None else owner.task_checks
 
 
 def _check_duplicates(specs, checks, parsed, existing) -> None:
     by_reference: dict[str, str] = {}
     by_description: dict[str, str] = {}
     for spec in existing:
-        if not _graded_by_tests(spec):
+        if _checks_of(spec) != CODE:
             by_description.setdefault(_description_key(spec.problem_description), "a stored task")
             continue
         key = dedupe_key(spec.ground_truth)
@@ -783,7 +781,7 @@ def _settle_rules(check: TaskCheck, spec: TaskSpec, parsed: _Parsed | None, ran:
     for finding in check.findings:
         if levels.get(finding.rule) != FAIL:
             levels[finding.rule] = finding.level
-    if not _graded_by_tests(spec):
+    if _checks_of(spec) != CODE:
         checked = {WELL_FORMED, DUPLICATES} | ({PROTOCOL, DETERMINISTIC} if check.rendered else set())
         check.rules = {rule: levels.get(rule, PASS if rule in checked else SKIP) for rule in RULES}
         return

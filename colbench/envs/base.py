@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from colbench import protocol
 from colbench.engines.base import Message
 from colbench.simulators.base import SimRequest
+from colbench.simulators.prompts import generic_brief
 from colbench.tasks.spec import TaskSpec
 
 
@@ -93,13 +94,16 @@ class Env:
     family: str
     episode_class: type[Episode] = Episode
     renders = False  # does after_agent_step or sim_requests do slow work (a browser)? then off the event loop
+    # What a model playing the human is told (SimRequest.brief): the family's own, or a generic one that hands it
+    # the task's hidden information.
+    simulator_brief = staticmethod(generic_brief)
 
     def after_agent_step(self, episodes: list[Episode]) -> dict[int, dict]:
         """Work after agent turns are generated; returns extra Turn fields per trajectory id."""
         return {}
 
     def sim_requests(self, episodes: list[Episode]) -> list[SimRequest]:
-        return [SimRequest(task=e.task, dialogue=list(e.dialogue)) for e in episodes]
+        return [SimRequest(task=e.task, dialogue=list(e.dialogue), brief=self.simulator_brief) for e in episodes]
 
     def grade(self, task: TaskSpec, answer: str) -> "Future[Grade]":
         """Grade an answer on its own (re-grading stored answers)."""

@@ -1,28 +1,42 @@
 """Task families: everything that differs between backend and frontend tasks, behind one interface.
 
-A family is one object (a ``TaskFamily`` subclass in its own module, registered below).
-Code elsewhere asks it (``family(name).env(...)``, ``family(name).reply_limit``) and never
-compares a family's name, so a new family is its module, one line in ``_FAMILIES`` and
-its tasks; ``tests/test_families.py`` runs the common contract over every registered family.
+A family is one object (a ``TaskFamily`` subclass in its own module) registered in FAMILIES, the
+same kind of registry as the engines' and simulators', which also loads the ``colbench.families``
+entry points: a separate package adds a family with one module (``@FAMILIES.register(...)`` on its
+class) and one entry point. Code elsewhere asks the family (``family(name).env(...)``,
+``family(name).reply_limit``) and never compares a family's name; ``tests/test_families.py`` runs the
+common contract over every registered family, plugins included.
 """
 from __future__ import annotations
+
+import functools
 
 from colbench.families.backend import BackendFamily
 from colbench.families.base import TaskFamily, UnknownFamily
 from colbench.families.frontend import FrontendFamily
+from colbench.registry import Registry
 from colbench.tasks.spec import SPLITS
 
-_FAMILIES: dict[str, TaskFamily] = {f.name: f for f in (BackendFamily(), FrontendFamily())}
+#: Every family, by the name stored in Task.family. A choice's factory is the family's class.
+FAMILIES = Registry("family", error=UnknownFamily, entry_points="colbench.families")
+FAMILIES.register(BackendFamily.name, BackendFamily.summary)(BackendFamily)
+FAMILIES.register(FrontendFamily.name, FrontendFamily.summary)(FrontendFamily)
+
 DEFAULT_FAMILY = BackendFamily.name  # the paper's main setting: what --family and --tasks mean when not given
 
 
+@functools.cache
+def _instance(cls: type[TaskFamily]) -> TaskFamily:
+    return cls()
+
+
 def registry() -> dict[str, TaskFamily]:
-    """Every registered family by name, in registration order."""
-    return dict(_FAMILIES)
+    """Every registered family by name, in registration order (plugins' after the shipped ones)."""
+    return {choice.name: _instance(choice.factory) for choice in FAMILIES}
 
 
 def names() -> tuple[str, ...]:
-    return tuple(registry())
+    return FAMILIES.names()
 
 
 def family(name: str) -> TaskFamily:
@@ -59,8 +73,14 @@ def family_of_selector(selector: str) -> TaskFamily:
 
 
 def family_of_record(record: dict) -> TaskFamily:
-    """The family an official task record belongs to when its file does not say."""
-    return next(f for f in registry().values() if f.claims(record))
+    """The one family that claims an official task record whose file does not say. None or several claiming it
+    is an error naming them (give --family): no family wins by its place in the registry."""
+    claimants = [f for f in registry().values() if f.claims(record)]
+    if len(claimants) != 1:
+        which = ", ".join(f.name for f in claimants) or "no family"
+        raise UnknownFamily(f"{which} claim{'s' if len(claimants) == 1 else ''} this task record: name its family"
+                            " (--family)")
+    return claimants[0]
 
 
 def help_text() -> str:
@@ -68,6 +88,5 @@ def help_text() -> str:
     return "; ".join(f"{f.name}: {f.summary}" for f in registry().values())
 
 
-__all__ = ["DEFAULT_FAMILY", "TaskFamily", "UnknownFamily", "family", "family_of_record", "family_of_selector",
-           "help_text", "names", "parse_selector", "registry",
-           "selectors_help"]
+__all__ = ["DEFAULT_FAMILY", "FAMILIES", "TaskFamily", "UnknownFamily", "family", "family_of_record",
+           "family_of_selector", "help_text", "names", "parse_selector", "registry", "selectors_help"]

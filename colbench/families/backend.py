@@ -8,6 +8,7 @@ from colbench import protocol
 from colbench.envs.base import Env, Episode, Grade
 from colbench.errors import FormatError
 from colbench.families.base import TaskFamily
+from colbench.simulators.prompts import build_messages
 from colbench.tasks.spec import LITE_SPLITS, TaskSpec
 
 BACKEND_SYSTEM_PROMPT = (
@@ -27,6 +28,7 @@ class BackendEpisode(Episode):
 class BackendEnv(Env):
     family = "backend"
     episode_class = BackendEpisode
+    simulator_brief = staticmethod(build_messages)  # the person who has the code (or backend-lite's facts) in mind
 
     def __init__(self, grader):
         self.grader = grader  # colbench.grading.grader.Grader: the sandbox
@@ -58,8 +60,8 @@ class BackendFamily(TaskFamily):
     pair_rule = "correct"  # best fully correct trajectory vs each lower one
     headline_metric = "success"
     headline_label = "success"
-    graded_by_tests = True
-    renders_pages = False
+    reward_label = "% tests passed"
+    task_checks = "code"
     answer_language = "python"
     rft_threshold = None  # the paper's: every trajectory that passed all its tests
     tiers = {"backend-lite": LITE_SPLITS}  # colbench/tasks/lite, stored as backend tasks under splits lite-<...>
@@ -97,3 +99,8 @@ class BackendFamily(TaskFamily):
 
     def graded_by(self, env) -> str:
         return env.grader.backend
+
+    def task_writer(self):
+        from colbench.families.backend_authoring import generator_messages
+
+        return generator_messages

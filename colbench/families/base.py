@@ -19,8 +19,11 @@ class TaskFamily:
     pair_rule: str  # the paper's rule for DPO pairs (colbench.training.config.PAIR_RULES)
     headline_metric: str  # the per-trajectory figure a comparison leads with: "success" or "reward"
     headline_label: str  # that figure's name in tables and progress lines
-    graded_by_tests: bool  # answers run against hidden unit tests: success, pass@k, test rows, grading semantics
-    renders_pages: bool  # answers are pages rendered in a browser: screenshots, similarity, reference renders
+    reward_label: str  # what a trajectory's reward is, in tables: "% tests passed", "similarity"
+    # The checks `colbench tasks validate` runs on this family's tasks (colbench.authoring.validate.TASK_CHECKS):
+    # "code" (a reference function run against its tests in the sandbox), "page" (a reference page rendered in a
+    # browser), or "format" (well-formed and not a duplicate: any family).
+    task_checks: str = "format"
     answer_language: str  # syntax highlighting of answers and references
     rft_threshold: float | None  # rejection fine-tuning's default: per task, the best trajectory reaching it;
     # None: every trajectory that passed all its tests (the paper's rule; a family graded by tests)
@@ -53,6 +56,19 @@ class TaskFamily:
     def graded_by(self, env) -> str:
         """What graded a rollout in ``env``, in a word (the sandbox, or the similarity's name)."""
         raise NotImplementedError
+
+    def reference_page(self, task) -> str | None:
+        """The HTML page a task's reference is, to render beside the agent's (None: its reference is no page)."""
+        return None
+
+    def task_writer(self):
+        """A function passage -> chat messages that asks a model to write one task of this family from a passage of
+        text (`colbench tasks generate`), or None where this family's tasks are not written that way."""
+        return None
+
+    def eval_note(self, metrics: list[str]) -> str | None:
+        """What `colbench eval` should add under a table of policies graded by ``metrics`` (None: nothing)."""
+        return None
 
     def __repr__(self) -> str:
         return f"<family {self.name}>"

@@ -5,6 +5,7 @@ officially; the black image if it never showed one) is the reward.
 """
 from __future__ import annotations
 
+import re
 import threading
 from concurrent.futures import Future
 from typing import Any
@@ -16,6 +17,8 @@ from colbench.families.base import TaskFamily
 from colbench.simulators.base import SimRequest
 from colbench.simulators.vision import frontend_request
 from colbench.tasks.spec import TaskSpec
+
+_PAGE = re.compile(r"<(html|body|div|main|section)\b", re.IGNORECASE)  # what a reference page opens with
 
 FRONTEND_SYSTEM_PROMPT = (
     "You are a web developer building a web page with a person who has a clear picture of it in mind. "
@@ -145,8 +148,8 @@ class FrontendFamily(TaskFamily):
     pair_rule = "margin"  # every pair of trajectories at least 0.1 apart
     headline_metric = "reward"  # a page is not solved or not: its similarity is the figure
     headline_label = "similarity"
-    graded_by_tests = False
-    renders_pages = True
+    reward_label = "similarity"
+    task_checks = "page"
     answer_language = "html"
     rft_threshold = 0.8  # per task, the best page when its similarity reaches 0.8
 
@@ -174,10 +177,19 @@ class FrontendFamily(TaskFamily):
         return dict(tests or {})
 
     def claims(self, record: dict) -> bool:
-        return not record.get("test_cases")
+        # A page to match, and no tests: not every record without tests (a plugin family's need not be pages).
+        return not record.get("test_cases") and bool(_PAGE.search(str(record.get("ground_truth") or "")))
 
     def imported_grade(self, reward: float, record: dict, default_grading: str) -> dict[str, Any]:
         return {"reward_metric": "official", "success": None, "grading": None}
 
     def graded_by(self, env) -> str:
         return env.similarity.name
+
+    def reference_page(self, task) -> str | None:
+        return task.ground_truth
+
+    def eval_note(self, metrics: list[str]) -> str | None:
+        if any(metric.startswith("clip") for metric in metrics):
+            return None
+        return "similarity is the weight-free metric named above, not CLIP (pass --clip to rollout for CLIP)"

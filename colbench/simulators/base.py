@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from colbench.engines.base import Message
 from colbench.tasks.spec import TaskSpec
@@ -26,6 +26,16 @@ class SimRequest:
     # summaries (colbench.render.dom; the agent's is None when its render failed).
     images: dict[str, bytes] | None = None
     dom: dict[str, dict[str, Any] | None] | None = None
+    # What the human is shown of the agent's work: "text" (the dialogue in words) or "pages" (rendered pages
+    # beside the reference): a text model cannot play a human who looks at pages, nor a vision one the reverse.
+    medium: str = "text"
+    # What a model playing this human is told (the family's brief, built by its environment): the chat messages
+    # for this request. None: no model can play this family's human.
+    brief: Callable[["SimRequest"], list[Message]] | None = None
+
+    def messages(self) -> list[Message]:
+        """The chat messages a model-backed simulator sends for this request (``brief`` must be set)."""
+        return self.brief(self)
 
 
 @dataclass
@@ -33,6 +43,16 @@ class SimReply:
     text: str  # raw reply; "" when error is set
     error: str | None = None  # why no reply could be had (the human then says protocol.NO_RESPONSE)
     latency_s: float = 0.0
+
+
+def no_model_for(request: SimRequest, medium: str) -> str | None:
+    """Why a model-backed simulator of ``medium`` cannot play this request's human, if it cannot."""
+    if request.medium != medium:
+        return (f"this simulator reads {medium}; a {request.task.family} task's human sees {request.medium}: choose a"
+                f" simulator for {request.medium}")
+    if request.brief is None:
+        return f"the {request.task.family} family gives a simulator model no brief"
+    return None
 
 
 class Simulator(ABC):

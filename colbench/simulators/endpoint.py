@@ -13,8 +13,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from colbench.openai_client import BoundedAsyncClient, OpenAIClient
-from colbench.simulators.base import SimReply, SimRequest, Simulator
-from colbench.simulators.prompts import NO_FRONTEND, build_messages, clean_reply
+from colbench.simulators.base import SimReply, SimRequest, Simulator, no_model_for
+from colbench.simulators.prompts import clean_reply
 
 
 def _one_line(exc: BaseException) -> str:
@@ -24,6 +24,7 @@ def _one_line(exc: BaseException) -> str:
 
 class EndpointSimulator(Simulator):
     kind = "endpoint"  # the spec prefix: endpoint:<base_url>#<model>
+    medium = "text"  # what its model reads of the agent's work (SimRequest.medium)
 
     def __init__(
         self,
@@ -54,10 +55,10 @@ class EndpointSimulator(Simulator):
 
     def unanswerable(self, request: SimRequest) -> str | None:
         """Why this simulator cannot answer the request, if it cannot."""
-        return None if request.task.family == "backend" else NO_FRONTEND
+        return no_model_for(request, self.medium)
 
     def messages(self, request: SimRequest) -> list[dict]:
-        return build_messages(request)
+        return request.messages()
 
     def _reply_one(self, request: SimRequest) -> SimReply:
         start = time.monotonic()

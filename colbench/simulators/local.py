@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 
 from colbench.engines.base import Engine, SamplingParams
-from colbench.simulators.base import SimReply, SimRequest, Simulator
-from colbench.simulators.prompts import NO_FRONTEND, build_messages, clean_reply
+from colbench.simulators.base import SimReply, SimRequest, Simulator, no_model_for
+from colbench.simulators.prompts import clean_reply
 
 
 class LocalModelSimulator(Simulator):
@@ -25,15 +25,16 @@ class LocalModelSimulator(Simulator):
         replies: list[SimReply | None] = [None] * len(requests)
         batch = []
         for i, request in enumerate(requests):
-            if request.task.family != "backend":
-                replies[i] = SimReply(text="", error=NO_FRONTEND)
+            problem = no_model_for(request, "text")  # a text model, in this process
+            if problem:
+                replies[i] = SimReply(text="", error=problem)
             else:
                 batch.append(i)
         if batch:
             start = time.monotonic()
             params = SamplingParams(temperature=0.0, max_new_tokens=self.max_new_tokens, n=1)
             try:
-                generations = self.engine.generate([build_messages(requests[i]) for i in batch], params)
+                generations = self.engine.generate([requests[i].messages() for i in batch], params)
                 if len(generations) != len(batch):
                     raise RuntimeError(f"engine gave {len(generations)} generations for {len(batch)} requests")
                 texts = [clean_reply(g.samples[0].text) if g.samples else "" for g in generations]

@@ -35,7 +35,14 @@ to anything else, say you don't know.
 
 """ + REPLY_RULES
 
-NO_FRONTEND = "this simulator answers backend tasks only; frontend tasks need the frontend simulator"
+# Any family's human that knows hidden information (a plugin's, unless its environment says more).
+GENERIC_INSTRUCTIONS = """\
+You are role-playing a person who asked an AI assistant for help with the task below.
+You know things the assistant does not (the HIDDEN INFORMATION below). It may ask you questions.
+
+""" + REPLY_RULES.replace(
+    "- Never write code, never show or quote the hidden code, never write the function for the assistant.\n"
+    "- Describe what you want in words (for example \"amounts above 1000 get a 10% discount\").\n", "")
 
 
 def _transcript(dialogue: list[Message]) -> str:
@@ -47,19 +54,25 @@ def _transcript(dialogue: list[Message]) -> str:
 
 
 def build_messages(request: SimRequest) -> list[Message]:
-    """The chat messages a simulator model sees for one request (backend family)."""
+    """The chat messages a simulator model sees for one backend request."""
     from colbench.tasks.lite import facts_of
 
-    task = request.task
-    facts = facts_of(task)
-    instructions, hidden = (
-        (LITE_INSTRUCTIONS, "\n".join(f"- {fact.sentence}" for fact in facts))
-        if facts
-        else (BACKEND_INSTRUCTIONS, task.hidden)
-    )
+    facts = facts_of(request.task)
+    if facts:
+        return brief_messages(request, LITE_INSTRUCTIONS, "\n".join(f"- {fact.sentence}" for fact in facts))
+    return brief_messages(request, BACKEND_INSTRUCTIONS, request.task.hidden)
+
+
+def generic_brief(request: SimRequest) -> list[Message]:
+    """What a simulator model is told for a task of a family that gives no brief of its own."""
+    return brief_messages(request, GENERIC_INSTRUCTIONS, request.task.hidden)
+
+
+def brief_messages(request: SimRequest, instructions: str, hidden: str) -> list[Message]:
+    """One user message: the instructions, the task, what only the person knows, the transcript."""
     text = (
         f"{instructions}\n\n"
-        f"TASK YOU GAVE THE ASSISTANT:\n{task.problem_description}\n\n"
+        f"TASK YOU GAVE THE ASSISTANT:\n{request.task.problem_description}\n\n"
         f"HIDDEN INFORMATION (only you can see this):\n{hidden}\n\n"
         f"CONVERSATION SO FAR:\n{_transcript(request.dialogue)}\n\n"
         "Write your reply to the assistant's latest message."

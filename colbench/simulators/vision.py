@@ -16,7 +16,7 @@ import base64
 import re
 
 from colbench.engines.base import Message
-from colbench.simulators.base import SimRequest
+from colbench.simulators.base import SimRequest, no_model_for
 from colbench.simulators.endpoint import EndpointSimulator
 
 FRONTEND_INSTRUCTIONS = """\
@@ -38,7 +38,6 @@ wants the page.
 - Be brief, at most a short paragraph, like a person writing in a chat.
 - Write only your reply, without a name or label in front of it."""
 
-NO_BACKEND = "this simulator answers frontend tasks only; backend tasks need a text simulator"
 NO_IMAGES = "frontend request carries no reference screenshot (SimRequest.images['reference'])"
 
 # An agent's page inside its message: a whole document or a body (the protocol's fallback).
@@ -94,6 +93,8 @@ def frontend_request(task, dialogue: list[Message], agent, reference) -> SimRequ
                 "reference": reference.png_bytes},
         dom={"agent": agent.dom_summary if agent is not None and agent.ok else None,
              "reference": reference.dom_summary},
+        medium="pages",
+        brief=build_vision_messages,
     )
 
 
@@ -102,6 +103,7 @@ class VisionEndpointSimulator(EndpointSimulator):
     with both screenshots in the request."""
 
     kind = "vision"
+    medium = "pages"
 
     def __init__(self, model: str, base_url: str, api_key: str | None = None, *, timeout_s: float = 120,
                  max_retries: int = 3, concurrency: int = 64, max_tokens: int = 400):
@@ -110,11 +112,7 @@ class VisionEndpointSimulator(EndpointSimulator):
                          concurrency=concurrency, max_tokens=max_tokens)
 
     def unanswerable(self, request: SimRequest) -> str | None:
-        if request.task.family != "frontend":
-            return NO_BACKEND
-        if not request.images or not request.images.get("reference"):
+        problem = no_model_for(request, self.medium)
+        if problem is None and (not request.images or not request.images.get("reference")):
             return NO_IMAGES
-        return None
-
-    def messages(self, request: SimRequest) -> list[dict]:
-        return build_vision_messages(request)
+        return problem

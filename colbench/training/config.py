@@ -14,13 +14,13 @@ from colbench.options import check, help_of, option
 from colbench.runs import check_run_name
 from colbench.families import DEFAULT_FAMILY, family as family_named, help_text as family_help, names as family_names
 from colbench.tasks.spec import is_held_out
+from colbench.training.algorithms import ALGORITHMS, DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:  # torch is imported where it is used, so `colbench --help` stays fast
     import torch
 
 LORA_LR = 2e-5
 FULL_LR = 2e-7
-DEFAULT_BATCH_SIZE = 8  # the paper's critic and DPO batch; rejection fine-tuning uses 32 (DEFAULT_BATCH)
 NORMALIZATIONS = ("turn", "trajectory", "none")
 MIN_REWARD_GAP = 0.1
 PAIR_RULES = ("correct", "margin")
@@ -277,9 +277,6 @@ class CriticConfig(TrainingConfig):
 # ---------------------------------------------------------------- the policy
 
 
-ALGOS = ("sweet", "rft", "mtdpo", "sft")
-DEFAULT_EPOCHS = {"sweet": 1, "mtdpo": 1, "rft": 4, "sft": 3}
-DEFAULT_BATCH = {"sweet": DEFAULT_BATCH_SIZE, "mtdpo": DEFAULT_BATCH_SIZE, "rft": 32, "sft": DEFAULT_BATCH_SIZE}
 SCORES = ("sampler", "critic", "oracle")
 DPO_LOSSES = ("sigmoid", "ipo")  # colbench.training.losses.dpo_loss
 SELECTIONS = ("trajectories", "turns")
@@ -406,11 +403,11 @@ class PolicyConfig(TrainingConfig):
             raise ValueError("--sampler openai needs --base-url (the OpenAI-compatible server that serves the policy)")
 
     def epochs_for(self, algo: str) -> int:
-        return self.epochs if self.epochs is not None else DEFAULT_EPOCHS[algo]
+        return self.epochs if self.epochs is not None else ALGORITHMS.get(algo).epochs
 
     def for_algo(self, algo: str) -> "PolicyConfig":
         """This config with the algorithm's defaults filled in (epochs, batch size)."""
         return replace(
             self, epochs=self.epochs_for(algo),
-            batch_size=self.batch_size if self.batch_size is not None else DEFAULT_BATCH[algo]
+            batch_size=self.batch_size if self.batch_size is not None else ALGORITHMS.get(algo).batch_size
         )

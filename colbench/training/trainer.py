@@ -33,6 +33,7 @@ from colbench.training.checkpoints import (
     resolve_base,
     save_trained,
 )
+from colbench.training.algorithms import others_settings
 from colbench.training.config import PolicyConfig
 from colbench.training.lifecycle import training_run
 from colbench.training.steplog import StepLog
@@ -408,23 +409,8 @@ def nothing_to_train(config: "PolicyConfig", watermark, why: str) -> NothingToTr
     return NothingToTrain(f"nothing to train on in {config.family}/{config.split}{since}: {why}")
 
 
-# Settings that only some algorithms read; a run records its own and not the others'.
-ALGO_ONLY_FIELDS = {
-    ("sweet",): (
-        "fraction", "selection", "candidates", "pairs_per_turn", "temperature", "max_new_tokens", "score",
-        "sample_batch_size", "base_url", "served_model"
-    ),
-    ("mtdpo",): ("pairs",),
-    ("sweet", "mtdpo"): (
-        "beta", "nll_weight", "loss", "label_smoothing", "stop_on_displacement"
-    ),  # the preference losses'
-    ("rft", "sft"): ("rft_threshold",),  # sft reads rft's data
-}
-
-
 def run_settings(config: PolicyConfig, algo: str, critic_checkpoint_id: int | list[int] | None) -> dict:
     """What a policy run records as its config: the settings that decide what it trains."""
-    own = {name for algos, names in ALGO_ONLY_FIELDS.items() if algo in algos for name in names}
-    others = {name for names in ALGO_ONLY_FIELDS.values() for name in names} - own
+    others = others_settings(algo)  # a run records its own algorithm's settings, not the others' (algorithms.py)
     settings = {k: v for k, v in config.for_algo(algo).to_json().items() if k not in others}
     return settings | {"algo": algo, "critic_checkpoint_id": critic_checkpoint_id}

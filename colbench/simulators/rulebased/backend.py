@@ -185,7 +185,7 @@ class BuiltinSimulator(Simulator):
     def _reply_one(self, request: SimRequest) -> SimReply:
         start = time.monotonic()
         task = request.task
-        if task.family == "frontend":
+        if request.medium != "text":
             return SimReply(text=FRONTEND_REPLY, latency_s=time.monotonic() - start)
         try:
             question = next((m["content"] for m in reversed(request.dialogue) if m["role"] == "assistant"), "")

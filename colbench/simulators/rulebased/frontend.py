@@ -38,7 +38,7 @@ from colbench.simulators.base import SimReply, SimRequest, Simulator
 REPLY_BUDGET = 960  # the environment cuts frontend replies at 1000 characters
 MAX_POINTS = 6
 
-NO_BACKEND = "the built-in frontend simulator answers frontend tasks only"
+NO_BACKEND = "the built-in frontend simulator compares pages: it answers tasks whose human sees pages only"
 NO_REFERENCE = "frontend request carries no reference DOM summary (SimRequest.dom['reference'])"
 ALL_GOOD = "That looks just like what I had in mind. Thank you!"
 
@@ -364,7 +364,7 @@ class FrontendBuiltinSimulator(Simulator):
 
     def _reply_one(self, request: SimRequest) -> SimReply:
         start = time.monotonic()
-        if request.task.family != "frontend":
+        if request.medium != "pages":
             return SimReply(text="", error=NO_BACKEND)
         dom = request.dom or {}
         ref = dom.get("reference")
