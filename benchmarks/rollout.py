@@ -153,7 +153,8 @@ def measure_rollout(args) -> dict:
     from colbench.engines.base import SamplingParams
     from colbench.families.backend import BackendEnv
     from colbench.grading.grader import Grader
-    from colbench.rollout import Rollout, RolloutConfig
+    from colbench.rollout import Rollout
+    from colbench.rollout_config import RolloutConfig
     from colbench.simulators.rulebased.backend import BuiltinSimulator
     from colbench.store.db import Database
     from colbench.store.models import Trajectory

@@ -45,7 +45,8 @@ from pathlib import Path
 
 from sqlmodel import select
 
-from colbench.rollout import RolloutConfig, run
+from colbench.rollout import run
+from colbench.rollout_config import RolloutConfig
 from colbench.store.db import Database
 from colbench.store.models import Trajectory, Turn
 from colbench.wiring import select_tasks

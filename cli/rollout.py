@@ -8,7 +8,7 @@ from colbench.cli.options import flags_from
 from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, sandbox_help
 from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP
 from colbench.protocol import NO_RESPONSE
-from colbench.rollout import RolloutConfig
+from colbench.rollout_config import RolloutConfig
 
 
 @flags_from(RolloutConfig)
@@ -18,7 +18,7 @@ def rollout(config: RolloutConfig,
 
     With no arguments: the embedded SmolLM2-135M-Instruct, the built-in deterministic simulator,
     the built-in backend test tasks, and the bwrap sandbox. Rerunning the same command finishes
-    what is missing and duplicates nothing. Every setting is a RolloutConfig field (colbench/rollout.py).
+    what is missing and duplicates nothing. Every setting is a RolloutConfig field (colbench/rollout_config.py).
     """
     from colbench.rollout import run
 

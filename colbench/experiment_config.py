@@ -12,7 +12,7 @@ from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, CHOICES as SANDBOX_
 from colbench.grading.semantics import DEFAULT_GRADING, GRADINGS
 from colbench.model_refs import DEFAULT_MODEL
 from colbench.options import check, help_of, option
-from colbench.rollout import RolloutConfig
+from colbench.rollout_config import RolloutConfig
 from colbench.simulators import simulator_help
 from colbench.tasks.spec import LITE_SPLITS
 from colbench.training.config import CriticConfig, PolicyConfig

@@ -58,7 +58,7 @@ def test_each_field_is_a_flag_with_its_default_bounds_and_help():
 @pytest.mark.parametrize("command, config_path", [
     (["critic", "fit"], "colbench.training.config:CriticConfig"),
     (["policy", "fit"], "colbench.training.config:PolicyConfig"),
-    (["rollout"], "colbench.rollout:RolloutConfig"),
+    (["rollout"], "colbench.rollout_config:RolloutConfig"),
     (["experiment", "backend"], "colbench.experiment_config:ExperimentConfig"),
 ])
 def test_commands_offer_every_field_of_their_config(command, config_path):

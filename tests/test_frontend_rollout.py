@@ -16,7 +16,8 @@ from colbench.official import import_tasks, spec_of
 from colbench.protocol import ANSWER_MARKER
 from colbench.render.browser import Renderer
 from colbench.render.storage import ScreenshotStore
-from colbench.rollout import Rollout, RolloutConfig
+from colbench.rollout import Rollout
+from colbench.rollout_config import RolloutConfig
 from colbench.similarity import make_similarity
 from colbench.simulators.rulebased.frontend import FrontendBuiltinSimulator
 from colbench.store import queries

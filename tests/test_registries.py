@@ -17,7 +17,7 @@ from colbench.engines import ENGINES, EngineError, make_engine
 from colbench.engines.base import Engine, Generation, Sample, SamplingParams
 from colbench.grading.sandboxes import CHOICES, SANDBOXES, resolve
 from colbench.registry import Registry
-from colbench.rollout import RolloutConfig
+from colbench.rollout_config import RolloutConfig
 from colbench.simulators import SIMULATORS, make_simulator
 from colbench.simulators.prompts import build_messages
 from colbench.simulators.base import SimReply, SimRequest, Simulator

@@ -17,7 +17,8 @@ from colbench.families.backend import BackendEnv
 from colbench.grading.grader import Grader
 from colbench.official import import_tasks, import_trajectories, spec_of
 from colbench.protocol import ANSWER_MARKER, MAX_AGENT_TURNS, NO_RESPONSE
-from colbench.rollout import Rollout, RolloutConfig, turn_seed
+from colbench.rollout import Rollout, turn_seed
+from colbench.rollout_config import RolloutConfig
 from colbench.simulators.rulebased.backend import BuiltinSimulator
 from colbench.simulators.endpoint import EndpointSimulator
 from colbench.store import queries

@@ -18,7 +18,8 @@ from colbench.engines.scripted import POLICIES, ScriptedEngine, answer_text, nai
 from colbench.families.backend import BACKEND_SYSTEM_PROMPT, BackendEnv
 from colbench.grading.grader import Grader
 from colbench.official import task_row
-from colbench.rollout import Rollout, RolloutConfig
+from colbench.rollout import Rollout
+from colbench.rollout_config import RolloutConfig
 from colbench.simulators.rulebased.backend import BuiltinSimulator
 from colbench.store import queries
 from colbench.store.db import Database

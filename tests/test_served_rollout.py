@@ -13,7 +13,8 @@ import time
 import pytest
 from sqlmodel import select
 
-from colbench.rollout import RolloutConfig, run
+from colbench.rollout import run
+from colbench.rollout_config import RolloutConfig
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.store.models import Trajectory, Turn
