@@ -42,7 +42,7 @@ def db(db_url):
 def command_line(url: str | None, capsys, monkeypatch):
     """`colbench --db <url> ARGS` in this process (without --db when ``url`` is None: the args name it, or
     the default store does): returns (exit code, stdout, stderr), stdout parsed when --json was asked and
-    the command succeeded."""
+    the command succeeded. The one in-process runner of the tests (test_cli.py starts real processes)."""
     from colbench.cli import app, common
 
     monkeypatch.delenv("COLBENCH_DB", raising=False)

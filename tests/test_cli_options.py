@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from colbench.cli.options import flags_from
 from colbench.options import check, option
+from conftest import command_line
 
 
 @dataclass
@@ -61,15 +62,14 @@ def test_each_field_is_a_flag_with_its_default_bounds_and_help():
     (["rollout"], "colbench.rollout_config:RolloutConfig"),
     (["experiment", "backend"], "colbench.experiment_config:ExperimentConfig"),
 ])
-def test_commands_offer_every_field_of_their_config(command, config_path):
+def test_commands_offer_every_field_of_their_config(command, config_path, capsys, monkeypatch):
     import importlib
     import re
 
-    from colbench.cli.app import app
-
     module, name = config_path.split(":")
     config = getattr(importlib.import_module(module), name)
-    output = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "400"}).output
+    monkeypatch.setenv("COLUMNS", "400")  # help lines unwrapped
+    _, output, _ = command_line(None, capsys, monkeypatch)(*command, "--help")
     flags = set(re.findall(r"--[a-z0-9-]+", output))
     missing = [
         f.name
@@ -100,24 +100,14 @@ def test_a_config_file_fills_the_same_configs_and_typed_flags_win(tmp_path):
 
 
 def test_rollout_reads_a_config_file_into_its_config(tmp_path, sqlite_url, capsys, monkeypatch):
-    import json
-
-    from colbench.cli import app, common
-
-    monkeypatch.delenv("COLBENCH_DB", raising=False)
+    colbench = command_line(sqlite_url, capsys, monkeypatch)
     (tmp_path / "rollout.yaml").write_text(
         (
             "engine: scripted:expert\ntasks: backend-lite:test\nlimit: 3\nsamples-per-task: 2\nsandbox: bwrap\nname:"
             " from-file\ntags: [yaml]\n"
         )
     )
-    common.state._db = None
-    with pytest.raises(SystemExit) as done:
-        app.main(["--db", sqlite_url, "rollout", "--config", str(tmp_path / "rollout.yaml"), "--limit", "2", "--json"])
-    out = capsys.readouterr().out
-    assert done.value.code == 0 and json.loads(out)["total"] == 4  # 2 tasks (typed) x 2 samples (file)
-    common.state._db = None
-    with pytest.raises(SystemExit):
-        app.main(["--db", sqlite_url, "runs", "show", "from-file", "--json"])
-    run = json.loads(capsys.readouterr().out)
+    code, stats, _ = colbench("rollout", "--config", str(tmp_path / "rollout.yaml"), "--limit", "2", "--json")
+    assert code == 0 and stats["total"] == 4  # 2 tasks (typed) x 2 samples (file)
+    _, run, _ = colbench("runs", "show", "from-file", "--json")
     assert run["tags"] == ["yaml"] and run["config"]["engine"] == "scripted:expert" and run["config"]["limit"] == 2

@@ -22,7 +22,7 @@ from colbench.render.storage import ScreenshotStore
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.store.models import Checkpoint, CriticScore, Screenshot, Task, TrainingRun, Trajectory, Turn
-from conftest import write_jsonl
+from conftest import command_line, write_jsonl
 
 HOSTILE = "<script>window.pwned = 1</script><img src='http://203.0.113.9/steal.png'> I WANT TO ANSWER: def f(): pass"
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -33,16 +33,11 @@ PAGE = "<html><body style='background:#123'><h1 style='color:#fff'>Rosa's Bakery
 def store(sqlite_url, tmp_path, capsys, monkeypatch):
     """Two named scripted rollouts, a critic's scores and per-step curve, a hostile turn, and a
     frontend dialogue whose agent turn showed a page."""
-    from colbench.cli import app, common
-
-    monkeypatch.delenv("COLBENCH_DB", raising=False)
+    colbench = command_line(sqlite_url, capsys, monkeypatch)
     for engine, name in (("scripted:expert", "expert"), ("scripted:mixed@0.5", "mixed")):
-        common.state._db = None
-        with pytest.raises(SystemExit) as done:
-            app.main(["--db", sqlite_url, "rollout", "--engine", engine, "--tasks", "backend-lite:test", "--limit", "6",
-                      "-k", "2",
-                      "--sandbox", "bwrap", "--name", name])
-        assert done.value.code == 0, capsys.readouterr().err
+        code, _, err = colbench("rollout", "--engine", engine, "--tasks", "backend-lite:test", "--limit", "6",
+                                "-k", "2", "--sandbox", "bwrap", "--name", name)
+        assert code == 0, err
     db = Database(sqlite_url)
     import_tasks(db,
                  write_jsonl(tmp_path / "front.jsonl",
