@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 
 from colbench import protocol
 from colbench.engines import AUTO as AUTO_ENGINE, ENGINES, engine_help
+from colbench.families import selectors_help
 from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, CHOICES as SANDBOX_CHOICES, sandbox_help
 from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP, GRADINGS
 from colbench.model_refs import DEFAULT_MODEL, checkpoint_name
@@ -43,8 +44,8 @@ class RolloutConfig:
     )
     simulator: str = option("builtin", simulator_help())
     tasks: str = option("backend:test", (
-        "Tasks: FAMILY:SPLIT (backend or frontend, train or test) or backend-lite:train|val|test|novel|fresh, the tier"
-        " a small model can learn (built-in tasks are added on first use)."
+        f"Tasks: {selectors_help()} (backend-lite: the tier a small model can learn; built-in tasks are added on first"
+        " use)."
     ))
     limit: int | None = option(None, "Only the first N tasks of the split (by id).", min=1)
     offset: int = option(0,

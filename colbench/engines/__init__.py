@@ -19,7 +19,7 @@ CT2_MODEL_TYPES = frozenset({"llama"})
 #: weights here; a served model's name; a scripted policy), the options are the engine's own plus
 #: those every builder may pass (device, max_batch_size, compute_type, checkpoint_lookup), which
 #: each factory takes or drops. Engines import lazily: each pulls in packages a command may not need.
-ENGINES = Registry("engine", error=EngineError, traits={
+ENGINES = Registry("engine", error=EngineError, entry_points="colbench.engines", traits={
     "local": False,  # loads a model reference here (resolved once, by the builder, to a ModelSource)
     "served": False,  # the model runs behind a server at --base-url
 })

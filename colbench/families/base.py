@@ -28,6 +28,8 @@ class TaskFamily:
     rft_threshold: float | None  # rejection fine-tuning's default: per task, the best trajectory reaching it;
     # None: every trajectory that passed all its tests (the paper's rule; a family graded by tests)
     tiers: dict[str, dict[str, str]] = {}  # extra task-selector prefixes → {their split: stored split}
+    # The package whose data files <name>_*.jsonl are the family's built-in tasks (colbench.families.builtin).
+    builtin_package: str = "colbench.tasks.builtin"
 
     def env(self, db, *, sandbox: str, workers: int, clip: str | None, render_pool: int, grading: str):
         """The family's environment and the function that closes it: (env, close)."""

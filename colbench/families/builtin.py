@@ -1,4 +1,5 @@
-"""The built-in task sets: each family's tasks, shipped as package data in `colbench/tasks/builtin/`,
+"""The built-in task sets: each family's tasks, shipped as package data in its builtin_package (the shipped
+families': `colbench/tasks/builtin/`),
 loaded and stored here (a family's tasks are read through the family, so this sits beside them).
 
 Files are named `<family>_<anything>.jsonl` (official task format plus our
@@ -29,7 +30,6 @@ from colbench.jsonl import records
 from colbench.tasks.rows import task_row
 from colbench.tasks.spec import TaskSpec
 
-PACKAGE = "colbench.tasks.builtin"
 SOURCE = "builtin"
 TEST_EVERY = 6  # one task in six is a test task: position % 6 == 5
 
@@ -47,8 +47,7 @@ class BuiltinTask:
 
 def builtin_files(family: str = DEFAULT_FAMILY) -> list:
     """The family's data files (importlib Traversables), in file-name order."""
-    family_named(family)  # a one-line error for a family that no module registers
-    folder = resources.files(PACKAGE)
+    folder = resources.files(family_named(family).builtin_package)  # an unregistered family: one line
     found = [
         entry
         for entry in folder.iterdir()

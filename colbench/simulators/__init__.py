@@ -17,7 +17,7 @@ from colbench.engines.base import Engine
 from colbench.registry import Registry
 from colbench.simulators.base import SimReply, SimRequest, Simulator
 
-SIMULATORS = Registry("simulator")
+SIMULATORS = Registry("simulator", entry_points="colbench.simulators")
 
 
 def simulator_help() -> str:

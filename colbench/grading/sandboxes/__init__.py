@@ -16,7 +16,8 @@ from .bwrap import BwrapBackend
 from .docker import DockerBackend
 from .plain import PlainBackend
 
-SANDBOXES = Registry("sandbox", traits={"confines": True})  # confines: keeps graded code from this machine
+# confines: keeps graded code from this machine
+SANDBOXES = Registry("sandbox", traits={"confines": True}, entry_points="colbench.sandboxes")
 SANDBOXES.register("docker", "a container per worker; needs a Docker engine and the grading image")(DockerBackend)
 SANDBOXES.register("bwrap", "bubblewrap namespaces, no daemon")(BwrapBackend)
 SANDBOXES.register("none", "unsafe: a plain subprocess that can read this machine's files",
