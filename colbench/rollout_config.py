@@ -30,7 +30,7 @@ class RolloutConfig:
     ct2_compute_type: str = option("float32", (
         "ct2 engine's weights and arithmetic: float32 (the policy itself) or int8 (a slightly different model, stored"
         " as its own policy, ct2-int8:<model>; faster only where the CPU sums int8 in 32 bits: MKL on Intel, or"
-        " VNNI. On an AVX2-only AMD CPU it is slower and coarser: README, 'int8 by CPU')."
+        " VNNI. On an AVX2-only AMD CPU it is slower and coarser: docs/rollouts-and-engines.md, 'int8 by CPU')."
     ), choices=("float32", "int8"))
     base_url: str | None = option(None, "Server URL for --engine openai (default: $OPENAI_BASE_URL).")
     served_model: str | None = option(

@@ -187,7 +187,8 @@ class CT2Engine(TokenizerEngine):
 
     ``compute_type`` is both the conversion's quantization and the type computed in:
     "float32" reproduces the transformers model's distribution; "int8" is a quantized,
-    different model, faster only where the CPU sums int8 products in 32 bits (README, "int8 by CPU").
+    different model, faster only where the CPU sums int8 products in 32 bits
+    (docs/rollouts-and-engines.md, "int8 by CPU").
     """
 
     def __init__(
@@ -395,14 +396,14 @@ class CT2Engine(TokenizerEngine):
 
 @functools.cache  # once per process
 def _say_when_int8_is_slow() -> None:
-    """int8 has been measured no faster than float32 on every non-Intel CPU here (README, "int8 by CPU"), and
-    coarser where oneDNN lacks VNNI: say so once, in one line."""
+    """int8 has been measured no faster than float32 on every non-Intel CPU here (docs/rollouts-and-engines.md,
+    "int8 by CPU"), and coarser where oneDNN lacks VNNI: say so once, in one line."""
     backend = ct2_backend()
     if backend is None or backend.cpu == "GenuineIntel":
         return
     coarse = " and coarser (its 16-bit sums clip)" if backend.int8_coarse else ""
     print(f"note: int8 here ({backend.summary()}) is no faster than float32{coarse}, as measured on such CPUs; float32"
-          " is the policy itself (README, 'int8 by CPU')", file=sys.stderr, flush=True)
+          " is the policy itself (docs/rollouts-and-engines.md, 'int8 by CPU')", file=sys.stderr, flush=True)
 
 
 def _eos_ids(source: ModelSource, tokenizer) -> set[int]:

@@ -8,7 +8,8 @@ elsewhere (``CT2_USE_MKL=1`` or ``0`` overrides). The choice changes what int8 i
 - oneDNN without VNNI (an AVX2-only CPU, or ``ONEDNN_MAX_CPU_ISA=AVX2``): the u8×s8 products
   are summed in pairs into saturating 16-bit lanes (vpmaddubsw), so large activations clip.
   On the tests' tiny model the int8 log-probs drift ~2 nats from float32's there against ~0.27
-  with VNNI, and int8 is slower than float32 (README, "int8 by CPU": ``benchmarks/int8.py``).
+  with VNNI, and int8 is no faster than float32 (docs/rollouts-and-engines.md, "int8 by CPU":
+  ``benchmarks/int8.py``).
 
 CTranslate2 says which backends it chose only in its log, once per process, when its first
 model loads. A child process asks it (a load of a missing model logs the CPU's configuration,
