@@ -174,7 +174,7 @@ def pairs(
     """What a SWEET-RL run's critic taught its policy (backend-lite): each pair's chosen and rejected
     candidate as an answer, or a question that obtained a new fact, re-asked a known one, or obtained
     nothing, judged by the built-in human against the dialogue the candidates continue."""
-    from colbench.fact_finding import pair_kinds
+    from colbench.families.lite_truth import pair_kinds
     from colbench.runs import resolve
 
     if study_folder is not None and not (grade and arm and label):

@@ -40,7 +40,7 @@ def evaluate(
         help=(
             "backend-lite: instead of the scores, what the dialogues did with the hidden facts: facts obtained,"
             " dialogues with every fact, success with and without them, questions that re-asked a known fact or"
-            " obtained nothing (colbench/fact_finding.py)."
+            " obtained nothing (colbench/families/lite_truth.py)."
         )
     ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -78,7 +78,7 @@ def without_empty_columns(table):
 
 
 def _fact_finding(family: str, split: str, policies, simulator, setting, as_json: bool) -> None:
-    from colbench.fact_finding import fact_finding
+    from colbench.families.lite_truth import fact_finding
 
     if not family_named(family).tiers:  # the facts are those of a tier's tasks (backend-lite)
         fail(f"--facts reads backend-lite dialogues; {family}:{split} is not a backend split")

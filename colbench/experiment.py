@@ -388,7 +388,7 @@ class BackendExperiment:
         validation, also what the arm was trained with and what its training cost; and what each
         SWEET-RL arm's pairs preferred, against ground truth (backend-lite's human and the sandbox)."""
         from colbench import study
-        from colbench.fact_finding import pair_kinds
+        from colbench.families.lite_truth import pair_kinds
         from colbench.grading.grader import Grader
 
         cfg = self.config

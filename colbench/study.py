@@ -53,7 +53,7 @@ class StudyError(ColbenchError, ValueError):
 
 def trajectory_rows(db, policy: str, setting: str, split: str, simulator: str | None = None) -> list[dict]:
     """The evaluated trajectories of ``policy`` under ``setting`` on a backend split, as rows."""
-    from colbench.fact_finding import lite_dialogues
+    from colbench.families.lite_truth import lite_dialogues
     from colbench.tasks.rows import spec_of
     from colbench.store import queries
     from colbench.tasks.lite import facts_of, is_lite, template_of
@@ -98,7 +98,7 @@ def record(folder: Path, arm: str, label: str, rows: list[dict], validation: dic
 
 def record_pairs(folder: Path, arm: str, label: str, kinds: dict) -> None:
     """Replace ``arm``/``label``'s line in the folder's pairs file with ``kinds``
-    (fact_finding.PairKinds.as_dict: what the arm's SWEET-RL training pairs preferred)."""
+    (families.lite_truth.PairKinds.as_dict: what the arm's SWEET-RL training pairs preferred)."""
     folder.mkdir(parents=True, exist_ok=True)
     _replace(folder / PAIRS, lambda r: r["arm"] == arm and r["label"] == label,
              [{"arm": arm, "label": label} | kinds])
@@ -201,7 +201,7 @@ def against_ground_truth(kinds: dict) -> dict:
     two candidates by itself: a question that obtains a new fact over one that re-asks or obtains
     nothing, and of two answers the one that passes more tests. (The oracle also ranks a question
     against an answer, by the answer's tests: that needs the grades of both, which are not kept.)"""
-    from colbench.fact_finding import NEW, NOTHING, REPEAT, PairKinds
+    from colbench.families.lite_truth import NEW, NOTHING, REPEAT, PairKinds
 
     run = PairKinds(kinds["run_id"], kinds["pairs"], kinds["kinds"], kinds.get("answers_graded") or {})
     # [chosen is the better, rejected is]

@@ -1,4 +1,4 @@
-"""What lite dialogues did with the hidden facts (colbench/fact_finding.py): `colbench eval --facts`
+"""What lite dialogues did with the hidden facts (colbench/families/lite_truth.py): `colbench eval --facts`
 on scripted agents whose every turn is known, and `colbench critic pairs` on a SWEET-RL run's pairs
 built by hand around a real dialogue."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from colbench.engines.scripted import IRRELEVANT_QUESTIONS, answer_text
-from colbench.fact_finding import pair_kinds
+from colbench.families.lite_truth import pair_kinds
 from colbench.grading.grader import Grader
 from colbench.official import spec_of
 from colbench.study import PAIRS, read_jsonl
@@ -163,7 +163,7 @@ def test_the_oracle_ranks_candidates_by_ground_truth(cli, sqlite_url, tokenizer)
     texts = [facts[0].question, facts[1].question, IRRELEVANT_QUESTIONS[0], answer_text(task.ground_truth),
              answer_text(task.naive_solution)]
     generation = Generation("", 0, [Sample(text, [1, 2], [-1.0, -3.0]) for text in texts], 0.0)
-    ranking = OracleRanking(db, turns)
+    ranking = OracleRanking(db, turns, "backend")
     try:
         rows = ranking.score([turns[1]], [generation])[0]
     finally:

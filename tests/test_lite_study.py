@@ -179,7 +179,7 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
         raise AssertionError("a run's pairs were graded again")
 
     with monkeypatch.context() as patched:
-        patched.setattr("colbench.fact_finding.pair_kinds", graded_again)
+        patched.setattr("colbench.families.lite_truth.pair_kinds", graded_again)
         cli("--db", db_url, "experiment", "backend", "--model", warm["checkpoint"], "--dir", str(folder),
             "--json", "--evaluate-on", "test", "--label", "final", *STUDY)
     assert {(r["arm"], r["label"]): r for r in read_jsonl(folder / PAIRS)} == recorded

@@ -100,6 +100,16 @@ class BackendFamily(TaskFamily):
     def graded_by(self, env) -> str:
         return env.grader.backend
 
+    def turn_oracle(self, db, trajectory_ids, sandbox: str = "auto"):
+        from colbench.families.lite_truth import TurnOracle  # backend-lite's: the lite human knows each turn's worth
+
+        return TurnOracle(db, trajectory_ids, sandbox)
+
+    def pair_preferences(self, db, run_id: int) -> dict:
+        from colbench.families.lite_truth import pair_preferences
+
+        return pair_preferences(db, run_id)
+
     def task_writer(self):
         from colbench.families.backend_authoring import generator_messages
 

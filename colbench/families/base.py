@@ -59,6 +59,16 @@ class TaskFamily:
         """What graded a rollout in ``env``, in a word (the sandbox, or the similarity's name)."""
         raise NotImplementedError
 
+    def turn_oracle(self, db, trajectory_ids, sandbox: str = "auto"):
+        """Ground truth for single agent turns of these stored dialogues (SWEET-RL's --score oracle, a control): an
+        object with ``values([(trajectory id, turn id, candidate texts), ...])`` -> each candidate's value, and
+        ``close()``. Raises ValueError where the family has none."""
+        raise ValueError(f"--score oracle: the {self.name} family has no ground truth for single turns")
+
+    def pair_preferences(self, db, run_id: int) -> dict:
+        """What a SWEET-RL run's training pairs preferred, judged by ground truth, as figures ({}: none known)."""
+        return {}
+
     def reference_page(self, task) -> str | None:
         """The HTML page a task's reference is, to render beside the agent's (None: its reference is no page)."""
         return None

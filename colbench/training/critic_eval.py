@@ -98,7 +98,7 @@ def evaluate_critic(
 def turn_labels(db, trajectory_ids: list[int]) -> dict[int, list[int]]:
     """Per lite trajectory, each agent turn's label: 1 when the human's reply to it stated a
     hidden fact not stated before, else 0. Trajectories of other tasks are left out."""
-    from colbench.fact_finding import NEW, lite_dialogues
+    from colbench.families.lite_truth import NEW, lite_dialogues
 
     return {
         i: [int(kind == NEW) for kind in dialogue.kinds] for i, dialogue in lite_dialogues(db, trajectory_ids).items()

@@ -34,6 +34,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Sequence
 
+from colbench.families import family as family_named
 from colbench.store import queries
 from colbench.training import trainer as P
 from colbench.training import sequences as S
@@ -257,40 +258,16 @@ class CriticRanking:
 
 
 class OracleRanking:
-    """``score`` 'oracle', a control for backend-lite: candidates ranked by ground truth, no critic.
-    A question is worth 1 when the built-in human's reply to it would state a fact not stated
-    before in the dialogue, else 0 (it re-asks, or nothing answers it); an answer is worth its
-    share of tests passed, graded in the sandbox. Equal values make no pair (pick_pairs)."""
+    """``score`` 'oracle', a control: candidates ranked by the family's ground truth for single turns (backend-lite's:
+    a question that obtains a new fact 1, else 0; an answer its share of tests passed), no critic. Equal values make
+    no pair (pick_pairs)."""
 
-    def __init__(self, db, jobs: Sequence[TurnJob], sandbox: str = "auto"):
-        from colbench.fact_finding import lite_dialogues
-        from colbench.grading.grader import Grader
-
-        self.dialogues = lite_dialogues(db, sorted({j.trajectory_id for j in jobs}))
-        missing = sorted({j.trajectory_id for j in jobs} - set(self.dialogues))
-        if missing:
-            raise ValueError(f"--score oracle needs backend-lite tasks: trajectory {missing[0]} is not one")
-        self.grader = Grader(sandbox=sandbox)
+    def __init__(self, db, jobs: Sequence[TurnJob], family: str, sandbox: str = "auto"):
+        self.truth = family_named(family).turn_oracle(db, {j.trajectory_id for j in jobs}, sandbox)
 
     def score(self, jobs: Sequence[TurnJob], generations) -> list[list[dict]]:
-        from colbench import protocol
-        from colbench.fact_finding import ANSWER, NEW, turn_kind
-
-        values: list[list] = []
-        answers: list[tuple] = []  # (job index, candidate index, task, code)
-        for j, (job, generation) in enumerate(zip(jobs, generations)):
-            dialogue = self.dialogues[job.trajectory_id]
-            position = next(i for i, turn in enumerate(dialogue.agent_turns) if turn.id == job.turn_id)
-            known, last = dialogue.known_before(position), position + 1 >= protocol.MAX_AGENT_TURNS
-            row = []
-            for c, sample in enumerate(generation.samples):
-                kind, _ = turn_kind(dialogue.task, known, sample.text, last_turn=last)
-                row.append(None if kind == ANSWER else float(kind == NEW))  # an answer's: its share of tests passed
-                if kind == ANSWER:
-                    answers.append((j, c, dialogue.task, protocol.extract_answer(sample.text, last_turn=last)))
-            values.append(row)
-        for (j, c, _, _), report in zip(answers, self.grader.grade([(task, code) for _, _, task, code in answers])):
-            values[j][c] = report.fraction_passed
+        values = self.truth.values([(job.trajectory_id, job.turn_id, [s.text for s in generation.samples])
+                                    for job, generation in zip(jobs, generations)])
         return [
             [{"sampler_logp": sum(s.token_logprobs) / max(len(s.token_logprobs), 1), "score": value}
              for s, value in zip(generation.samples, row)]
@@ -298,7 +275,7 @@ class OracleRanking:
         ]
 
     def close(self) -> None:
-        self.grader.close()
+        self.truth.close()
 
 
 def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, ranking, key: str, engine, have: dict,
@@ -362,7 +339,8 @@ def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_id: int
     recipe.accelerator.wait_for_everyone()  # every process has read the same store before any of them writes to it
     stats = {"turns_reused": len(jobs), "turns_sampled": 0, "candidates_sampled": 0}
     if len(have) < len(jobs):
-        ranking = OracleRanking(db, jobs) if cfg.score == "oracle" else CriticRanking(db, recipe, critic_id)
+        ranking = (OracleRanking(db, jobs, cfg.family) if cfg.score == "oracle"
+                   else CriticRanking(db, recipe, critic_id))
         engine = candidate_engine(db, recipe, sampler, start)
         try:
             stats = sample_and_score(db, recipe, jobs, run_id, ranking, key, engine, have, on_progress)
@@ -409,23 +387,8 @@ def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_id: int
         "score_spread": sum(gaps) / len(gaps) if gaps else None,
     }
     if recipe.accelerator.is_main_process:  # the pairs are in the store
-        stats |= pair_preferences(db, run_id)
+        stats |= family_named(recipe.config.family).pair_preferences(db, run_id)
     return items, stats
-
-
-def pair_preferences(db, run_id: int) -> dict:
-    """backend-lite: what the run's pairs preferred, judged by the lite human (fact_finding.py):
-    pairs that chose answering over re-asking a stated fact (and the other way), and a question
-    obtaining a new fact over one obtaining nothing. Empty for other tasks."""
-    from colbench.fact_finding import ANSWER, NEW, NOTHING, REPEAT, pair_kinds
-
-    kinds = pair_kinds(db, run_id)
-    if not kinds.kinds:
-        return {}
-    answer, reask = kinds.preferred(ANSWER, REPEAT)
-    new, nothing = kinds.preferred(NEW, NOTHING)
-    return {"pairs_answer_over_reask": answer, "pairs_reask_over_answer": reask, "pairs_new_over_nothing": new,
-            "pairs_nothing_over_new": nothing}
 
 
 # ---------------------------------------------------------------- the recipe

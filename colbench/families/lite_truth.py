@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass, field
 
 from colbench import protocol
 from colbench.store import queries
-from colbench.families.backend import BackendFamily
+
+FAMILY = "backend"  # backend-lite's tasks are backend tasks (this module is part of that family)
 
 NEW, REPEAT, NOTHING, ANSWER = "new fact", "repeat", "nothing", "answer"
 QUESTIONS = (NEW, REPEAT, NOTHING)
@@ -111,7 +112,7 @@ def fact_finding(
     from colbench.tasks.lite import facts_of
 
     with db.read() as session:
-        graded = queries.graded_trajectory_ids(session, family=BackendFamily.name, split=split, policies=policies,
+        graded = queries.graded_trajectory_ids(session, family=FAMILY, split=split, policies=policies,
                                                simulator=simulator, setting=setting)
     dialogues = lite_dialogues(db, [trajectory_id for trajectory_id, _ in graded])
     groups: dict[tuple, list] = defaultdict(list)
@@ -193,3 +194,53 @@ def pair_kinds(db, run_id: int, *, grader=None) -> PairKinds:
             verdicts["chosen passed more" if better > 0 else "rejected passed more" if better < 0 else "same"] += 1
         result.answers_graded = dict(verdicts)
     return result
+
+
+class TurnOracle:
+    """Ground truth for single agent turns of stored backend-lite dialogues (SWEET-RL's ``--score oracle``): a
+    question is worth 1 when the built-in human's reply to it would state a fact not stated before in the dialogue,
+    else 0 (it re-asks, or nothing answers it); an answer is worth its share of tests passed, graded in the sandbox."""
+
+    def __init__(self, db, trajectory_ids, sandbox: str = "auto"):
+        from colbench.grading.grader import Grader
+
+        self.dialogues = lite_dialogues(db, sorted(trajectory_ids))
+        missing = sorted(set(trajectory_ids) - set(self.dialogues))
+        if missing:
+            raise ValueError(f"--score oracle needs backend-lite tasks: trajectory {missing[0]} is not one")
+        self.grader = Grader(sandbox=sandbox)
+
+    def values(self, turns) -> list[list[float]]:
+        """For each (trajectory id, agent turn id, candidate texts): each candidate's value in that turn's place."""
+        values: list[list] = []
+        answers: list[tuple] = []  # (turn index, candidate index, task, code)
+        for t, (trajectory_id, turn_id, texts) in enumerate(turns):
+            dialogue = self.dialogues[trajectory_id]
+            position = next(i for i, turn in enumerate(dialogue.agent_turns) if turn.id == turn_id)
+            known, last = dialogue.known_before(position), position + 1 >= protocol.MAX_AGENT_TURNS
+            row = []
+            for c, text in enumerate(texts):
+                kind, _ = turn_kind(dialogue.task, known, text, last_turn=last)
+                row.append(None if kind == ANSWER else float(kind == NEW))  # an answer's: its share of tests passed
+                if kind == ANSWER:
+                    answers.append((t, c, dialogue.task, protocol.extract_answer(text, last_turn=last)))
+            values.append(row)
+        for (t, c, _, _), report in zip(answers, self.grader.grade([(task, code) for _, _, task, code in answers])):
+            values[t][c] = report.fraction_passed
+        return values
+
+    def close(self) -> None:
+        self.grader.close()
+
+
+def pair_preferences(db, run_id: int) -> dict:
+    """What a SWEET-RL run's pairs preferred, judged by the lite human: pairs that chose answering over re-asking a
+    stated fact (and the other way), and a question obtaining a new fact over one obtaining nothing. Empty for
+    other tasks."""
+    kinds = pair_kinds(db, run_id)
+    if not kinds.kinds:
+        return {}
+    answer, reask = kinds.preferred(ANSWER, REPEAT)
+    new, nothing = kinds.preferred(NEW, NOTHING)
+    return {"pairs_answer_over_reask": answer, "pairs_reask_over_answer": reask, "pairs_new_over_nothing": new,
+            "pairs_nothing_over_new": nothing}
