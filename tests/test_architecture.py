@@ -1,10 +1,13 @@
 """The house rules the code's shape depends on, checked on the source itself: the store is
-the only place that speaks SQL, no module imports another that imports it back, and no unit
-(a top-level module or subpackage of colbench; store, cli, migrations) does either."""
+the only place that speaks SQL, no module imports another that imports it back, no unit
+(a top-level module or subpackage of colbench; store, cli, migrations) does either, and nothing
+outside colbench/families compares a family's name (no exception: the rest asks the family)."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+from colbench import families
 
 REPO = Path(__file__).resolve().parent.parent
 # Top-level folders and the package each is installed as (setup.py's package-dir).
@@ -176,3 +179,41 @@ def test_the_command_line_starts_without_torch():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+# ---------------------------------------------------------------- family names
+
+
+def _names_compared(path: Path, root: Path = REPO) -> list[str]:
+    """`x == "backend"`, `x != "frontend"`, `x in ("backend", ...)` and `s.startswith("frontend")` in a file."""
+    names = set(families.names())  # the shipped ones (the plugin tests' family is not loaded here)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Compare):
+            parts = [node.left, *node.comparators]
+            constants = [c.value for p in parts for c in ast.walk(p) if isinstance(c, ast.Constant)]
+            found += [f"{path.relative_to(root)}:{node.lineno}" for value in constants if value in names]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "startswith":
+            if any(isinstance(a, ast.Constant) and str(a.value).split("-")[0] in names for a in node.args):
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_nothing_outside_the_families_compares_a_familys_name():
+    found: dict[str, int] = {}
+    for folder in ("colbench", "cli", "store"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            if path.is_relative_to(REPO / "colbench" / "families"):
+                continue
+            hits = _names_compared(path)
+            if hits:
+                found[str(path.relative_to(REPO))] = len(hits)
+    assert found == {}  # no exception: machinery asks the request (medium, brief) or the task (its tests)
+
+
+def test_the_name_check_sees_comparisons(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        'if task.family == "frontend" or f not in ("backend",) or s.startswith("backend-lite"):\n    pass\n'
+    )
+    assert len(_names_compared(sample, tmp_path)) == 3
