@@ -15,13 +15,13 @@ A study's folder (``studies/backend-lite`` in the repository) holds:
   --label` keeps a run's line here), so that a critic's ranking can be checked against ground truth.
 - ``times.log``: each stage's start and stop, as the study's script wrote them.
 
-`colbench experiment --label NAME` writes the first three; `colbench study report FOLDER` reads
-them alone (no store, no model) and gives, per split, each arm's success with a bootstrap
-interval and its paired difference from zero-shot on the same tasks and samples, and for
-SWEET-RL its paired differences from zero-shot, rejection fine-tuning and multi-turn DPO with
-Holm-corrected p-values, and from SWEET-RL without c; every configuration tried on validation,
-with its settings and cost, each arm's best marked; and how often each SWEET-RL arm's chosen
-candidate was the better one where ground truth orders the two.
+`colbench experiment --label NAME` writes the first three; `colbench study report FOLDER` reads them
+alone (no store, no model) and gives, per split, each arm's success with a bootstrap interval over
+tasks (a task's dialogues resampled together) and its paired difference from zero-shot on the same
+tasks and samples, and for SWEET-RL its paired differences from zero-shot, rejection fine-tuning and
+multi-turn DPO with Holm-corrected p-values, and from SWEET-RL without c; every configuration tried
+on validation, with its settings and cost, each arm's best marked; and how often each SWEET-RL arm's
+chosen candidate was the better one where ground truth orders the two.
 """
 from __future__ import annotations
 
@@ -164,6 +164,17 @@ def _interval(values: list[float]) -> dict:
     return {"mean": found.mean, "low": found.low, "high": found.high}
 
 
+def _task_interval(rows: list[dict], field: str) -> dict:
+    """The mean of ``field`` with a 95% interval that resamples tasks, each with all its dialogues: dialogues of
+    one task are not independent (most of a figure's variance is between tasks), so resampling dialogues would
+    draw the interval too narrow. The mean is over tasks (equal to the mean over dialogues when every task has as
+    many)."""
+    by_task: dict[int, list[float]] = {}
+    for row in rows:
+        by_task.setdefault(row["task_id"], []).append(float(row[field]))
+    return _interval([sum(values) / len(values) for values in by_task.values()])
+
+
 def _paired(a_rows: list[dict], b_rows: list[dict], a: str, b: str) -> dict | None:
     """B − A in success, paired by task (and sample: both sides must hold the same samples)."""
     from colbench.compare import NothingToCompare, compare
@@ -235,8 +246,8 @@ def report(folder: Path) -> dict:
         informed = [r for r in mine if r.get("facts_obtained") is not None and r["facts_obtained"] >= 1.0]
         results.append(ArmResult(
             arm=arm, label=label, split=split, n=len(mine), tasks=len({r["task_id"] for r in mine}),
-            success=_interval([float(r["success"]) for r in mine]),
-            tests_passed=_interval([float(r["tests_passed"]) for r in mine]),
+            success=_task_interval(mine, "success"),
+            tests_passed=_task_interval(mine, "tests_passed"),
             facts_obtained=sum(facts) / len(facts) if facts else None,
             all_facts=len(informed) / len(facts) if facts else None,
             success_given_all_facts=sum(r["success"] for r in informed) / len(informed) if informed else None,

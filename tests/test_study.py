@@ -114,6 +114,20 @@ def test_the_report_checks_each_sweet_arms_pairs_against_ground_truth(tmp_path):
     assert "| sweet | final | 20 | 16 | 75.0% [" in markdown(report(tmp_path))
 
 
+def test_an_arms_interval_resamples_tasks_not_dialogues(tmp_path):
+    """10 tasks x 4 identical dialogues: the interval is that of 10 task means, as wide as 10 values allow, not
+    the narrower one 40 independent dialogues would give."""
+    from colbench.eval import bootstrap
+
+    rows = [{"split": "lite-val", "task_id": t, "template": "x", "sample": k, "tests_passed": float(t < 5),
+             "success": int(t < 5), "agent_turns": 2, "facts_obtained": 1.0} for t in range(10) for k in range(4)]
+    record(tmp_path, "rft", "a", rows)
+    [arm] = report(tmp_path)["arms"]
+    by_task, by_dialogue = bootstrap([float(t < 5) for t in range(10)]), bootstrap([float(r["success"]) for r in rows])
+    assert (arm["success"]["low"], arm["success"]["high"]) == (by_task.low, by_task.high)
+    assert arm["success"]["high"] - arm["success"]["low"] > 1.5 * (by_dialogue.high - by_dialogue.low)
+
+
 def test_the_smallest_detectable_difference_shrinks_with_the_square_root_of_the_tasks(tmp_path):
     """The same arms on four times the tasks: the test set sees differences half as large."""
     def found(copies: int) -> dict:
