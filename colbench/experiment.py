@@ -42,6 +42,7 @@ from colbench.store import queries
 from colbench.store.db import Database
 from colbench.training import NothingToTrain
 from colbench.training.checkpoints import normalized_model_ref
+from colbench.training.samplers import is_served
 
 # The paper's backend results with Llama-3.1-8B-Instruct (% tests passed, success), for
 # the table's reference column; sweet-rl-facts.md has the source.
@@ -366,7 +367,7 @@ class BackendExperiment:
         data = data or self.config.data_policies(self.zero_shot)
         base = base or self.config.model
         config = self.config.policy_settings(data, key)
-        if algo == "sweet" and config.sampler == "openai" and base != self.config.model:
+        if algo == "sweet" and is_served(config.sampler) and base != self.config.model:
             # An on-policy round: its candidates come from the policy it continues, loaded onto the server.
             config = replace(config, served_model=self.served_name(base, config.base_url))
         critic_id = critic["checkpoint_id"] if critic else None  # an id, or an ensemble's ids

@@ -16,6 +16,7 @@ from colbench.rollout_config import RolloutConfig
 from colbench.simulators import simulator_help
 from colbench.tasks.spec import LITE_SPLITS
 from colbench.training.config import CriticConfig, PolicyConfig
+from colbench.training.samplers import is_served
 
 BACKEND = BackendFamily.name  # the study is the paper's backend setting
 
@@ -193,7 +194,7 @@ class ExperimentConfig:
             raise ValueError("--rounds needs --train-tasks (each round takes that many fresh tasks) and the sweet arm")
         if self.served and not self.base_url:
             raise ValueError("--engine openai needs --base-url (the vLLM server that serves --model)")
-        served_rounds = self.rounds > 1 and self.policy.sampler == "openai"
+        served_rounds = self.rounds > 1 and is_served(self.policy.sampler)
         if self.policy.full and (self.served or served_rounds):
             raise ValueError(
                 "a fully fine-tuned policy cannot be served here: a running vLLM loads new LoRA adapters, not new"

@@ -15,6 +15,7 @@ from colbench.runs import check_run_name
 from colbench.families import DEFAULT_FAMILY, family as family_named, help_text as family_help, names as family_names
 from colbench.tasks.spec import is_held_out
 from colbench.training.algorithms import ALGORITHMS, DEFAULT_BATCH_SIZE
+from colbench.training.samplers import AUTO as SAMPLER_AUTO, SAMPLERS, is_served, sampler_help
 
 if TYPE_CHECKING:  # torch is imported where it is used, so `colbench --help` stays fast
     import torch
@@ -280,7 +281,6 @@ class CriticConfig(TrainingConfig):
 SCORES = ("sampler", "critic", "oracle")
 DPO_LOSSES = ("sigmoid", "ipo")  # colbench.training.losses.dpo_loss
 SELECTIONS = ("trajectories", "turns")
-SAMPLERS = ("auto", "hf", "ct2", "vllm", "openai")
 
 
 @dataclass
@@ -350,18 +350,7 @@ class PolicyConfig(TrainingConfig):
         " answer its share of tests passed. It tells a failing actor update from a failing critic.",
         choices=SCORES
     )
-    sampler: str = option(
-        "auto",
-        "sweet: what samples the candidates from the policy as training starts: 'hf' (the loaded model itself; under"
-        " --shard full a separate unsharded copy of the starting weights on each process), 'ct2' (CTranslate2 on the"
-        " same weights: the same distribution, its log-probs within 1e-3 nats, 2-4x faster on a CPU), 'vllm' (vLLM's"
-        " offline engine on the same weights, one process only; needs the vllm package) or 'openai' (a served"
-        " OpenAI-compatible server, e.g. `vllm serve` of the same weights, at --base-url: prompts go as the stored"
-        " token ids to /v1/completions and the sampled ids and their log-probs come back, vLLM's return_token_ids or"
-        " return_tokens_as_token_ids). 'auto': the engine `rollout --engine auto` would pick for that policy (ct2 on a"
-        " CPU, else hf).",
-        choices=SAMPLERS,
-    )
+    sampler: str = option(SAMPLER_AUTO, sampler_help(), choices=(SAMPLER_AUTO, *SAMPLERS.names()))
     base_url: str | None = option(
         None,
         "sweet, --sampler openai: the server's address, e.g. http://127.0.0.1:8000/v1. It must serve the policy as "
@@ -399,8 +388,8 @@ class PolicyConfig(TrainingConfig):
             raise ValueError("fraction must be above 0")
         refuse_held_out(self.split)
         self.pairs = pair_rule(self.family, self.pairs)
-        if self.sampler == "openai" and not self.base_url:
-            raise ValueError("--sampler openai needs --base-url (the OpenAI-compatible server that serves the policy)")
+        if is_served(self.sampler) and not self.base_url:
+            raise ValueError(f"--sampler {self.sampler} needs --base-url (the server that serves the policy)")
 
     def epochs_for(self, algo: str) -> int:
         return self.epochs if self.epochs is not None else ALGORITHMS.get(algo).epochs

@@ -38,6 +38,7 @@ from colbench.families import family as family_named
 from colbench.store import queries
 from colbench.training import trainer as P
 from colbench.training import sequences as S
+from colbench.training.samplers import AUTO as SAMPLER_AUTO, SAMPLERS, is_served, served_name
 
 _ROWS = 500
 
@@ -113,10 +114,10 @@ def select_turns(db, config: P.PolicyConfig, watermark: int | None, tokenizer) -
 
 def sampler_kind(db, config: P.PolicyConfig, start: str, device, processes: int = 1) -> str:
     """hf, ct2, vllm or openai: the engine that samples candidates from the policy ``start`` (a model ref)."""
-    if config.sampler == "vllm" and processes > 1:
-        raise ValueError("--sampler vllm runs in one process; under `colbench launch` serve the policy with "
-                         "`vllm serve` and sample with --sampler openai --base-url URL (docs/scale.md)")
-    if config.sampler != "auto":
+    if config.sampler != SAMPLER_AUTO:
+        if SAMPLERS.get(config.sampler).one_process and processes > 1:
+            raise ValueError(f"--sampler {config.sampler} runs in one process; under `colbench launch` serve the policy"
+                             " with `vllm serve` and sample with --sampler openai --base-url URL (docs/scale.md)")
         return config.sampler
     from colbench.engines import default_engine
     from colbench.refs import checkpoint_lookup
@@ -173,27 +174,6 @@ def ranking_score(score, sampler_logps: Sequence[float], mode: str) -> tuple[flo
     """
     sampler = sum(sampler_logps) / max(len(sampler_logps), 1)
     return sampler, (score.critic_logp - sampler if mode == "sampler" else score.advantage)
-
-
-def candidate_engine(db, recipe, sampler: str, start: str):
-    """The engine sampling candidates from the policy as training starts: hf on the model being trained
-    (before its first step; under --shard full on an unsharded copy of it, since every process samples
-    its own turns and a sharded model would make them wait for each other), ct2 or vllm on ``start``
-    (the same policy's stored weights), or openai on a server that serves it (--base-url)."""
-    cfg = recipe.config
-    if sampler in ("ct2", "vllm"):
-        from colbench.wiring import build_engine
-
-        return build_engine(db, sampler, start, max_batch_size=cfg.sample_batch_size)
-    if sampler == "openai":
-        from colbench.engines.openai import OpenAIEngine, served_model
-
-        name = cfg.served_model or served_model(cfg.base_url)
-        return OpenAIEngine(name, cfg.base_url, tokenizer=recipe.tokenizer)
-    from colbench.engines.hf import HFEngine
-
-    return HFEngine(model=recipe.starting_policy(), tokenizer=recipe.tokenizer, max_batch_size=cfg.sample_batch_size,
-                    model_ref="training")
 
 
 def critic_list(critic_id: int | list[int]) -> list[int]:
@@ -329,11 +309,7 @@ def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_id: int
     cfg = recipe.config
     start = f"ckpt:{parent_id}" if parent_id is not None else base_model  # the policy as training starts
     sampler = sampler_kind(db, cfg, start, recipe.device, recipe.accelerator.num_processes)
-    served = None
-    if sampler == "openai":
-        from colbench.engines.openai import served_model
-
-        served = cfg.served_model or served_model(cfg.base_url)
+    served = served_name(cfg) if is_served(sampler) else None
     key = sampling_key(cfg, base_model, parent_id, critic_id, sampler, served)
     have = stored_candidates(db, key, [j.turn_id for j in jobs])
     recipe.accelerator.wait_for_everyone()  # every process has read the same store before any of them writes to it
@@ -341,12 +317,12 @@ def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_id: int
     if len(have) < len(jobs):
         ranking = (OracleRanking(db, jobs, cfg.family) if cfg.score == "oracle"
                    else CriticRanking(db, recipe, critic_id))
-        engine = candidate_engine(db, recipe, sampler, start)
+        engine = SAMPLERS.get(sampler).factory(db, recipe, start)
         try:
             stats = sample_and_score(db, recipe, jobs, run_id, ranking, key, engine, have, on_progress)
         finally:
             ranking.close()
-            if sampler != "hf":  # the hf engine runs the model being trained: it stays
+            if not SAMPLERS.get(sampler).trained_model:  # the model being trained stays
                 engine.close()
             recipe.release_starting_policy()  # a sharded run's unsharded copy, if one was loaded
         del ranking, engine
