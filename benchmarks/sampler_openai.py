@@ -66,7 +66,7 @@ def main() -> None:
 
     from transformers import AutoTokenizer
 
-    from colbench.model_refs import embedded_tokenizer_dir
+    from colbench.model_cache import embedded_tokenizer_dir
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_tokenizer_dir())  # SmolLM2's
     prompts = [

@@ -9,7 +9,7 @@ import torch
 def tiny_model_folder(prefix: str = "bench-tiny-") -> str:
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from colbench.model_refs import embedded_tokenizer_dir
+    from colbench.model_cache import embedded_tokenizer_dir
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_tokenizer_dir())
     config = LlamaConfig(

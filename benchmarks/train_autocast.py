@@ -23,7 +23,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
-    from colbench.model_refs import embedded_model_dir, load_model
+    from colbench.model_cache import embedded_model_dir
+    from colbench.model_refs import load_model
     from colbench.training.config import cpu_has_native_bf16
     from colbench.training.modeling import TokenLogProbs
 

@@ -81,7 +81,7 @@ def score(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Write the critic's per-turn advantage A(o_t,a_t,c) for stored trajectories (see `colbench inspect`)."""
-    from colbench.refs import stored_ref
+    from colbench.model_refs import stored_ref
     from colbench.training.scoring import score_turns
 
     with reporting("scoring", enabled=not as_json) as on_progress:
@@ -129,7 +129,7 @@ def evaluate(
 ) -> None:
     """How well the critic ranks held-out trajectories (pair accuracy) and credits the turns that
     obtained a hidden fact (backend-lite: rank correlation and within-dialogue AUC)."""
-    from colbench.refs import stored_ref
+    from colbench.model_refs import stored_ref
     from colbench.training.critic_eval import evaluate_critic
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else None

@@ -122,8 +122,7 @@ def export(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Write a checkpoint as a folder `--model DIR` loads anywhere (merged weights, or adapter and tokenizer)."""
-    from colbench.model_refs import checkpoint_name
-    from colbench.refs import checkpoint_id
+    from colbench.model_refs import checkpoint_id, checkpoint_name
     from colbench.training.checkpoints import export_checkpoint
 
     folder = export_checkpoint(state.db(), checkpoint, out, merge=merge)

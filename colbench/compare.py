@@ -85,8 +85,7 @@ class Comparison:
 def side_of(db, ref: str, *, tasks: str | None, setting: str) -> Side:
     """A rollout run (rollout:<id> or its name), or a policy's graded trajectories on ``tasks``
     under ``setting`` (the protocol's defaults: "")."""
-    from colbench.model_refs import checkpoint_part
-    from colbench.refs import stored_ref
+    from colbench.model_refs import checkpoint_part, stored_ref
     from colbench.runs import RunNotFound, labelled, named, resolve
     from colbench.store import queries
     from colbench.wiring import parse_task_selector

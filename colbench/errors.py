@@ -18,3 +18,14 @@ class FormatError(ColbenchError, ValueError):
 
     Here rather than in colbench.official, so the task families can raise it without importing the formats.
     """
+
+
+class ModelNotFound(ColbenchError, LookupError):
+    """A model reference that cannot be resolved or loaded; the message is one line.
+
+    Here rather than in colbench.model_refs (where callers import it from), so colbench.model_cache
+    can raise it without importing the resolver that imports the cache.
+    """
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(str(message).split()))  # keep it on one line

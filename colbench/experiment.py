@@ -35,13 +35,12 @@ from colbench.compare import compare, side_of
 from colbench.errors import ColbenchError
 from colbench.eval import PolicyEval, as_dict, evaluate
 from colbench.experiment_config import BACKEND, POLICY_ARMS, ExperimentConfig
-from colbench.model_refs import checkpoint_name
+from colbench.model_refs import checkpoint_name, normalized_model_ref
 from colbench.progress import Progress, silent
 from colbench.rollout import run as run_rollout
 from colbench.store import queries
 from colbench.store.db import Database
 from colbench.training import NothingToTrain
-from colbench.training.checkpoints import normalized_model_ref
 from colbench.training.samplers import is_served
 
 # The paper's backend results with Llama-3.1-8B-Instruct (% tests passed, success), for
@@ -156,7 +155,7 @@ class BackendExperiment:
     def __init__(self, db: Database, config: ExperimentConfig, reporter: Reporter | None = None,
                  folder: Path | None = None):
         """``folder``: where a run with a ``label`` records the study's files (colbench/study.py)."""
-        from colbench.refs import stored_ref
+        from colbench.model_refs import stored_ref
 
         # ckpt:<run name>: the id, stored and matched
         config = replace(config, model=stored_ref(db, config.model),
@@ -222,7 +221,7 @@ class BackendExperiment:
         named by its id and checksum, so a name always means the same weights."""
         from colbench.engines.openai import served_model
         from colbench.openai_client import OpenAIClient
-        from colbench.training.checkpoints import get_checkpoint
+        from colbench.model_refs import get_checkpoint
 
         cfg = self.config
         if model == cfg.model:

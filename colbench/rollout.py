@@ -498,7 +498,7 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
     """Roll a policy out as ``config`` says: tasks, engine, simulated human, grader, critic
     for best-of-N; everything is stored, and a rerun finishes what is missing. The one way
     in for `colbench rollout` and the experiment."""
-    from colbench.refs import stored_ref
+    from colbench.model_refs import stored_ref
     from colbench.wiring import build_engine, build_env, build_simulator, parse_task_selector, select_tasks
 
     # ckpt:<run name> → ckpt:<id>: a rollout is stored under the id (names can be removed, ids cannot).

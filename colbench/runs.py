@@ -75,13 +75,6 @@ def resolve(session, ref: str) -> RunRef:
     return RunRef(kind, int(number))
 
 
-def checkpoint_ref(db, ref):
-    """``ckpt:<run name>`` → ``ckpt:<id>``; anything else as given (colbench.refs.stored_ref)."""
-    from colbench.refs import stored_ref
-
-    return stored_ref(db, ref)
-
-
 def rollout_id_of(db, ref: str) -> int:
     """The id of the rollout run ``ref`` names (rollout:<id> or a name)."""
     with db.read() as session:

@@ -36,12 +36,11 @@ def build_engine(db: Database, kind: str, model: str, *, max_batch_size: int | N
     ``model``. A local engine's model is resolved here, once, and --engine auto reads the same
     resolved model. ``max_batch_size`` and ``compute_type`` go to the engines that use them."""
     from colbench.engines import AUTO, ENGINES, default_engine, make_engine
-    from colbench.refs import model_source
+    from colbench.model_refs import load_tokenizer, model_source
 
     served = options.pop("served_model", None)
     if served:  # the server serves ``model``'s weights under another name: its tokenizer makes every turn exact
         from colbench.engines.openai import OpenAIEngine
-        from colbench.model_refs import load_tokenizer
 
         source = model_source(db, model)
         return OpenAIEngine(served, tokenizer=load_tokenizer(source), model_ref=source.ref, **options)

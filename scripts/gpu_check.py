@@ -69,7 +69,7 @@ def tokenizer_dir() -> Path:
     carried = REPO / ".gpu" / "smol-tokenizer"
     if carried.is_dir():
         return carried
-    from colbench.model_refs import embedded_tokenizer_dir
+    from colbench.model_cache import embedded_tokenizer_dir
 
     return embedded_tokenizer_dir()
 

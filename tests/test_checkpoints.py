@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from colbench.model_refs import ModelNotFound
+from colbench.model_refs import ModelNotFound, get_checkpoint, weights_digest
 from colbench.official import import_trajectories
 from colbench.store.db import Database, StoreError
 from colbench.store.models import Store, TrainingRun
-from colbench import weights
-from colbench.training.checkpoints import get_checkpoint, save_model
+from colbench.training.checkpoints import save_model
 from colbench.training.critic import CriticConfig, fit_critic
 from conftest import write_jsonl
 from officialdata import backend_task, trajectory
@@ -82,7 +81,7 @@ def test_a_checkpoint_is_written_whole_or_not_at_all(tmp_path, tiny_model_dir, m
     assert not target.exists() and list((tmp_path / "checkpoints").iterdir()) == []  # no half folder left
     monkeypatch.setattr(type(tokenizer), "save_pretrained", real)
     adapter, digest = save_model(model, tokenizer, target)
-    assert not adapter and digest == weights.weights_digest(target) and (target / "tokenizer_config.json").is_file()
+    assert not adapter and digest == weights_digest(target) and (target / "tokenizer_config.json").is_file()
     with pytest.raises(FileExistsError):
         save_model(model, tokenizer, target)
 

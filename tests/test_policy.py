@@ -399,10 +399,9 @@ def test_export_merge_gives_base_plus_adapter_logps_and_ckpt_works_in_an_engine(
     db, _, _ = trained
     result = fit_policy(db, PolicyConfig(**dict(SMALL, lr=5e-2), epochs=1), "rft", base_model=str(tiny_model_dir))
     ref = f"ckpt:{result.checkpoint_id}"
-    from colbench.model_refs import load_model, resolve_model
-    from colbench.refs import checkpoint_lookup
+    from colbench.model_refs import load_model, model_source, resolve_model
 
-    source = resolve_model(ref, checkpoint_lookup(db))
+    source = model_source(db, ref)
     assert source.adapter == result.path
     with_adapter = load_model(source, device="cpu")
     out = export_checkpoint(db, ref, tmp_path / "merged", merge=True)

@@ -1,10 +1,10 @@
-"""The one resolver of a user's model reference (colbench/refs.py): ``ckpt:<id>``, ``ckpt:<run
-name>``, a bare id, or any model reference, to a checkpoint row or what to load; once."""
+"""A user's model reference resolved against the store (colbench/model_refs.py): ``ckpt:<id>``,
+``ckpt:<run name>``, a bare id, or any model reference, to a checkpoint row or what to load; once."""
 from __future__ import annotations
 
 import pytest
 
-from colbench import model_refs, refs
+from colbench import model_refs
 from colbench.model_refs import DEFAULT_MODEL, ModelNotFound, ModelSource, checkpoint_name, checkpoint_part
 from colbench.store.db import Database
 from colbench.store.models import Checkpoint, TrainingRun
@@ -31,13 +31,13 @@ def test_one_reader_of_the_prefix():
 
 def test_every_way_to_name_a_checkpoint_finds_it(db, tiny_model_dir):
     for ref in (1, "1", "ckpt:1", "ckpt:warm", " ckpt:warm "):
-        row, run = refs.checkpoint(db, ref)
+        row, run = model_refs.get_checkpoint(db, ref)
         assert (row.id, run.name) == (1, "warm"), ref
-    assert refs.stored_ref(db, "ckpt:warm") == "ckpt:1"  # stored by id: a name can be removed or taken again
-    assert refs.stored_ref(db, "ckpt:1") == "ckpt:1"
-    assert refs.stored_ref(db, DEFAULT_MODEL) == DEFAULT_MODEL and refs.stored_ref(db, None) is None
-    assert refs.model_source(db, "ckpt:warm") == ModelSource(base=str(tiny_model_dir), ref="ckpt:1")
-    assert refs.model_source(db, str(tiny_model_dir)) == model_refs.resolve_model(str(tiny_model_dir))
+    assert model_refs.stored_ref(db, "ckpt:warm") == "ckpt:1"  # stored by id: a name can be removed or taken again
+    assert model_refs.stored_ref(db, "ckpt:1") == "ckpt:1"
+    assert model_refs.stored_ref(db, DEFAULT_MODEL) == DEFAULT_MODEL and model_refs.stored_ref(db, None) is None
+    assert model_refs.model_source(db, "ckpt:warm") == ModelSource(base=str(tiny_model_dir), ref="ckpt:1")
+    assert model_refs.model_source(db, str(tiny_model_dir)) == model_refs.resolve_model(str(tiny_model_dir))
 
 
 @pytest.mark.parametrize("ref, message", [
@@ -48,7 +48,7 @@ def test_every_way_to_name_a_checkpoint_finds_it(db, tiny_model_dir):
 ])
 def test_a_missing_checkpoint_is_one_line(db, ref, message):
     with pytest.raises(ModelNotFound) as err:
-        refs.checkpoint(db, ref)
+        model_refs.get_checkpoint(db, ref)
     assert str(err.value) == message
 
 
@@ -56,7 +56,7 @@ def test_a_missing_checkpoints_weights_are_one_line(db, tmp_path):
     with db.write() as session:
         session.get(Checkpoint, 1).path = str(tmp_path / "gone")
     with pytest.raises(ModelNotFound, match=r"^checkpoint ckpt:1: folder .*gone is missing$"):
-        refs.model_source(db, "ckpt:warm")
+        model_refs.model_source(db, "ckpt:warm")
 
 
 def test_engine_auto_resolves_the_model_once(db, monkeypatch, tmp_path):
@@ -73,8 +73,7 @@ def test_engine_auto_resolves_the_model_once(db, monkeypatch, tmp_path):
         calls.append(ref)
         return real(ref, lookup)
 
-    monkeypatch.setattr(model_refs, "resolve_model", counting)  # default_engine's
-    monkeypatch.setattr(refs, "resolve_model", counting)  # the resolver's
+    monkeypatch.setattr(model_refs, "resolve_model", counting)  # the resolver's and default_engine's
     for engine_module in (ct2, hf):
         monkeypatch.setattr(
             engine_module, "resolve_model", lambda *a, **k: pytest.fail("the engine resolved the model again")

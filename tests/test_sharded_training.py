@@ -125,7 +125,7 @@ def test_sharded_critic_full_fine_tune_matches_one_process(store, tiny_model_dir
     # checksum checked on load, and the engines load it (CTranslate2 converts it, as SWEET's CPU sampler does).
     assert sorted(p.name for p in Path(fsdp["path"]).iterdir()) == sorted(p.name for p in Path(one["path"]).iterdir())
     from colbench.engines import SamplingParams, make_engine
-    from colbench.refs import checkpoint_lookup
+    from colbench.model_refs import checkpoint_lookup
 
     samples = []
     for run in (one, fsdp):

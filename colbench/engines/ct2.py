@@ -36,7 +36,8 @@ from pathlib import Path
 
 from colbench.engines.base import EngineError, Generation, Sample, SamplingParams, TokenizerEngine, token_ids
 from colbench.engines.ct2_cpu import ct2_backend
-from colbench.model_refs import ModelSource, cache_dir, convert_once, load_tokenizer, resolve_model
+from colbench.model_cache import cache_dir, convert_once
+from colbench.model_refs import ModelSource, load_tokenizer, resolve_model
 
 # How long generate() sleeps between checks of a running batch: the bound it adds to Ctrl-C.
 POLL_S = 0.02
@@ -108,7 +109,7 @@ def conversion_target(source: ModelSource, quantization: str, root: Path | str |
 def convert_model(source: ModelSource, quantization: str = "float32", root: Path | str | None = None) -> Path:
     """The source converted to CTranslate2 (``quantization`` of the weights), converting only
     the first time. Atomic: the converter writes into a temporary sibling folder renamed into
-    place when complete (model_refs.convert_once), so a killed conversion is never reused."""
+    place when complete (model_cache.convert_once), so a killed conversion is never reused."""
     target = conversion_target(source, quantization, root)
 
     def build(tmp: Path) -> None:

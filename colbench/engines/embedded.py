@@ -14,7 +14,8 @@ from pathlib import Path
 def prepare(device: str = "auto") -> list[Path]:
     """The folders the embedded model runs from on ``device``, made if missing."""
     from colbench.engines import default_engine
-    from colbench.model_refs import EMBEDDED_ALIASES, embedded_tokenizer_dir, resolve_model
+    from colbench.model_cache import embedded_tokenizer_dir
+    from colbench.model_refs import EMBEDDED_ALIASES, resolve_model
 
     source = resolve_model(EMBEDDED_ALIASES[0])  # GGUF → transformers folder (and tokenizer), once
     ready = [embedded_tokenizer_dir(), Path(source.base)]

@@ -366,7 +366,8 @@ def _embedded_tokenizer():
     """The embedded model's tokenizer (SmolLM2), loaded once per process; None if unavailable."""
     with _TOKENIZERS_LOCK:
         if "smollm2" not in _TOKENIZERS:
-            from colbench.model_refs import ModelNotFound, ModelSource, embedded_tokenizer_dir, load_tokenizer
+            from colbench.model_cache import embedded_tokenizer_dir
+            from colbench.model_refs import ModelNotFound, ModelSource, load_tokenizer
 
             try:
                 _TOKENIZERS["smollm2"] = load_tokenizer(ModelSource(base=str(embedded_tokenizer_dir()), ref="smollm2"))

@@ -16,18 +16,9 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from colbench.model_refs import ModelSource
-from colbench.weights import weights_digest
+from colbench.model_refs import ModelSource, get_checkpoint, load_model, load_tokenizer, model_source, weights_digest
 from colbench.processes import worker_abandoned, worker_id
 from colbench.store import queries
-from colbench.store.models import Checkpoint, TrainingRun
-
-
-def normalized_model_ref(ref: str) -> str:
-    """Local folders as absolute paths, so a run's base model resolves from anywhere."""
-    name = ref[3:] if ref.startswith("hf:") else ref
-    path = Path(name).expanduser()
-    return str(path.resolve()) if path.is_dir() else ref
 
 
 def run_label(db, kind: str, run_id: int) -> str:
@@ -138,20 +129,6 @@ def card_maker(db, *, kind: str, run_id: int, name: str | None, base_model: str,
     )
 
 
-def get_checkpoint(db, ref) -> tuple[Checkpoint, TrainingRun]:
-    """``7``, ``"ckpt:7"`` or ``"ckpt:<run name>"`` → the checkpoint and its run (colbench.refs.checkpoint)."""
-    from colbench.refs import checkpoint
-
-    return checkpoint(db, ref)
-
-
-def resolve_base(db, ref: str) -> ModelSource:
-    """A base model reference (smollm2, a path, a hub id, ckpt:<id>) → what to load (colbench.refs.model_source)."""
-    from colbench.refs import model_source
-
-    return model_source(db, ref)
-
-
 def fail_run(db, run_id: int | None, exc: BaseException) -> None:
     """Mark a training run failed with the first line of what stopped it."""
     if run_id is None:  # a non-main process under accelerate writes nothing
@@ -245,8 +222,6 @@ def export_checkpoint(db, ref, out, *, merge: bool = True, device: str = "cpu", 
     """
     import shutil
 
-    from colbench.model_refs import ModelSource, load_model, load_tokenizer
-
     checkpoint, run = get_checkpoint(db, ref)
     out = Path(out).expanduser().resolve()
     if out.exists() and any(out.iterdir()):
@@ -255,7 +230,7 @@ def export_checkpoint(db, ref, out, *, merge: bool = True, device: str = "cpu", 
     if not checkpoint.adapter:
         shutil.copytree(checkpoint.path, out, dirs_exist_ok=True)
         return out
-    base = resolve_base(db, checkpoint.base_model)
+    base = model_source(db, checkpoint.base_model)
     tokenizer = load_tokenizer(base)
     if not merge:
         shutil.copytree(checkpoint.path, out, dirs_exist_ok=True)

@@ -24,7 +24,15 @@ from typing import Any
 
 import torch
 
-from colbench.model_refs import DEFAULT_MODEL
+from colbench.model_refs import (
+    DEFAULT_MODEL,
+    get_checkpoint,
+    load_tokenizer,
+    model_source,
+    normalized_model_ref,
+    resolve_dtype,
+    stored_ref,
+)
 from colbench.progress import Progress
 from colbench.store import queries
 from colbench.training import NothingToTrain
@@ -33,9 +41,6 @@ from colbench.training import sequences as S
 from colbench.training.checkpoints import (
     check_artifact_root,
     check_name_free,
-    get_checkpoint,
-    normalized_model_ref,
-    resolve_base,
     save_trained,
 )
 from colbench.training.lifecycle import training_run
@@ -84,9 +89,7 @@ class CriticRecipe:
         self.on_progress = on_progress
         self.metrics: dict[str, Any] = {}
         # What can be refused is refused here, before the run's row is written.
-        from colbench.model_refs import load_tokenizer
-
-        self.source = resolve_base(db, base_model)
+        self.source = model_source(db, base_model)
         self.tokenizer = load_tokenizer(self.source)
         self.train_pairs, self.heldout_pairs = D.split_heldout(data.pairs, config.heldout_fraction, config.seed)
         if not self.train_pairs:
@@ -255,8 +258,6 @@ class CriticRecipe:
     # -------------------------------------------------- save
 
     def save(self, folder, card=None) -> tuple[bool, str | None]:
-        from colbench.model_refs import resolve_dtype
-
         return save_trained(self.accelerator, self.scorer, self.tokenizer, folder, card,
                             dtype=resolve_dtype(self.config.dtype, str(self.accelerator.device)))
 
@@ -299,11 +300,9 @@ def fit_critic(
     Which pairs: see :func:`colbench.training.data.read_pairs`. Raises
     :class:`NothingToTrain` (no run is written) when there are none.
     """
-    from colbench.runs import checkpoint_ref
-
     config = config or CriticConfig()
-    base_model = normalized_model_ref(checkpoint_ref(db, base_model)) if base_model else None
-    parent_checkpoint = checkpoint_ref(db, parent_checkpoint)
+    base_model = normalized_model_ref(stored_ref(db, base_model)) if base_model else None
+    parent_checkpoint = stored_ref(db, parent_checkpoint)
     if parent_checkpoint == "latest":
         parent_checkpoint = None if from_scratch else latest_critic(db, base_model, config)
     parent = None

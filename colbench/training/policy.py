@@ -24,7 +24,7 @@ def fit_policy(
     Raises :class:`~colbench.training.NothingToTrain` (no run is written) when the data holds nothing to train on.
     """
     algorithm = ALGORITHMS.get(algo)  # an unknown name: one line naming the registered ones
-    from colbench.refs import stored_ref
+    from colbench.model_refs import stored_ref
 
     run = dict(base_model=stored_ref(db, base_model), parent_checkpoint=stored_ref(db, parent_checkpoint),
                on_progress=on_progress,

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
+from colbench.model_refs import ModelSource, get_checkpoint, load_tokenizer, model_source, resolve_device
 from colbench.progress import Progress
 from colbench.store import queries
 from colbench.training import data as D
 from colbench.training import sequences as S
-from colbench.training.checkpoints import get_checkpoint, resolve_base
 from colbench.training.losses import token_logps_from_logits, turn_advantages
 from colbench.training.modeling import (
     TokenLogProbs,
@@ -76,13 +76,11 @@ class CriticModel:
 
     @classmethod
     def from_checkpoint(cls, db, ref, device: str = "auto", dtype=None, batch_size: int = 8) -> "CriticModel":
-        from colbench.model_refs import ModelSource, load_tokenizer, resolve_device
-
         checkpoint, run = get_checkpoint(db, ref)
         if run.kind != "critic":
             raise ValueError(f"ckpt:{checkpoint.id} is a {run.kind} checkpoint, not a critic")
         device = resolve_device(device)
-        source = resolve_base(db, checkpoint.base_model)
+        source = model_source(db, checkpoint.base_model)
         tokenizer = load_tokenizer(source)
         base = load_base(source, device, dtype, trainable=False)
         if checkpoint.adapter:

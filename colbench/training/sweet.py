@@ -120,7 +120,7 @@ def sampler_kind(db, config: P.PolicyConfig, start: str, device, processes: int 
                              " with `vllm serve` and sample with --sampler openai --base-url URL (docs/scale.md)")
         return config.sampler
     from colbench.engines import default_engine
-    from colbench.refs import checkpoint_lookup
+    from colbench.model_refs import checkpoint_lookup
 
     kind = getattr(device, "type", str(device).split(":")[0])  # cpu, not cpu:0 (as accelerate names it)
     return default_engine(start, kind, checkpoint_lookup=checkpoint_lookup(db))
@@ -374,7 +374,7 @@ def fit(db, config: P.PolicyConfig | None = None, *, critic_checkpoint=None, **r
     """Train a policy with SWEET-RL's turn-level DPO, its candidates ranked by ``critic_checkpoint``
     ("ckpt:<id>", or several comma-separated: an ensemble whose scores are averaged; see
     trainer.train_policy for ``run``'s options)."""
-    from colbench.training.checkpoints import get_checkpoint
+    from colbench.model_refs import get_checkpoint
 
     config = config or P.PolicyConfig()
     critic_id = None

@@ -19,7 +19,15 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import torch
 
-from colbench.model_refs import DEFAULT_MODEL, checkpoint_part
+from colbench.model_refs import (
+    DEFAULT_MODEL,
+    checkpoint_part,
+    get_checkpoint,
+    load_tokenizer,
+    model_source,
+    normalized_model_ref,
+    resolve_dtype,
+)
 from colbench.progress import Progress
 from colbench.store import queries
 from colbench.training import NothingToTrain
@@ -28,9 +36,6 @@ from colbench.training import sequences as S
 from colbench.training.checkpoints import (
     check_artifact_root,
     check_name_free,
-    get_checkpoint,
-    normalized_model_ref,
-    resolve_base,
     save_trained,
 )
 from colbench.training.algorithms import others_settings
@@ -126,8 +131,6 @@ class PolicyTrainer:
     # -------------------------------------------------- setup
 
     def setup_model(self) -> None:
-        from colbench.model_refs import load_tokenizer
-
         cfg = self.config
         acc = self.accelerator = accelerator_for(cfg)
         self.device = acc.device
@@ -270,8 +273,6 @@ class PolicyTrainer:
     # -------------------------------------------------- save
 
     def save(self, folder: Path, card=None) -> tuple[bool, str | None]:
-        from colbench.model_refs import resolve_dtype
-
         return save_trained(self.accelerator, self.scorer, self.tokenizer, folder, card,
                             dtype=resolve_dtype(self.config.dtype, str(self.accelerator.device)))
 
@@ -370,11 +371,9 @@ def train_policy(
         watermark = None if from_scratch else run.data_watermark
         base_model = checkpoint.base_model if checkpoint.adapter or config.full else f"ckpt:{checkpoint.id}"
     base_model = base_model or DEFAULT_MODEL
-    source = resolve_base(db, base_model)
+    source = model_source(db, base_model)
     check_artifact_root(db, config.out)
     check_name_free(db, config.name)
-
-    from colbench.model_refs import load_tokenizer
 
     gathered = gather(db, config, watermark, load_tokenizer(source))
     with training_run(db, kind=f"policy:{algo}", base_model=base_model,

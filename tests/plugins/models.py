@@ -21,7 +21,7 @@ def pytest_configure(config):
     import tempfile
     from pathlib import Path
 
-    from colbench.model_refs import cache_dir
+    from colbench.model_cache import cache_dir
 
     shared = cache_dir() / "models"
     shared.mkdir(parents=True, exist_ok=True)
@@ -58,11 +58,12 @@ def smol_tokenizer_dir():
 
     Converted from the embedded GGUF once (~10 s) and kept in the colbench cache dir, so
     later sessions reuse it."""
-    from colbench import model_refs as models
+    from colbench.model_cache import embedded_tokenizer_dir
+    from colbench.model_refs import ModelNotFound
 
     try:
-        return models.embedded_tokenizer_dir()
-    except models.ModelNotFound as err:
+        return embedded_tokenizer_dir()
+    except ModelNotFound as err:
         pytest.skip(f"no SmolLM2 tokenizer: {err}")
 
 
@@ -112,9 +113,10 @@ def embedded_model_dir():
     """The real SmolLM2-135M-Instruct as a transformers directory (~40 s the first time)."""
     if not SLOW:
         pytest.skip("loads the real 135M model: set COLBENCH_SLOW=1")
-    from colbench import model_refs as models
+    from colbench.model_cache import embedded_model_dir
+    from colbench.model_refs import ModelNotFound
 
     try:
-        return models.embedded_model_dir()
-    except models.ModelNotFound as err:
+        return embedded_model_dir()
+    except ModelNotFound as err:
         pytest.skip(str(err))
