@@ -17,14 +17,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 stage=${1:?usage: lite_study.sh base|validate|final [test|lite-test|lite-novel]}
-store=$(realpath -m "${STORE:-lite-study}")
-files="$here/studies/backend-lite"
-mkdir -p "$store" "$files"
-colbench=${COLBENCH:-$here/.venv/bin/colbench}
-export COLBENCH_DB="sqlite:///$store/lite.db"
-
-log() { echo "$1 $2 $(date -u +%FT%TZ)" >> "$files/times.log"; }
-timed() { local name=$1; shift; log start "$name"; "$@"; log stop "$name"; }
+# shellcheck source=scripts/study_env.sh
+source "$here/scripts/study_env.sh" lite-study backend-lite
 
 # Every arm trains on the warm start's own dialogues on the first 100 lite-train tasks, 4
 # samples each (tasks 201-360 are the demonstrations'; lite-val and the test sets are apart).

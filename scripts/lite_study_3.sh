@@ -11,14 +11,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 stage=${1:?usage: lite_study_3.sh base|rft|round2 LABEL}
-store=$(realpath -m "${STORE:-lite-study-3}")
-files="$here/studies/backend-lite-3"
-mkdir -p "$store" "$files"
-colbench=${COLBENCH:-$here/.venv/bin/colbench}
-export COLBENCH_DB="sqlite:///$store/lite.db"
-
-log() { echo "$1 $2 $(date -u +%FT%TZ)" >> "$files/times.log"; }
-timed() { local name=$1; shift; log start "$name"; "$@"; log stop "$name"; }
+# shellcheck source=scripts/study_env.sh
+source "$here/scripts/study_env.sh" lite-study-3 backend-lite-3
 
 # The plan's shared settings: 100 train tasks x 4 samples a round, every lite-val task x 4 samples, 256 tokens a
 # turn, full fine-tunes, the second study's critic, 8 SWEET candidates a turn.
