@@ -5,6 +5,7 @@
 #   bash scripts/lite_study_3.sh base           # demonstrations and the warm start
 #   bash scripts/lite_study_3.sh rft            # rejection fine-tuning of the warm start (and the warm start's read)
 #   bash scripts/lite_study_3.sh round2 LABEL   # one configuration of the arms that start from rft (LABEL below)
+#   bash scripts/lite_study_3.sh round2 sweet-c 3e-6   # configuration (c): question turns, at (a)'s or (b)'s step
 #
 # STORE (default lite-study-3) holds the store and checkpoints, never committed; the study's files go to
 # studies/backend-lite-3, from which `colbench study report studies/backend-lite-3` recomputes every table.
@@ -52,7 +53,7 @@ rft)
   experiment rft --model ckpt:warm --arm rft --policy-lr 3e-5
   ;;
 round2)
-  label=${2:?round2 LABEL: rft2-1e-5, rft2-3e-5, oracle-a, oracle-b, sweet-a, sweet-b}
+  label=${2:?round2 LABEL: rft2-1e-5, rft2-3e-5, oracle-a, oracle-b, sweet-a, sweet-b, oracle-c LR, sweet-c LR}
   case "$label" in
   rft2-1e-5) round2 "$label" --arm rft --policy-lr 1e-5 ;;
   rft2-3e-5) round2 "$label" --arm rft --policy-lr 3e-5 ;;
@@ -60,6 +61,11 @@ round2)
   oracle-b) round2 "$label" --arm sweet-oracle --policy-lr 1e-5 --policy-nll-weight 1.0 ;;
   sweet-a) round2 "$label" --arm sweet --policy-lr 3e-6 --policy-nll-weight 1.0 ;;
   sweet-b) round2 "$label" --arm sweet --policy-lr 1e-5 --policy-nll-weight 1.0 ;;
+  # (c): the better step of (a) and (b) on validation (the plan's rule), on question turns only.
+  oracle-c) round2 "$label" --arm sweet-oracle --policy-lr "${3:?oracle-c LR: oracle-a's or oracle-b's step}" \
+    --policy-nll-weight 1.0 --policy-turns questions ;;
+  sweet-c) round2 "$label" --arm sweet --policy-lr "${3:?sweet-c LR: sweet-a's or sweet-b's step}" \
+    --policy-nll-weight 1.0 --policy-turns questions ;;
   *) echo "unknown round2 label: $label" >&2; exit 2 ;;
   esac
   ;;

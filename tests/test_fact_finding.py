@@ -140,6 +140,23 @@ def test_critic_pairs_judges_each_side_against_the_dialogue_so_far(cli, sqlite_u
     assert code == 1 and "is a rollout run" in err
 
 
+def test_sweet_on_question_turns_only_leaves_out_every_answer(cli, sqlite_url, tokenizer):
+    """--turns questions (study 3's configuration c): the same selected turns less each dialogue's answer."""
+    from colbench.training.config import PolicyConfig
+    from colbench.training.sweet import select_turns
+
+    roll(cli, "scripted:expert")
+    db = Database(sqlite_url)
+    every, _, read = select_turns(db, PolicyConfig(split="lite-train", fraction=1.0), None, tokenizer)
+    asking, _, _ = select_turns(db, PolicyConfig(split="lite-train", fraction=1.0, turns="questions"), None, tokenizer)
+    with db.read() as session:
+        answer_turns = {t.id for trajectory in {j.trajectory_id for j in every}
+                        for t in queries.turns_of(session, trajectory)
+                        if t.role == "assistant" and t.content.startswith("I WANT TO ANSWER")}
+    assert len(answer_turns) == read  # each expert dialogue ends in one answer
+    assert {j.turn_id for j in asking} == {j.turn_id for j in every} - answer_turns and asking
+
+
 def test_the_oracle_ranks_candidates_by_ground_truth(cli, sqlite_url, tokenizer):
     """SWEET's oracle control (--score oracle) on a real expert dialogue, at its second agent turn
     (one fact known): a question for a fact not yet stated is worth 1, re-asking the known fact

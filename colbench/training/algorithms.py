@@ -26,8 +26,8 @@ DEFAULT_BATCH_SIZE = 8  # the paper's critic and DPO batch; rejection fine-tunin
 
 # The settings of the preference losses (sweet, mtdpo), and of SWEET-RL's candidate sampling.
 PREFERENCE = ("beta", "nll_weight", "loss", "label_smoothing", "stop_on_displacement")
-CANDIDATES = ("fraction", "selection", "candidates", "pairs_per_turn", "temperature", "max_new_tokens", "score",
-              "sample_batch_size", "base_url", "served_model")
+CANDIDATES = ("fraction", "selection", "turns", "candidates", "pairs_per_turn", "temperature", "max_new_tokens",
+              "score", "sample_batch_size", "base_url", "served_model")
 
 ALGORITHMS = Registry("algorithm", entry_points="colbench.algorithms", traits={
     "epochs": 1, "batch_size": DEFAULT_BATCH_SIZE, "settings": (), "needs_critic": False, "pairwise": False,

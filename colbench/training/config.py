@@ -281,6 +281,7 @@ class CriticConfig(TrainingConfig):
 SCORES = ("sampler", "critic", "oracle")
 DPO_LOSSES = ("sigmoid", "ipo")  # colbench.training.losses.dpo_loss
 SELECTIONS = ("trajectories", "turns")
+TURN_KINDS = ("all", "questions")
 
 
 @dataclass
@@ -331,6 +332,12 @@ class PolicyConfig(TrainingConfig):
         "every agent turn of each. The official file is ordered sample round by sample round, so its first 10% is one "
         "sample each of 1,500 tasks. 'turns': the fraction is a share of all agent turns, picked by a seeded hash of "
         "the turn's id, so a rerun picks the same turns.", choices=SELECTIONS)
+    turns: str = option(
+        "all",
+        "sweet: which of the selected agent turns get candidates: 'all' (the paper), or 'questions' (not the answer"
+        " turns: those whose stored action is no final answer, the last turn excepted, which is always one): the"
+        " ranking's credit where the critic orders pairs best, and no DPO pair between two answers.",
+        choices=TURN_KINDS)
     candidates: int = option(16, "sweet: candidates sampled per turn from the current policy (paper: 16).", min=2)
     pairs_per_turn: int = option(4, (
         "sweet: pairs per turn, each a random top-half candidate (chosen) against a random bottom-half one (rejected),"

@@ -34,6 +34,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Sequence
 
+from colbench import protocol
 from colbench.families import family as family_named
 from colbench.store import queries
 from colbench.training import trainer as P
@@ -91,6 +92,11 @@ def first_fraction(task_of: dict[int, int], fraction: float) -> list[int]:
     return ordered[: max(1, int(len(ordered) * fraction))] if ordered else []
 
 
+def answers(content: str | None, number: int) -> bool:
+    """Whether the agent's ``number``-th turn (1-based) is its final answer (the protocol's last turn always is)."""
+    return protocol.extract_answer(content or "", last_turn=number >= protocol.MAX_AGENT_TURNS) is not None
+
+
 def select_turns(db, config: P.PolicyConfig, watermark: int | None, tokenizer) -> tuple[list[TurnJob], int | None, int]:
     """(jobs, new watermark, trajectories read): selected agent turns of graded trajectories above the watermark."""
     fresh, top = P.trained_data(db, config, watermark)
@@ -105,7 +111,9 @@ def select_turns(db, config: P.PolicyConfig, watermark: int | None, tokenizer) -
             turns = queries.turns_for(session, ids[start : start + _ROWS])
             for trajectory_id, rows in turns.items():
                 task_id = task_of[trajectory_id]
-                for turn, prompt in S.agent_prompts(tokenizer, config.family, rows):
+                for number, (turn, prompt) in enumerate(S.agent_prompts(tokenizer, config.family, rows), start=1):
+                    if config.turns == "questions" and answers(turn.content, number):
+                        continue
                     if config.selection == "trajectories" or selected(turn.id, config.fraction, config.seed):
                         jobs.append(TurnJob(turn.id, trajectory_id, task_id, references[task_id], prompt))
     jobs.sort(key=lambda j: j.turn_id)
