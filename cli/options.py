@@ -51,6 +51,8 @@ def flags_from(config_cls, *, into: str | None = None, prefix: str = "", exclude
             generated.append(_parameter(f, hints[f.name], key + f.name, prefix, defaults))
         # The first (innermost) layer declares --config; stacked layers read the same file, each its own section.
         declares_file = CONFIG_FILE not in taken
+        # Every layer's section, so the top level tells a section from a misspelt one (filled as layers stack).
+        sections = set() if declares_file else command.config_sections
         if declares_file:
             generated += [
                 inspect.Parameter(
@@ -70,6 +72,8 @@ def flags_from(config_cls, *, into: str | None = None, prefix: str = "", exclude
                 inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context),
             ]
         section = prefix.rstrip("-") or None
+        if section:
+            sections.add(section)
 
         @functools.wraps(command)
         def run(**values):
@@ -81,7 +85,7 @@ def flags_from(config_cls, *, into: str | None = None, prefix: str = "", exclude
             )
             if path is not None:
                 given = {f.name: _given(context, key + f.name) for f in chosen}
-                from_file = read_settings(path, section, {f.name: hints[f.name] for f in chosen})
+                from_file = read_settings(path, section, {f.name: hints[f.name] for f in chosen}, sections)
                 settings |= {name: value for name, value in from_file.items() if not given[name]}
             if defaults is not None:
                 settings = {f.name: getattr(defaults, f.name) for f in fields(config_cls) if f.init} | settings
@@ -91,6 +95,7 @@ def flags_from(config_cls, *, into: str | None = None, prefix: str = "", exclude
         run.__signature__ = inspect.Signature(every)
         run.__annotations__ = {p.name: p.annotation for p in every}  # resolved types, for Typer's get_type_hints
         del run.__wrapped__  # Typer must read the new signature, not the command's
+        run.config_sections = sections
         return run
 
     return decorate
@@ -105,8 +110,10 @@ def _given(context, name: str) -> bool:
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
-def read_settings(path: Path, section: str | None, types: dict[str, Any]) -> dict[str, Any]:
-    """A config file's settings for one config (its top level, or one section), typed like the fields."""
+def read_settings(path: Path, section: str | None, types: dict[str, Any],
+                  sections: set[str] = frozenset()) -> dict[str, Any]:
+    """A config file's settings for one config (its top level, or one section), typed like the fields;
+    ``sections``: the other configs' sections, which the top level skips."""
     import yaml
 
     try:
@@ -126,7 +133,7 @@ def read_settings(path: Path, section: str | None, types: dict[str, Any]) -> dic
     for name, value in values.items():
         field_name = str(name).replace("-", "_")
         if field_name not in types:
-            if section is None and isinstance(value, dict):
+            if section is None and isinstance(value, dict) and field_name in sections:
                 continue  # a section of a stacked config (critic:, policy:), read by its own layer
             where = f"{section}." if section else ""
             raise ValueError(f"--config {path}: unknown setting {where}{name} (see --help for the flags)")

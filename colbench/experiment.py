@@ -22,7 +22,8 @@ goes on where it stopped. A stage with nothing to train on (say, no task with a 
 correct trajectory, so no critic pairs) is reported as such in the table rather than
 stopping the study: with a small model that is a result, not an error.
 
-The study's settings, task sets and arms are experiment_config.py's; this module runs its stages.
+The study's settings, task sets and arms are experiment_config.py's; ``plan`` lays out its stages
+from them alone (what `colbench experiment --dry-run` prints) and ``run`` goes through that plan.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from colbench.compare import compare, side_of
 from colbench.errors import ColbenchError
 from colbench.eval import PolicyEval, as_dict, evaluate
 from colbench.experiment_config import BACKEND, POLICY_ARMS, ExperimentConfig
+from colbench.training.config import TrainingConfig
 from colbench.model_refs import checkpoint_name, normalized_model_ref
 from colbench.progress import Progress, silent
 from colbench.rollout import run as run_rollout
@@ -87,6 +89,102 @@ def arm_title(key: str) -> str:
     if key.startswith("sweet-round-"):
         return f"SWEET-RL, on-policy round {key.rsplit('-', 1)[1]}"
     return ARM_TITLES[key]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of the study's plan: ``key`` names it for ``run``, ``title`` is what the study
+    reports as it enters it, ``details`` what the stage will train or roll out, one line each."""
+
+    key: str  # rollouts, critics, policies, rounds, evaluation
+    title: str
+    details: tuple[str, ...] = ()
+
+
+def plan(cfg: ExperimentConfig) -> list[Stage]:
+    """The stages ``cfg`` makes, from the config alone (no store, no model): ``run`` enters them in
+    this order, and `colbench experiment --dry-run` prints them."""
+    train = cfg.rollout(cfg.model, cfg.train_split)
+    first = train.offset + 1
+    tasks = f"tasks {first}-{first + train.limit - 1}" if train.limit else f"every task from {first}"
+    stages = [Stage("rollouts", f"zero-shot rollouts: {cfg.model} on {cfg.family}:{cfg.train_split} {tasks},"
+                                f" k={cfg.samples_per_task}", (
+        f"engine {train.engine}, simulator {train.simulator}; temperature {train.temperature:g}, at most"
+        f" {train.max_new_tokens} tokens per turn, {train.grading} grading",
+    ))]
+    fits = cfg.critic_fits()
+    stages.append(Stage(
+        "critics",
+        "critics: Bradley-Terry on pairs of the zero-shot train trajectories" if fits
+        else "critics: none (no arm needs one)",
+        tuple(f"{name}: {_critic_line(cfg.critic_settings(info, None, member))}" for name, info, member in fits),
+    ))
+    ranking = _ranking_critic(cfg)
+    critic_of = {"sweet": ranking, "sweet-critic": ranking, "sweet-no-c": "the critic without c"}
+    arms = [key for key in POLICY_ARMS if key in cfg.arms]
+    details = [f"{arm_title(key)}: {_policy_line(cfg, key, critic_of.get(key))}" for key in arms]
+    if cfg.best_of:
+        details.append(f"{arm_title('best-of-n')}: no training; at evaluation the critic with c picks each turn of the"
+                       f" zero-shot policy among {cfg.best_of} samples")
+    stages.append(Stage("policies", f"policies: {', '.join(arm_title(key) for key in arms) or 'none'}",
+                        tuple(details)))
+    if cfg.rounds > 1:
+        stages.append(Stage("rounds", f"on-policy rounds 2-{cfg.rounds}: each rolls out the last SWEET-RL policy on"
+                                      f" the next {cfg.train_tasks} train tasks, refits the critic with c and continues"
+                                      " the actor"))
+    evaluated = ["zero-shot", *arms, *(["best-of-n"] if cfg.best_of else []),
+                 *(f"sweet-round-{r}" for r in range(2, cfg.rounds + 1))]
+    # A limit above a split's size reads all of it (lite-test has 160).
+    limit = f"up to {cfg.test_tasks}" if cfg.test_tasks else "all"
+    stages.append(Stage(
+        "evaluation", f"evaluation: every policy on {limit} tasks of {', '.join(cfg.test_splits)}",
+        (f"{', '.join(arm_title(key) for key in evaluated)}; {cfg.test_samples} sample(s) per task,"
+         f" seed {cfg.seed + 1}",),
+    ))
+    return stages
+
+
+def recipe_view(cfg: ExperimentConfig) -> dict:
+    """The config as colbench/recipe.py's deviations read it: a trainer the study never runs (no critic
+    for rft alone, no policy for best-of-N alone) has no settings there, so none of its defaults is
+    reported as a departure."""
+    settings = asdict(cfg)
+    if not cfg.critic_fits():
+        settings["critic"] = None
+    if not cfg.arms:
+        settings["policy"] = None
+    return settings
+
+
+def _ranking_critic(cfg: ExperimentConfig) -> str:
+    return "the critic with c" if cfg.critic_ensemble == 1 else f"{cfg.critic_ensemble} critics with c, averaged"
+
+
+def _trainer_line(settings: TrainingConfig, epochs: int, max_len: int) -> str:
+    how = "full fine-tune" if settings.full else f"LoRA r={settings.lora_rank}"
+    return (f"{how}, lr {settings.learning_rate:g}, {epochs} epoch(s), batch {settings.batch_size} x"
+            f" {settings.grad_accum} accumulated, at most {max_len} tokens")
+
+
+def _critic_line(critic) -> str:
+    return (f"{_trainer_line(critic, critic.epochs, critic.max_len)}; β {critic.beta:g}, normalised per"
+            f" {critic.normalize}, pairs: {critic.pairs}")
+
+
+def _policy_line(cfg: ExperimentConfig, key: str, critic: str | None) -> str:
+    algo = "sweet" if key.startswith("sweet") else key
+    policy = cfg.policy_settings(None, key).for_algo(algo)
+    trainer = _trainer_line(policy, policy.epochs, policy.max_len)
+    if algo == "rft":
+        return f"SFT on the successful train trajectories; {trainer}"
+    dpo = f"β {policy.beta:g}, NLL {policy.nll_weight:g}; {trainer}"
+    if algo == "mtdpo":
+        return f"DPO over whole trajectories, pairs: {policy.pairs}; {dpo}"
+    ranked = {"critic": f"{critic}'s own advantage", "oracle": "ground truth"}.get(
+        policy.score, f"the log-prob of {critic} minus the sampler's")
+    return (f"turn-level DPO: {policy.candidates} candidates per turn on {policy.fraction:.0%} of the"
+            f" {policy.selection} ({policy.turns} turns), ranked by {ranked}, {policy.pairs_per_turn} pairs per turn;"
+            f" {dpo}")
 
 
 @dataclass
@@ -165,23 +263,25 @@ class BackendExperiment:
 
     def run(self) -> ExperimentResult:
         cfg = self.config
-        self.report.stage(f"1/4 zero-shot rollouts: {cfg.model} on {cfg.train_split} tasks, k={cfg.samples_per_task}")
+        if cfg.unsupported:
+            raise ColbenchError(f"--tasks {cfg.tasks}: {cfg.unsupported}")
+        stages = plan(cfg)
+
+        def enter(key: str) -> None:
+            number, stage = next((n, stage) for n, stage in enumerate(stages, 1) if stage.key == key)
+            self.report.stage(f"{number}/{len(stages)} {stage.title}")
+
+        enter("rollouts")
         self.zero_shot = self.rollout(cfg.model, cfg.train_split)
         train = self.train_summary(self.zero_shot)
 
-        self.report.stage(f"2/4 critics: Bradley-Terry on pairs of {self.zero_shot}'s train trajectories")
-        critics = {}
-        if {"sweet", "sweet-critic"} & set(cfg.arms) or cfg.best_of:
-            critics["with c"] = self.critic(training_info=True)
-            for member in range(1, cfg.critic_ensemble):
-                critics[f"with c #{member + 1}"] = self.critic(training_info=True, member=member)
-        if "sweet-no-c" in cfg.arms:
-            critics["without c"] = self.critic(training_info=False)
+        enter("critics")
+        critics = {name: self.critic(training_info=info, member=member) for name, info, member in cfg.critic_fits()}
 
         if cfg.tasks == "backend-lite":
             self.judge_critics(critics)
 
-        self.report.stage(f"3/4 policies: {', '.join(arm_title(key) for key in cfg.arms) or 'none'}")
+        enter("policies")
         ranking = ensemble([critic for name, critic in critics.items() if name.startswith("with c")])
         critic_of = {"sweet": ranking, "sweet-critic": ranking, "sweet-no-c": critics.get("without c")}
         arms = [Arm("zero-shot", model=cfg.model, training={"base": self.zero_shot})]
@@ -189,11 +289,10 @@ class BackendExperiment:
         if cfg.best_of:
             arms.append(self.best_of_n(critics["with c"]))
         if cfg.rounds > 1:
+            enter("rounds")
             arms += self.on_policy_rounds(next(arm for arm in arms if arm.key == "sweet"))
 
-        # A limit above a split's size reads all of it (lite-test has 160).
-        limit = f"up to {cfg.test_tasks}" if cfg.test_tasks else "all"
-        self.report.stage(f"4/4 evaluation: every policy on {limit} tasks of {', '.join(cfg.test_splits)}")
+        enter("evaluation")
         for split in cfg.test_splits:
             for arm in arms:
                 if arm.model:

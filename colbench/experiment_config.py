@@ -19,6 +19,7 @@ from colbench.training.config import CriticConfig, PolicyConfig
 from colbench.training.samplers import is_served
 
 BACKEND = BackendFamily.name  # the study is the paper's backend setting
+FRONTEND = "frontend"
 
 # The policy arms --arms can ask for (zero-shot is always there; best-of-N comes with --best-of).
 POLICY_ARMS = ("rft", "mtdpo", "sweet", "sweet-no-c", "sweet-critic", "sweet-oracle")
@@ -32,6 +33,19 @@ TASK_SETS = {
     "backend-lite": (LITE_SPLITS["train"], {"val": (LITE_SPLITS["val"],),
                                             "test": (LITE_SPLITS["test"], LITE_SPLITS["novel"]),
                                             "fresh": (LITE_SPLITS["fresh"],)}),
+    FRONTEND: ("train", {"test": ("test",)}),
+}
+# The task family each task set's splits belong to (backend-lite's are backend tasks).
+FAMILY_OF = {BACKEND: BACKEND, "backend-lite": BACKEND, FRONTEND: FRONTEND}
+# Task sets the study can plan (--dry-run) but not run, and why: the study's grading summary, its
+# table (success; the paper's frontend win rate is against GPT-4o's pages) and colbench/recipe.py's
+# yardstick are the backend setting's. The paper's frontend runs are configs/paper/frontend-*.yaml.
+PLAN_ONLY = {
+    FRONTEND: (
+        "the study runs backend task sets only (its success table, its paired comparisons and the official recipe it"
+        " is checked against are backend's); run the frontend stages one command each"
+        " (docs/scale.md#frontend-stage-by-stage)"
+    ),
 }
 # What --evaluate-on accepts: a phase, or one test split alone (e.g. lite-test, read before lite-novel).
 TEST_SPLITS = dict.fromkeys(split for _, phases in TASK_SETS.values() for split in phases["test"])
@@ -66,7 +80,8 @@ class ExperimentConfig:
     ))
     tasks: str = option(BACKEND, (
         "Task set: backend (train, test) or backend-lite (train on lite-train; evaluate on lite-test, unseen instances"
-        " of seen templates, and lite-novel, unseen templates)."
+        " of seen templates, and lite-novel, unseen templates); frontend (train, test) is planned by --dry-run but not"
+        " run: the study's tables are backend's."
     ), choices=tuple(TASK_SETS))
     evaluate_on: str | None = option(
         None,
@@ -218,6 +233,26 @@ class ExperimentConfig:
         return help_of(cls)
 
     @property
+    def family(self) -> str:
+        return FAMILY_OF[self.tasks]
+
+    @property
+    def unsupported(self) -> str | None:
+        """Why this study can be planned but not run (None: it runs)."""
+        return PLAN_ONLY.get(self.tasks)
+
+    def critic_fits(self) -> list[tuple[str, bool, int]]:
+        """(name, with training-time info, ensemble member) of every critic the study fits: with c
+        for SWEET-RL, its control and best-of-N (one per ensemble member), without c for the ablation."""
+        fits = []
+        if {"sweet", "sweet-critic"} & set(self.arms) or self.best_of:
+            fits += [("with c" if member == 0 else f"with c #{member + 1}", True, member)
+                     for member in range(self.critic_ensemble)]
+        if "sweet-no-c" in self.arms:
+            fits.append(("without c", False, 0))
+        return fits
+
+    @property
     def train_split(self) -> str:
         return TASK_SETS[self.tasks][0]
 
@@ -242,7 +277,7 @@ class ExperimentConfig:
             base_url=self.base_url,
             served_model=served_model,
             simulator=self.simulator,
-            tasks=f"backend:{split}",
+            tasks=f"{self.family}:{split}",
             offset=offset,
             limit=self.train_tasks if train else self.test_tasks,
             samples_per_task=self.samples_per_task if train else self.test_samples,
@@ -278,7 +313,7 @@ class ExperimentConfig:
     def critic_settings(self, training_info: bool, data: str | None, member: int = 0) -> CriticConfig:
         """The critic's config, reading the trajectories of ``data`` (TrainingConfig.policies);
         an ensemble's ``member`` k trains with seed + k."""
-        return replace(self.critic, family=BACKEND, split=self.train_split, training_info=training_info,
+        return replace(self.critic, family=self.family, split=self.train_split, training_info=training_info,
                        seed=self.training_seed + member,
                        device=self.device, policies=data, tags=list(self.tags))
 
@@ -287,7 +322,7 @@ class ExperimentConfig:
         trajectories of ``data`` (TrainingConfig.policies)."""
         score = {"sweet-critic": "critic", "sweet-oracle": "oracle"}.get(arm, self.policy.score)
         return replace(
-            self.policy, family=BACKEND, split=self.train_split, temperature=self.temperature,
+            self.policy, family=self.family, split=self.train_split, temperature=self.temperature,
             max_new_tokens=self.max_new_tokens,
             sample_batch_size=self.batch_size, seed=self.training_seed, device=self.device, policies=data,
             tags=list(self.tags), score=score,
