@@ -20,10 +20,10 @@ The ``official`` values were cross-checked offline against the official grader i
 (its ``check_correctness`` run in-process on every case); that check and the official
 code (CC-BY-NC) are not part of this repository. Where the official grader's outcome
 differs from ours, the official outcome is kept as the expected value and the case is
-marked ``xfail(strict=True)`` with the reason, so the discrepancy stays visible. Two cases
-differ on purpose and expect our outcome in both modes: an answer-made object whose
-``__eq__`` always says True (officially 1.0: the official grader asks it; we never do),
-and an answer raising SystemExit or KeyboardInterrupt (officially no reward at all: it
+marked ``xfail(strict=True)`` with the reason, so the discrepancy stays visible. Three cases
+differ on purpose and expect our outcome in both modes: an answer-made object, and an
+answer-made subclass of int, whose ``__eq__`` always says True (officially 1.0: the official
+grader asks it; we never do), and an answer raising SystemExit or KeyboardInterrupt (officially no reward at all: it
 escapes ``except Exception`` and ends the whole evaluation; we fail that test alone).
 
 All cases of a grading are graded in one batch by one Grader, on each sandbox (bwrap
@@ -395,15 +395,41 @@ SUM = backend_task("total", "def total(xs):\n    return sum(xs)",
                    ["total([1, 2, 3])", "total([5])", "total([-1, 1, 9])"])
 case("pandas_inside_body", SUM,
      "def total(xs):\n    import pandas as pd\n    return int(pd.Series(xs, dtype='int64').sum())", 1.0, 1.0)
-# Officially np.int64(6) == 6; our canonical form reads only builtin types, and numpy's
-# integers derive from none, so they are opaque and never equal.
+# np.int64(6) == 6: numpy scalars compare by exact value (the canonical form reads them).
+case("numpy_int64_returned", SUM, "def total(xs):\n    import numpy as np\n    return np.sum(xs)", 1.0, 1.0)
+PARITY = backend_task("is_even", "def is_even(x):\n    return x % 2 == 0", ["is_even(2)", "is_even(3)", "is_even(0)"])
+# np.bool_(True) == True and np.bool_(False) == False (the reference's False is no None).
+case("numpy_bool_returned", PARITY, "def is_even(x):\n    import numpy as np\n    return np.array([x])[0] % 2 == 0",
+     1.0, 1.0)
+
+# ------------------------------------------------------------------ the numeric tower, ranges, arrays
+
+# Money done carefully: Decimal('0.5') == 0.5, Decimal('0.75') == 0.75, Decimal('2.5') == 2.5; but
+# Decimal('0.1') != 0.1, the double nearest a tenth (a Fraction likewise), as Python compares them.
+SPLIT = backend_task("split", "def split(total, n):\n    return total / n",
+                     ["split(1, 2)", "split(3, 4)", "split(1, 10)", "split(10, 4)"])
+case("decimal_against_float", SPLIT,
+     "def split(total, n):\n    from decimal import Decimal\n    return Decimal(total) / Decimal(n)", 0.75, 0.75)
+case("fraction_against_float", SPLIT,
+     "def split(total, n):\n    from fractions import Fraction\n    return Fraction(total, n)", 0.75, 0.75)
+UPTO = backend_task("upto", "def upto(n):\n    return range(n)", ["upto(3)", "upto(0)", "upto(1)"])
+case("range_with_start", UPTO, "def upto(n):\n    return range(0, n)", 1.0, 1.0)  # range(0, 3) == range(3)
+case("range_against_list", UPTO, "def upto(n):\n    return list(range(n))", 0.0, 0.0)  # a range is no list
+# A numpy array against the reference's list: numpy compares elementwise and the grader takes
+# the truth of the result: one element, its comparison; two, the truth value raises; none, false.
+EVENS = backend_task("evens", "def evens(xs):\n    return [x for x in xs if x % 2 == 0]",
+                     ["evens([1, 2])", "evens([2, 4])", "evens([1])", "evens([4, 5])"])
+case("numpy_array_against_list", EVENS,
+     "def evens(xs):\n    import numpy as np\n    a = np.array(xs)\n    return a[a % 2 == 0]", 0.5, 0.5)
+# Deliberate difference: an int subclass whose __eq__ says True is read as the int it holds (0),
+# never asked; the official grader asks it (the reflected operand goes first) and scores 1.0.
 case(
-    "numpy_int64_returned",
-    SUM,
-    "def total(xs):\n    import numpy as np\n    return np.sum(xs)",
-    1.0,
+    "answer_int_subclass_eq_always_true",
+    DOUBLE,
+    "def double(x):\n    class Yes(int):\n        def __eq__(self, other):\n            return True\n"
+    "        __hash__ = int.__hash__\n    return Yes(0)",
     0.0,
-    xfail_official="numpy scalars other than float64 are opaque to the canonical form",
+    0.0,
 )
 
 # Officially each test re-runs the code in the grader module's namespace, so a global the

@@ -10,8 +10,8 @@ answer iterate equal sets in the same order, as in the official grader's single 
 Unlike the official grader:
 
 - model-written code runs only inside a sandbox (see sandboxes/), never here;
-- outputs are compared here as canonical text (canonical.py), never with `==` on
-  objects that untrusted code made;
+- outputs are compared here as canonical text (canonical.py, made in the sandbox) by
+  `==`'s rules (compare.py), never with `==` on objects that untrusted code made;
 - the reference runs in sandboxes of its own, once per task (cached by content hash),
   so neither the reference nor the expected outputs ever exist where an answer runs;
 - each test's output is capped (1 MiB per task; long values travel as a digest).
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from colbench.tasks.spec import TaskSpec
 
-from .canonical import same
+from .compare import same
 from .pool import Job, Outcome, Pool, Run
 from .semantics import DEFAULT_GRADING, SCOPE, banned_text, check_grading, code_of
 from .sandboxes import SandboxUnavailable, resolve

@@ -27,8 +27,10 @@ Both modes share the rest, as the official grader has it:
 
 - the answer has 1 s per test; the reference, which has no limit there, 30 s
   (grader.REFERENCE_TIMEOUT_S);
-- Python's ``==`` on builtin values (see canonical.py), the reference's output None
-  failing the test;
+- Python's ``==`` on returned values: the numeric tower by exact value (Decimal, Fraction
+  and numpy scalars among it), containers by their own rules, numpy arrays by the truth of
+  their elementwise comparison, dates and times (see canonical.py and compare.py); the
+  reference's output None failing the test;
 - reference and answer run under one hash seed (the official grader runs both in one
   process), so equal code iterates a set of strings in one order; ours is fixed
   (sandboxes/base.HASH_SEED), the official one is drawn per grader process;
@@ -43,7 +45,13 @@ code are never asked whether they are equal.
 
 Deliberate differences:
 
-- an answer-made object whose ``__eq__`` says True fails (the official grader asks it);
+- an answer-made ``__eq__`` is never asked: an object of the answer's class is never equal,
+  a subclass of int, list or another known type is compared by the value it holds (the
+  official grader asks the ``__eq__``);
+- numbers compare by exact value, where numpy rounds mixed comparisons (int64 against a
+  float through float64, float32 arrays against a Python float in float32); a Decimal
+  equals a numpy integer in both orders (officially ``Decimal == np.int64`` raises); a
+  pandas Timestamp never equals a date (pandas 1.5 compares it at midnight);
 - SystemExit, KeyboardInterrupt or another BaseException fails the test that raised it,
   and the other tests are still graded (officially it escapes ``except Exception`` and
   ends the whole evaluation: no reward at all);
@@ -56,8 +64,8 @@ Not reproduced:
   helpers) are visible to answers there, and not here;
 - a child forked again after a timeout or a crash (for the tests left) starts with
   empty globals, where officially the count would go on;
-- numpy scalars other than float64 (``np.int64``, ``np.bool_``) equal ints and bools
-  officially; here they are opaque and never equal;
+- values opaque to the canonical form (numpy datetime64, pandas Index, other time zones
+  than datetime.timezone, ...: docs/grading.md) are never equal;
 - the rest of the official environment (gradio, openai, selenium, fire and what they
   pull in: pillow, pyyaml, matplotlib, ...) cannot be imported.
 """
