@@ -17,7 +17,10 @@ pandas is not in this process's environment, so its values are checked against D
 python3 (the sandbox's own interpreter, with pandas 1.5) evaluating the same rule.
 
 Checked once, offline, against the official `check_correctness` (facebookresearch/sweet_rl)
-run on these pairs from a scratch copy, which is not part of this repository (CC-BY-NC).
+itself, run from a scratch copy under Debian's python3 (numpy 1.24, pandas 1.5) on these
+pairs and 3,000 more (seed 1): it agreed with `official` below on all 6,000, 33 of them
+ending its evaluation by a comparison that raised something other than ValueError (which
+`official` counts as nothing). That copy is not part of this repository (CC-BY-NC).
 """
 from __future__ import annotations
 
