@@ -51,7 +51,7 @@ Deliberate differences:
 - numbers compare by exact value, where numpy rounds mixed comparisons (int64 against a
   float through float64, float32 arrays against a Python float in float32); a Decimal
   equals a numpy integer in both orders (officially ``Decimal == np.int64`` raises); a
-  pandas Timestamp never equals a date (pandas 1.5 compares it at midnight);
+  pandas Timestamp never equals a date (pandas 1.5 compares the day alone);
 - SystemExit, KeyboardInterrupt or another BaseException fails the test that raised it,
   and the other tests are still graded (officially it escapes ``except Exception`` and
   ends the whole evaluation: no reward at all);
