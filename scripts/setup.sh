@@ -95,7 +95,7 @@ venv_done() { [ -x .venv/bin/python ] && [ "$(cat "$stamp" 2>/dev/null)" = "$wan
 install_venv() {
   { [ -x .venv/bin/python ] || "$PY" -m venv .venv; } &&
     "${PIP[@]}" "$TORCH" &&
-    "${PIP[@]}" -e '.[dev,tracking]' &&
+    "${PIP[@]}" -e '.[dev,tracking,integrations]' &&
     echo "$want" > "$stamp"
 }
 
@@ -158,7 +158,7 @@ finish() {
 if venv_done; then
   skipped "virtual environment (.venv)" "installed"
 else
-  run_step venv "virtual environment (.venv: $TORCH CPU, colbench[dev,tracking])" install_venv || finish $?
+  run_step venv "virtual environment (.venv: $TORCH CPU, colbench[dev,tracking,integrations])" install_venv || finish $?
 fi
 if model_done; then
   skipped "embedded model ($MODEL)" "installed"
