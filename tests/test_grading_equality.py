@@ -387,3 +387,21 @@ def test_pandas_values_agree_with_python_eq_in_debians_python(sandbox):
     # The deliberate difference is real: pandas 1.5 says equal, we do not.
     assert [(truth, ours) for pair, truth, ours in zip(cases, expected, graded) if pair == TIMESTAMP_AND_DATE] == [
         (True, False)]
+
+
+# ------------------------------------------------------------------ long values travel as a digest
+
+LONG = 20_000  # elements: far past the 64 KiB above which a canonical text travels as its digest
+
+
+def test_a_long_list_of_numpy_floats_equals_the_references_floats(sandbox):
+    """A digest compares by exact text, so the numpy marks are left out of long texts: numpy's
+    floats still equal the reference's (and one element off still fails)."""
+    task = TaskSpec("backend", "halves", f"def halves(k):\n    return [i / 2 + k for i in range({LONG})]\n",
+                    {"test1": "halves(0)", "test2": "halves(1)"})
+    numpy_answer = f"def halves(k):\n    import numpy as np\n    return list(np.arange({LONG}) / 2 + k)\n"
+    off_by_one = f"def halves(k):\n    import numpy as np\n    return list(np.arange({LONG}) / 2 + (k if k else 1))\n"
+    with Grader(sandbox=sandbox, workers=1, grading="official") as grader:
+        right, wrong = grader.grade([(task, numpy_answer), (task, off_by_one)])
+    assert right.tests[0].expected.startswith("<sha256") and right.tests[0].expected == right.tests[0].actual
+    assert right.fraction_passed == 1.0 and wrong.fraction_passed == 0.5

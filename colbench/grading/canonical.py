@@ -95,13 +95,15 @@ _SINGLETONS = (("numpy", "nan", "numpy.nan"), ("pandas._libs.tslibs.nattype", "N
                ("pandas._libs.missing", "NA", "pandas.NA"))
 
 
-def encode(value):
+def encode(value, plain=False):
     """Canonical text of `value` and whether it may compare equal to anything.
 
     Returns (text, comparable). compare.same() decides equality from two such pairs.
+    plain: numpy scalars written as the numbers they hold, for a text that will be compared
+    by its digest alone (a long one), where no rule can look inside.
     """
     never_equal = []  # gets an entry for each NaN or opaque object met
-    text = _Encoder(never_equal).value(value, set())
+    text = _Encoder(never_equal, plain).value(value, set())
     return text, not never_equal
 
 
@@ -130,8 +132,8 @@ def _namespace(module_name):
 
 
 class _Encoder:
-    def __init__(self, never_equal):
-        self.never_equal = never_equal
+    def __init__(self, never_equal, plain=False):
+        self.never_equal, self.plain = never_equal, plain
         self.kinds, self.singletons = _library()
 
     def never(self, text):
@@ -281,7 +283,7 @@ class _Encoder:
         else:  # longdouble and clongdouble stay numpy scalars: read their parts exactly
             real, imag = _GET(generic, "real").__get__(value), _GET(generic, "imag").__get__(value)
             text = self.complex(self.long_float(real), self.long_float(imag))
-        return "np." + name + "(" + text + ")"
+        return text if self.plain else "np." + name + "(" + text + ")"
 
     def long_float(self, number):
         try:

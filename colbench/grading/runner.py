@@ -630,7 +630,9 @@ def _run_tests(source, calls, orders, out, nonce, function_scope):
             _emit(out, "%s E %s" % (nonce, _describe(error) or "Error"))
             continue
         if len(text) > HASH_ABOVE:
-            text = _digest(text)
+            # A digest compares by exact text: numpy's marks left out, a list of np.float64 still
+            # equals the reference's list of floats (the encoder read no graded code: no change since).
+            text = _digest(_encode_any_int(value, plain=True)[0])
         _emit(out, "%s R %s %s" % (nonce, "=" if comparable else "~", text))
 
 
@@ -638,16 +640,16 @@ def _fresh_namespace():
     return {"__name__": "__graded__", "__builtins__": builtins}
 
 
-def _encode_any_int(value):
+def _encode_any_int(value, plain=False):
     """encode() without the int-to-str digit limit: a returned big int is a valid output
     (the official grader compares ints, not their text). Graded code runs under the
     limit; encode() runs no graded code, so lifting it here gives graded code nothing."""
     if _set_int_digits is None:
-        return encode(value)
+        return encode(value, plain)
     limit = _get_int_digits()
     _set_int_digits(0)
     try:
-        return encode(value)
+        return encode(value, plain)
     finally:
         _set_int_digits(limit)
 
