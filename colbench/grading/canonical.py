@@ -135,6 +135,10 @@ class _Encoder:
     def __init__(self, never_equal, plain=False):
         self.never_equal, self.plain = never_equal, plain
         self.kinds, self.singletons = _library()
+        self.known = {}  # id(type) -> (kind, base, type): a long list holds few types
+        self.names = {}  # id(type) -> the name a numpy scalar is marked with
+        generic = self.library_type("numpy", "generic")
+        self.numpy_item = _GET(generic, "item") if generic is not None else None
 
     def never(self, text):
         self.never_equal.append(1)
@@ -161,7 +165,11 @@ class _Encoder:
         name = _BUILTIN_NAME.get(id(value))
         if name is not None and _BUILTINS[name] is value:
             return "<builtin " + name + ">"
-        kind, base = self.kind_of(type(value))
+        kind_type = type(value)
+        known = self.known.get(id(kind_type))
+        if known is None or known[2] is not kind_type:
+            known = self.known[id(kind_type)] = self.kind_of(kind_type) + (kind_type,)
+        kind, base = known[0], known[1]
         if kind is None or kind[0] == "-":
             return self.never("<opaque " + _type_name(type(value)) + ">")
         if kind == "int":
@@ -270,9 +278,7 @@ class _Encoder:
 
     def numpy_scalar(self, value):
         """A numpy bool, integer, float or complex: its exact value, marked as numpy's."""
-        generic = self.library_type("numpy", "generic")
-        name = "".join(c for c in _type_name(type(value)).rpartition(".")[2] if c.isalnum() or c == "_")
-        item = _GET(generic, "item")(value)  # numpy's C code: a Python int, bool, float or complex
+        item = self.numpy_item(value)  # numpy's C code: a Python int, bool, float or complex
         kind = type(item)
         if kind is int or kind is bool:
             text = int.__repr__(item)
@@ -281,9 +287,17 @@ class _Encoder:
         elif kind is complex:
             text = self.complex(complex.real.__get__(item), complex.imag.__get__(item))
         else:  # longdouble and clongdouble stay numpy scalars: read their parts exactly
+            generic = self.library_type("numpy", "generic")
             real, imag = _GET(generic, "real").__get__(value), _GET(generic, "imag").__get__(value)
             text = self.complex(self.long_float(real), self.long_float(imag))
-        return text if self.plain else "np." + name + "(" + text + ")"
+        if self.plain:
+            return text
+        kind_type = type(value)
+        name = self.names.get(id(kind_type))  # the type is alive as long as the value: its id is its own
+        if name is None:
+            name = "".join(c for c in _type_name(kind_type).rpartition(".")[2] if c.isalnum() or c == "_")
+            self.names[id(kind_type)] = name
+        return "np." + name + "(" + text + ")"
 
     def long_float(self, number):
         try:
