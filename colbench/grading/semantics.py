@@ -52,6 +52,8 @@ Deliberate differences:
   float through float64, float32 arrays against a Python float in float32); a Decimal
   equals a numpy integer in both orders (officially ``Decimal == np.int64`` raises); a
   pandas Timestamp never equals a date (pandas 1.5 compares the day alone);
+- a comparison that raises anything but ValueError (a signalling Decimal NaN, pandas.NA)
+  ends the official evaluation (it catches only ValueError); here that test fails;
 - SystemExit, KeyboardInterrupt or another BaseException fails the test that raised it,
   and the other tests are still graded (officially it escapes ``except Exception`` and
   ends the whole evaluation: no reward at all);
