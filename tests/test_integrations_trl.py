@@ -62,9 +62,9 @@ def memorised_model(tokenizer, prompt: str, completion: str):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        if loss.item() < 0.03:
+        if loss.item() < 0.05:
             break
-    assert loss.item() < 0.05, f"the tiny model did not learn its dialogue (loss {loss.item():.3f})"
+    assert loss.item() < 0.1, f"the tiny model did not learn its dialogue (loss {loss.item():.3f})"
     return model
 
 
@@ -94,6 +94,7 @@ def test_two_grpo_steps_reward_what_colbench_grades(smol_tokenizer_dir, bwrap, t
 
     args = GRPOConfig(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=4, num_generations=2,
                       max_completion_length=64, max_tool_calling_iterations=10, learning_rate=1e-5,
+                      temperature=0.3,  # the memorised answer, sampled on any CPU's arithmetic
                       logging_steps=1, report_to="none", save_strategy="no", use_cpu=True, bf16=False,
                       seed=0, disable_tqdm=True)
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=colbench.reward,

@@ -1,4 +1,5 @@
-"""ColBench inside other training frameworks: TRL's GRPOTrainer (``colbench.integrations.trl``).
+"""ColBench inside other training frameworks: TRL's GRPOTrainer (``colbench.integrations.trl``) and verifiers
+(``colbench.integrations.verifiers``).
 
 An integration is a thin adapter over one core (``core.py``): colbench's own task selection, family
 environment (the sandboxed grader under the official metric, or the browser and similarity),
