@@ -10,7 +10,8 @@ from colbench.training.algorithms import ALGORITHMS
 from colbench.training.config import PolicyConfig
 
 app = typer.Typer(
-    help="Train the agent: SWEET-RL (turn-level DPO with the critic), rft, multi-turn DPO, or sft on demonstrations.",
+    help="Train the agent: SWEET-RL (turn-level DPO with the critic), rft, multi-turn DPO, sft on demonstrations, or"
+         " online RL (grpo, rloo).",
     no_args_is_help=True
 )
 checkpoint_app = typer.Typer(help="Training checkpoints: list them, export them as plain model folders.",
@@ -39,7 +40,7 @@ def fit(
         "--critic",
         help=(
             "sweet: the critic checkpoint that scores the candidates, ckpt:<id>; or several, comma-separated: an"
-            " ensemble whose scores are averaged."
+            " ensemble whose scores are averaged. grpo, rloo: the critic of --turn-credit critic."
         )
     ),
     parent: str = typer.Option(
@@ -50,7 +51,8 @@ def fit(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the run's summary as JSON."),
 ) -> None:
-    """Train a policy on the stored, graded trajectories and write a checkpoint (ckpt:<id>).
+    """Train a policy on the stored, graded trajectories (or, grpo and rloo, on its own fresh rollouts) and write a
+    checkpoint (ckpt:<id>).
     Every setting is a PolicyConfig field (colbench/training/config.py), documented by its help."""
     from colbench.training.policy import fit_policy
 
@@ -72,6 +74,12 @@ def fit(
     if as_json:
         print_json({"run_id": result.run_id, "checkpoint": f"ckpt:{result.checkpoint_id}", "path": result.path,
                     "metrics": m})
+        return
+    if algorithm.online:
+        what = (f"{m.get('steps')} online steps, {m.get('dialogues')} dialogues, reward {m.get('first_reward', 0):.3f}"
+                f" at the first step and {m.get('last_reward', 0):.3f} at the last (`colbench runs show"
+                f" train:{result.run_id}` for every figure)")
+        console.print(f"policy:{algo} ckpt:{result.checkpoint_id} (run {result.run_id}): {what}")
         return
     if not algorithm.pairwise:
         what = f"{m.get('trajectories')} successful trajectories, loss {m.get('train_loss', float('nan')):.4f}"

@@ -306,6 +306,7 @@ class Rollout:
             content=episode.agent_says(sample.text),
             raw=sample.text,
             token_ids=list(sample.token_ids) or None,
+            token_logprobs=list(sample.token_logprobs) or None,
             prompt=tail,
             prompt_shared=shared,
             prompt_tokens=generation.prompt_tokens,

@@ -7,6 +7,9 @@
 3. sweet: one SWEET-RL step (hf sampler, that critic ranking) in bf16; pairs and a finite loss.
 4. fsdp2: fully_shard over every visible GPU (nccl), bf16 mixed precision, a few AdamW steps
    on a fixed batch, then the full state dict gathered on rank 0 loads into a fresh model.
+5. grpo: one online GRPO step in bf16 on the tests' plugin family 'vowels' (no sandbox needed):
+   the model being trained rolls out 2 tasks x 2 dialogues, stored with the sampler's log-probs,
+   then one PPO-clipped update; a finite loss, the ratio to the sampler near 1, a checkpoint.
 
 Without CUDA every check prints SKIP, unless ``--device cpu`` runs them on the CPU.
 """
@@ -26,6 +29,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the tests' tiny model and official-format tasks
+sys.path.insert(0, str(REPO / "tests" / "plugin_package"))  # its vowels family, for the grpo check
 from officialdata import asked_then_answered as record, backend_task  # noqa: E402
 from plugins.models import TINY_CONFIG  # noqa: E402
 
@@ -209,6 +213,26 @@ def check_sweet(db, model_dir: Path, device: str, state: dict):
     )
 
 
+def check_grpo(db, model_dir: Path, device: str):
+    from colbench.store import queries
+    from colbench.training.config import PolicyConfig
+    from colbench.training.policy import fit_policy
+
+    config = PolicyConfig(tasks="vowels:train", steps=1, tasks_per_step=2, group=2, max_new_tokens=4, lora_rank=4,
+                          device=device, lr=1e-3, seed=1)
+    result = fit_policy(db, config, "grpo", base_model=str(model_dir))
+    with db.read() as session:
+        step = queries.training_steps(session, result.run_id)[0].values
+    # bf16 sampling and bf16 training read the same weights with different kernels: the ratio is near 1, not 1.
+    passed = (result.metrics.get("dialogues") == 4 and finite(step.get("loss")) and abs(step["sampler_ratio"] - 1) < 0.1
+              and result.checkpoint_id is not None)
+    return passed, (
+        f"ckpt:{result.checkpoint_id}, {result.metrics.get('dialogues')} dialogues, reward {step['reward']:.3f},"
+        f" loss {step['loss']:.4f}, ratio to the sampler {step['sampler_ratio']:.4f}, KL {step.get('kl', 0):.4f},"
+        f" rollout {step['rollout_s']:.2f} s, update {step['train_s']:.2f} s"
+    )
+
+
 # ---------------------------------------------------------------- 4. FSDP2
 
 
@@ -313,7 +337,7 @@ def main() -> int:
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="cpu: run the checks on the CPU, to debug this script")
     device = parser.parse_args().device
-    names = ["1 hf engine", "2 critic", "3 sweet", "4 fsdp2"]
+    names = ["1 hf engine", "2 critic", "3 sweet", "4 fsdp2", "5 grpo"]
     if device == "cuda" and not torch.cuda.is_available():
         for name in names:
             report("SKIP", name, "no CUDA device (bash scripts/gpu_check.sh --device cpu runs the checks on the CPU)")
@@ -330,6 +354,7 @@ def main() -> int:
         db = seeded_store(work)
         run_check(names[1], check_critic, db, model_dir, device, state)
         run_check(names[2], check_sweet, db, model_dir, device, state)
+        run_check(names[4], check_grpo, db, model_dir, device)
         db.close()
         config = tiny_config(AutoTokenizer.from_pretrained(tokenizer_dir())).to_dict()
         run_check(names[3], check_fsdp, config, device)

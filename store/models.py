@@ -149,6 +149,7 @@ class Turn(SQLModel, table=True):
     content: str = _text(nullable=False)
     raw: Optional[str] = _text()  # agent: raw generation; human: untruncated reply
     token_ids: Optional[list] = _json()  # agent: the sampled token ids, end-of-turn token included when it stopped
+    token_logprobs: Optional[list] = _json()  # agent: each sampled token's log-prob under the sampler (temperature 1)
     prompt: Optional[str] = _text()  # agent: the chat-templated prompt (its tail, when prompt_shared is set)
     prompt_shared: Optional[int] = None  # leading characters taken from the previous agent turn's prompt
     prompt_tokens: Optional[int] = None

@@ -1,4 +1,4 @@
-"""scripts/gpu_check.sh, the CUDA check a user runs on a GPU machine, runs its same four checks on
+"""scripts/gpu_check.sh, the CUDA check a user runs on a GPU machine, runs its same five checks on
 the CPU here (--device cpu), so it cannot rot between the rare runs on a GPU. Opt-in
 (COLBENCH_SLOW=1): its checks repeat what test_training_signs and test_sharded_training cover,
 and the suite has a time budget."""
@@ -22,5 +22,6 @@ def test_the_gpu_check_passes_every_check_on_the_cpu():
                           text=True, timeout=900)
     lines = [line for line in done.stdout.splitlines() if line.split(" ", 1)[0] in ("PASS", "FAIL", "SKIP")]
     assert done.returncode == 0, done.stdout + done.stderr
-    assert [line.split()[:2] for line in lines] == [["PASS", "1"], ["PASS", "2"], ["PASS", "3"], ["PASS", "4"]], lines
-    assert "world 2 (gloo)" in lines[3] and "gpu_check: 0 failed" in done.stdout
+    assert [line.split()[:2] for line in lines] == [["PASS", "1"], ["PASS", "2"], ["PASS", "3"], ["PASS", "5"],
+                                                    ["PASS", "4"]], lines
+    assert "world 2 (gloo)" in lines[4] and "gpu_check: 0 failed" in done.stdout

@@ -15,6 +15,7 @@ Traits:
   its own and not the others' (trainer.run_settings), so two runs differ only where it matters.
 - ``needs_critic``: it ranks with a critic checkpoint (--critic), unless it ranks by ground truth.
 - ``pairwise``: it trains on preference pairs (its summary counts pairs, not trajectories).
+- ``online``: it rolls its own policy out as it trains (its summary counts steps and rewards).
 """
 from __future__ import annotations
 
@@ -31,15 +32,21 @@ CANDIDATES = ("fraction", "selection", "turns", "candidates", "pairs_per_turn", 
 
 ALGORITHMS = Registry("algorithm", entry_points="colbench.algorithms", traits={
     "epochs": 1, "batch_size": DEFAULT_BATCH_SIZE, "settings": (), "needs_critic": False, "pairwise": False,
+    "online": False,
 })
+# The settings of online RL (colbench/online_rl.py): how it rolls out, rewards, credits turns and updates.
+ONLINE = ("tasks", "steps", "tasks_per_step", "group", "reward", "clip", "kl_beta", "turn_credit", "turn_credit_weight",
+          "critic_refit_every", "save_every", "engine", "simulator", "sandbox", "temperature", "max_new_tokens",
+          "sample_batch_size", "base_url", "served_model")
 
 
-def recipe(module: str):
-    """The ``fit`` of a recipe module, imported when it runs. Named by module, as an entry point names its object:
-    the recipes import the trainer, which reads this registry, so importing them here would make a cycle."""
+def recipe(module: str, **fixed):
+    """The ``fit`` of a recipe module, imported when it runs (with ``fixed`` keyword arguments: one module serving
+    several algorithms). Named by module, as an entry point names its object: the recipes import the trainer, which
+    reads this registry, so importing them here would make a cycle."""
 
     def fit(db, config, **run):
-        return importlib.import_module(module).fit(db, config, **run)
+        return importlib.import_module(module).fit(db, config, **fixed, **run)
 
     fit.__qualname__ = f"{module}.fit"
     return fit
@@ -53,6 +60,10 @@ ALGORITHMS.register("mtdpo", "trajectory-level DPO (multi-turn DPO)", settings=(
                     pairwise=True)(recipe("colbench.training.mtdpo"))
 ALGORITHMS.register("sft", "SFT on demonstrations: successful trajectories of --policies, default scripted:*",
                     epochs=3, settings=("rft_threshold",))(recipe("colbench.training.sft"))  # sft reads rft's data
+ALGORITHMS.register("grpo", "online RL: group-relative advantages, PPO-clipped updates on fresh rollouts (GRPO)",
+                    settings=ONLINE + ("no_std",), online=True)(recipe("colbench.online_rl", estimator="grpo"))
+ALGORITHMS.register("rloo", "online RL: leave-one-out advantages, PPO-clipped updates on fresh rollouts (RLOO)",
+                    settings=ONLINE, online=True)(recipe("colbench.online_rl", estimator="rloo"))
 
 
 def own_settings(algo: str) -> tuple[str, ...]:

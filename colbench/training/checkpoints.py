@@ -159,6 +159,23 @@ def start_run(db, *, kind: str, base_model: str, parent_checkpoint_id: int | Non
                                  config=config, worker=worker_id(), name=name, tags=tags)
 
 
+def reopen_run(db, run_id: int) -> int:
+    """A failed run runs again under this process (an online run resumed). Returns its id."""
+    with db.write() as session:
+        queries.reopen_run(session, run_id, worker_id())
+    return run_id
+
+
+def add_checkpoint(db, run_id: int, *, kind: str, base_model: str, folder: Path, adapter: bool, step: int,
+                   metrics: dict) -> int:
+    import json
+
+    metrics = json.loads(json.dumps(metrics, default=str))  # what the JSON column can hold
+    with db.write() as session:
+        return queries.add_checkpoint(session, run_id, kind=kind, base_model=base_model, path=str(folder),
+                                      adapter=adapter, step=step, metrics=metrics)
+
+
 def run_is_gone(run) -> bool:
     """A running run's process has ended (this host), or has not beaten for RUN_STALE_AFTER_S."""
     return worker_abandoned(run.worker, run.heartbeat_at or run.started_at, RUN_STALE_AFTER_S)

@@ -12,7 +12,16 @@ from colbench import protocol
 from colbench.errors import ColbenchError
 from colbench.options import check, help_of, option
 from colbench.runs import check_run_name
-from colbench.families import DEFAULT_FAMILY, family as family_named, help_text as family_help, names as family_names
+from colbench.families import (
+    DEFAULT_FAMILY,
+    family as family_named,
+    help_text as family_help,
+    names as family_names,
+    parse_selector,
+    selectors_help,
+)
+from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, CHOICES as SANDBOX_CHOICES, sandbox_help
+from colbench.simulators import simulator_help
 from colbench.tasks.spec import is_held_out
 from colbench.training.algorithms import ALGORITHMS, DEFAULT_BATCH_SIZE
 from colbench.training.samplers import AUTO as SAMPLER_AUTO, SAMPLERS, is_served, sampler_help
@@ -282,6 +291,9 @@ SCORES = ("sampler", "critic", "oracle")
 DPO_LOSSES = ("sigmoid", "ipo")  # colbench.training.losses.dpo_loss
 SELECTIONS = ("trajectories", "turns")
 TURN_KINDS = ("all", "questions")
+REWARDS = ("share", "success")
+TURN_CREDITS = ("none", "critic", "oracle")
+ONLINE_ENGINES = ("hf", "openai")
 
 
 @dataclass
@@ -379,9 +391,63 @@ class PolicyConfig(TrainingConfig):
         "definition), and per frontend task its best page when its similarity reaches 0.8. Set: per task, its best "
         "trajectory when its reward (share of tests passed, or similarity) reaches this.",
     )
+    # grpo, rloo (online)
+    tasks: str | None = option(None, (
+        f"grpo, rloo: the tasks to roll out, {selectors_help()}; e.g. backend-lite:train. Sets --family and --split."
+    ))
+    steps: int = option(25, "grpo, rloo: online steps, each a fresh rollout of the current policy and an update.",
+                        min=1)
+    tasks_per_step: int = option(8, (
+        "grpo, rloo: tasks drawn per step (a seeded shuffle of the split, walked in order, reshuffled once used up)."
+    ), min=1)
+    group: int = option(4, "grpo, rloo: dialogues per task and step; their rewards are compared within the group.",
+                        min=2)
+    reward: str = option(
+        "share",
+        "grpo, rloo: a dialogue's reward: 'share', the family's reward (backend: the share of tests passed; frontend:"
+        " the page's similarity), or 'success' (1 when every test passed, else 0).", choices=REWARDS)
+    no_std: bool = option(False, (
+        "grpo: Dr. GRPO's advantage, the reward minus its group's mean, not divided by the group's standard deviation"
+        " (which over-weights groups that are nearly all right or all wrong)."
+    ))
+    clip: float = option(0.2, (
+        "grpo, rloo: PPO's ε: a token's probability ratio to the sampler that rolled it out is clipped to [1−ε, 1+ε]"
+        " (it leaves 1 once an update within the step has moved the policy, or where the engine computes"
+        " differently)."
+    ), min=0.0)
+    kl_beta: float = option(0.0, (
+        "grpo, rloo: weight of the KL term to the policy as the run started (k3 estimate, per agent token). 0: no term;"
+        " the KL is still measured with LoRA, whose reference is the adapter switched off."
+    ), min=0.0)
+    turn_credit: str = option(
+        "none",
+        "grpo, rloo: per-turn credit added to each agent turn's advantage, normalised over the step's turns (mean 0,"
+        " std 1) and weighted by --turn-credit-weight. 'critic': the SWEET-RL critic's advantage A(o_t, a_t, c) of the"
+        " turn, read with the reference c the agent never sees (--critic ckpt:<id>). 'oracle' (backend-lite, a"
+        " control): a question that obtains a new fact 1, else 0; an answer its share of tests passed. 'none': every"
+        " token of a dialogue gets its group advantage.", choices=TURN_CREDITS)
+    turn_credit_weight: float = option(1.0, "grpo, rloo: weight of the normalised per-turn credit.", min=0.0)
+    critic_refit_every: int = option(0, (
+        "grpo, rloo with --turn-credit critic: continue the critic every N steps on the pairs the run's own groups make"
+        " (a fully correct dialogue against a failed one of the same task) and rank with it from then on. 0: never."
+    ), min=0)
+    save_every: int = option(5, (
+        "grpo, rloo: write a checkpoint (ckpt:<id>, with the optimiser's state) every N steps. A rerun of the same"
+        " command continues the stopped run from its last checkpoint; later steps' stored dialogues are reused, not"
+        " rolled out again."
+    ), min=1)
+    engine: str = option("hf", (
+        "grpo, rloo: what rolls the policy out each step. 'hf': the model being trained, in this process (no weight"
+        " copy). 'openai': a vLLM server at --base-url started with --enable-lora; each step's adapter is written and"
+        " loaded into it (POST /v1/load_lora_adapter) under the name <run>-step-<k>, and the rollouts keep their token"
+        " ids (LoRA only)."
+    ), choices=ONLINE_ENGINES)
+    simulator: str = option("builtin", "grpo, rloo: " + simulator_help())
+    sandbox: str = option(AUTO_SANDBOX, "grpo, rloo: " + sandbox_help(), choices=SANDBOX_CHOICES)
     epochs: int | None = option(
         None,
-        "Passes over the training data. Default: 1 for sweet (paper) and mtdpo, 4 for rft (paper), 3 for sft.",
+        "Passes over the training data. Default: 1 for sweet (paper) and mtdpo, 4 for rft (paper), 3 for sft; grpo and"
+        " rloo: passes over each step's dialogues (its minibatches are --batch-size dialogues).",
         min=1
     )
     max_len: int = option(2048, (
@@ -390,6 +456,8 @@ class PolicyConfig(TrainingConfig):
     ), min=16)
 
     def __post_init__(self):
+        if self.tasks:
+            self.family, self.split = parse_selector(self.tasks)
         super().__post_init__()
         if self.fraction == 0:
             raise ValueError("fraction must be above 0")

@@ -16,17 +16,20 @@ resumes from it.
 """
 from __future__ import annotations
 
+import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from colbench.training.checkpoints import (
+    add_checkpoint,
     card_maker,
     checkpoint_folder,
     fail_run,
     finish_run,
     heartbeat,
+    reopen_run,
     run_label,
     start_run,
 )
@@ -86,17 +89,35 @@ class LiveRun:
         return checkpoint_id, folder
 
 
+    def checkpoint(self, save: Save, *, step: int, metrics: dict) -> tuple[int | None, Path]:
+        """Save a checkpoint of a run still under way (an online run's every few steps) into its own folder.
+        Returns (checkpoint id, None off the main process; folder)."""
+        final = checkpoint_folder(self.db, self.checkpoint_kind, self.id, self.out)
+        folder = final.with_name(f"{final.name}-step-{step}")  # beside the final folder, which stays empty till then
+        if self.main and folder.exists():  # written by this run before it stopped, but never recorded: redone
+            shutil.rmtree(folder)
+        adapter, _ = save(folder, None)
+        checkpoint_id = None
+        if self.main:
+            checkpoint_id = add_checkpoint(self.db, self.id, kind=self.checkpoint_kind, base_model=self.base_model,
+                                           folder=folder, adapter=adapter, step=step, metrics=metrics)
+        return checkpoint_id, folder
+
+
 @contextmanager
 def training_run(db, *, kind: str, base_model: str, parent_checkpoint_id: int | None, settings: dict,
                  name: str | None = None,
                  tags: Sequence[str] = (), report_to: str = "none", out: str | None = None,
-                 on_cpu: bool = False) -> Iterator[LiveRun]:
-    """Start a training run (see the module's docstring) and fail it if its block raises."""
+                 on_cpu: bool = False, resume: int | None = None) -> Iterator[LiveRun]:
+    """Start a training run (see the module's docstring) and fail it if its block raises. ``resume``: the id of a
+    failed run to run again instead (an online run continues at its last finished step)."""
     from accelerate import PartialState
 
     state = PartialState(cpu=on_cpu)
     run_id = None
-    if state.is_main_process:
+    if state.is_main_process and resume is not None:
+        run_id = reopen_run(db, resume)
+    elif state.is_main_process:
         run_id = start_run(db, kind=kind, base_model=base_model, parent_checkpoint_id=parent_checkpoint_id,
                            config=settings,
                            name=name, tags=tags)

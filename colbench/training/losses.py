@@ -199,3 +199,77 @@ def sft_loss(token_logps: torch.Tensor, turn_ids: torch.Tensor) -> tuple[torch.T
     """Mean NLL over agent tokens only."""
     loss = nll_loss(token_logps, turn_ids >= 0)
     return loss, {"loss": float(loss.detach()), "nll": float(loss.detach())}
+
+
+# ---------------------------------------------------------------- online RL (colbench/online_rl.py)
+
+ADVANTAGES = ("grpo", "rloo")
+
+
+def group_advantages(rewards: torch.Tensor, groups: torch.Tensor, estimator: str = "grpo",
+                     scale: bool = True) -> torch.Tensor:
+    """Each dialogue's advantage against the other dialogues of its group (the same task): ``[dialogues]``.
+
+    - ``grpo``: ``r − mean(group)``, divided by the group's standard deviation (unbiased, +1e-6) when ``scale``
+      (GRPO, Shao et al. 2024); ``scale=False`` is Dr. GRPO (Liu et al. 2025), whose std division over-weights
+      groups that are nearly all right or all wrong;
+    - ``rloo``: ``r − mean(the group's others)`` (Ahmadian et al. 2024), an unbiased baseline: ``G/(G−1)`` times
+      the group-centred reward.
+
+    A group whose rewards are all equal gets 0: it says nothing about which dialogue was better.
+    """
+    if estimator not in ADVANTAGES:
+        raise ValueError(f"advantage estimator must be one of {', '.join(ADVANTAGES)}; got {estimator!r}")
+    rewards = rewards.float()
+    count = torch.zeros(int(groups.max()) + 1, device=rewards.device).index_add(0, groups, torch.ones_like(rewards))
+    total = torch.zeros_like(count).index_add(0, groups, rewards)
+    mean = total / count
+    centred = rewards - mean[groups]
+    if estimator == "rloo":
+        others = (count[groups] - 1).clamp(min=1)
+        return centred * count[groups] / others
+    if not scale:
+        return centred
+    squares = torch.zeros_like(count).index_add(0, groups, centred**2)
+    std = (squares / (count - 1).clamp(min=1)).sqrt()
+    return centred / (std[groups] + 1e-6)
+
+
+def clipped_policy_loss(
+    token_logps: torch.Tensor,
+    old_logps: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip: float = 0.2,
+    ref_logps: torch.Tensor | None = None,
+    kl_beta: float = 0.0,
+) -> tuple[torch.Tensor, dict]:
+    """PPO's clipped surrogate on agent tokens, averaged over the masked tokens of the batch (every token weighs the
+    same, so a long turn is not diluted), plus ``kl_beta`` times the k3 estimate of KL(π‖π_ref).
+
+    All inputs are ``[rows, positions]``: the policy's log-probs now, the sampler's log-probs when the dialogue was
+    rolled out, each token's advantage, and the tokens to train (agent tokens; the prompt's and the simulated
+    human's are not). Per token: ``ratio = exp(logp − old)``, loss ``−min(ratio·A, clip(ratio, 1−ε, 1+ε)·A)``.
+    """
+    mask = mask.to(token_logps.dtype)
+    tokens = mask.sum().clamp(min=1)
+    log_ratio = (token_logps - old_logps) * mask
+    ratio = log_ratio.exp()
+    unclipped = ratio * advantages
+    clipped = ratio.clamp(1 - clip, 1 + clip) * advantages
+    surrogate = -(torch.minimum(unclipped, clipped) * mask).sum() / tokens
+    loss = surrogate
+    stats = {
+        "policy_loss": float(surrogate.detach()),
+        "clip_fraction": float((((ratio - 1).abs() > clip).to(mask.dtype) * mask).sum() / tokens),
+        "ratio_mean": float((ratio.detach() * mask).sum() / tokens),
+        # The sampled tokens' mean -log p estimates the policy's entropy (the tokens were drawn from it at T=1).
+        "entropy": float(-(token_logps.detach() * mask).sum() / tokens),
+    }
+    if ref_logps is not None:
+        to_ref = (ref_logps - token_logps) * mask
+        kl = ((to_ref.exp() - to_ref - 1) * mask).sum() / tokens
+        loss = loss + kl_beta * kl
+        stats["kl"] = float(kl.detach())
+    stats["loss"] = float(loss.detach())
+    return loss, stats

@@ -29,7 +29,7 @@ def fit_policy(
     run = dict(base_model=stored_ref(db, base_model), parent_checkpoint=stored_ref(db, parent_checkpoint),
                on_progress=on_progress,
                from_scratch=from_scratch)
-    if algorithm.needs_critic:
+    if algorithm.needs_critic or (algorithm.online and critic_checkpoint is not None):  # online: --turn-credit
         # An ensemble comes as a list of ids (the experiment) or as comma-separated references (the CLI).
         members = (
             critic_checkpoint if isinstance(critic_checkpoint, (list, tuple)) else str(critic_checkpoint).split(",")

@@ -330,6 +330,27 @@ class Gathered(NamedTuple):
     watermark: int | None  # the highest graded_seq read
 
 
+def starting_point(db, config: "PolicyConfig", base_model: str | None, parent_checkpoint, from_scratch: bool):
+    """What a policy run starts from: (base model ref, (Checkpoint, TrainingRun) it continues or None, the data
+    watermark it reads above, the base weights' ModelSource). A LoRA policy checkpoint named as the base model is
+    continued (an adapter cannot be the base of another), on all the data."""
+    base_model = normalized_model_ref(base_model) if base_model else None
+    if parent_checkpoint is None and base_model and checkpoint_part(base_model) is not None:
+        checkpoint, run = get_checkpoint(db, base_model)
+        if checkpoint.adapter:
+            parent_checkpoint, from_scratch = checkpoint.id, True
+    parent, watermark = None, None
+    if parent_checkpoint is not None:
+        parent = get_checkpoint(db, parent_checkpoint)
+        checkpoint, run = parent
+        if checkpoint.kind != "policy" and not str(run.kind).startswith("policy"):
+            raise ValueError(f"ckpt:{checkpoint.id} is a {run.kind} checkpoint, not a policy")
+        watermark = None if from_scratch else run.data_watermark
+        base_model = checkpoint.base_model if checkpoint.adapter or config.full else f"ckpt:{checkpoint.id}"
+    base_model = base_model or DEFAULT_MODEL
+    return base_model, parent, watermark, model_source(db, base_model)
+
+
 def train_policy(
     db,
     config: "PolicyConfig",
@@ -357,21 +378,7 @@ def train_policy(
       gathered data are the items, and each item's source is a trajectory id or a pair).
     """
     config = config.for_algo(algo)
-    base_model = normalized_model_ref(base_model) if base_model else None
-    if parent_checkpoint is None and base_model and checkpoint_part(base_model) is not None:
-        checkpoint, run = get_checkpoint(db, base_model)
-        if checkpoint.adapter:  # an adapter cannot be the base of another: continue it instead
-            parent_checkpoint, from_scratch = checkpoint.id, True
-    parent, watermark = None, None
-    if parent_checkpoint is not None:
-        parent = get_checkpoint(db, parent_checkpoint)
-        checkpoint, run = parent
-        if checkpoint.kind != "policy" and not str(run.kind).startswith("policy"):
-            raise ValueError(f"ckpt:{checkpoint.id} is a {run.kind} checkpoint, not a policy")
-        watermark = None if from_scratch else run.data_watermark
-        base_model = checkpoint.base_model if checkpoint.adapter or config.full else f"ckpt:{checkpoint.id}"
-    base_model = base_model or DEFAULT_MODEL
-    source = model_source(db, base_model)
+    base_model, parent, watermark, source = starting_point(db, config, base_model, parent_checkpoint, from_scratch)
     check_artifact_root(db, config.out)
     check_name_free(db, config.name)
 

@@ -80,6 +80,10 @@ from colbench.store.queries.runs import (
     training_steps,
     add_training_steps,
     find_rollout_run,
+    add_checkpoint,
+    run_checkpoints,
+    unfinished_run,
+    reopen_run,
 )
 from colbench.store.queries.lineage import (
     consumers_of_rollout,

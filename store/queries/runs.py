@@ -227,3 +227,38 @@ def find_rollout_run(session: Session, *, policy: str, simulator: str, setting: 
     with them continues (open_rollout_run makes it otherwise)."""
     identity = {"policy": policy, "simulator": simulator, "setting": setting, "tasks": tasks}
     return session.exec(select(RolloutRun).where(*(getattr(RolloutRun, k) == v for k, v in identity.items()))).first()
+
+
+def add_checkpoint(session: Session, run_id: int, *, kind: str, base_model: str, path: str, adapter: bool, step: int,
+                   metrics: dict) -> int:
+    """A checkpoint a run writes before it finishes (an online run's every few steps). Returns its id."""
+    checkpoint = Checkpoint(run_id=run_id, kind=kind, base_model=base_model, path=path, adapter=adapter, step=step,
+                            metrics=metrics)
+    session.add(checkpoint)
+    session.flush()
+    return checkpoint.id
+
+
+def run_checkpoints(session: Session, run_id: int) -> list[Checkpoint]:
+    """A run's checkpoints, by step."""
+    query = select(Checkpoint).where(Checkpoint.run_id == run_id).order_by(Checkpoint.step, Checkpoint.id)
+    return list(session.exec(query))
+
+
+def unfinished_run(session: Session, kind: str, config: dict, *, name: str | None = None) -> TrainingRun | None:
+    """The newest failed run of ``kind`` made with exactly ``config`` (and ``name``, when one is given): what a rerun
+    of the same command continues (a run whose process is gone is failed first: fail_stale_runs)."""
+    query = select(TrainingRun).where(TrainingRun.kind == kind, TrainingRun.status == "failed")
+    if name is not None:
+        query = query.where(TrainingRun.name == name)
+    for run in session.exec(query.order_by(col(TrainingRun.id).desc())):
+        if (run.config or {}) == config:
+            return run
+    return None
+
+
+def reopen_run(session: Session, run_id: int, worker: str | None) -> None:
+    """A failed run runs again, under this process."""
+    run = session.get(TrainingRun, run_id)
+    run.status, run.error, run.finished_at, run.worker, run.heartbeat_at = "running", None, None, worker, utcnow()
+    session.add(run)

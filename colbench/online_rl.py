@@ -1,0 +1,599 @@
+"""Online multi-turn RL: GRPO and RLOO on fresh rollouts of the policy being trained, with the SWEET-RL critic's
+per-turn credit inside it (``--turn-credit critic``).
+
+A run is ``steps`` online steps. Step k (1-based):
+
+1. **Sync**: the engine that rolls out follows the policy. ``hf``: the model being trained itself, in this process
+   (nothing is copied); ``openai``: the step's adapter is written and loaded into a vLLM server.
+2. **Rollout** through the normal path (rollout.Rollout: the simulated human, sandboxed grading, the store):
+   ``tasks_per_step`` tasks, ``group`` dialogues each, stored under the policy name ``online:<run>:step-<k>`` with
+   their prompts, sampled token ids and the sampler's log-probs. A stopped run's step is continued, never redone.
+3. **Advantages**: each dialogue's reward against its group (losses.group_advantages); with ``turn_credit``, each
+   agent turn adds its normalised credit (the critic's A(o_t, a_t, c) with the reference c, or the oracle's).
+4. **Update**: ``epochs`` passes over the step's dialogues in minibatches of ``batch_size`` dialogues, every agent
+   token trained with PPO's clipped ratio to the stored sampler log-probs (losses.clipped_policy_loss); the
+   simulator's and the prompt's tokens are masked.
+5. Every ``save_every`` steps a checkpoint (with the optimiser's state: a rerun of the same command continues from
+   it, replaying the later steps' updates on their stored dialogues); every ``critic_refit_every`` steps the critic
+   is continued on the pairs the run's own groups make.
+
+Each step's figures (reward, success, groups with any spread, KL, clip fraction, entropy, tokens per turn, and the
+time split) are the run's steps: `colbench runs show` prints and draws them.
+
+It lives above colbench.training and colbench.rollout, using both (the rollout uses training's critic for
+best-of-N, so a recipe inside colbench.training could not import the rollout back); the algorithm registry names it
+by module, as it does every recipe.
+"""
+from __future__ import annotations
+
+import random
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from colbench.store import queries
+from colbench.training import data as D
+from colbench.training import sequences as S
+from colbench.training.config import CriticConfig, DataError, PolicyConfig
+from colbench.training.lifecycle import training_run
+from colbench.training.losses import clipped_policy_loss, group_advantages
+from colbench.training.modeling import (
+    adapter_disabled,
+    is_peft,
+    means_over_processes,
+    model_to_train,
+    optimizer_step,
+    prepare_training,
+)
+from colbench.training.trainer import PolicyResult, PolicyTrainer, run_settings, starting_point
+
+
+
+def state_file(folder: Path, rank: int) -> Path:
+    """Beside a step checkpoint's weights, one per process: its optimiser's state (its shard, under --shard full), the
+    schedule, the step, the critic it ranks with."""
+    return Path(folder) / f"online_state-{rank}.pt"
+
+
+def step_policy(run_id: int, step: int) -> str:
+    """The policy name a step's dialogues are stored under: which run and which step's weights wrote them."""
+    return f"online:{run_id}:step-{step}"
+
+
+def run_policies(run_id: int) -> str:
+    """Every step's policy name of a run, as --policies matches them."""
+    return f"online:{run_id}:step-*"
+
+
+def step_tasks(task_ids: list[int], step: int, per_step: int, seed: int) -> list[int]:
+    """The tasks of step ``step`` (1-based): the split walked in a seeded shuffle, reshuffled each time it is used up
+    (so every task comes up once before any comes up twice), ``per_step`` distinct tasks a step."""
+    if per_step > len(task_ids):
+        raise DataError(f"--tasks-per-step {per_step} is more than the split's {len(task_ids)} tasks")
+
+    def shuffled(epoch: int) -> list[int]:
+        order = sorted(task_ids)
+        random.Random(f"online:{seed}:{epoch}").shuffle(order)
+        return order
+
+    chosen: list[int] = []
+    position = (step - 1) * per_step
+    while len(chosen) < per_step:
+        epoch, index = divmod(position, len(task_ids))
+        task = shuffled(epoch)[index]
+        if task not in chosen:
+            chosen.append(task)
+        position += 1
+    return chosen
+
+
+def normalised_credit(values: list[list[float | None]], weight: float) -> list[list[float]]:
+    """Per dialogue, per agent turn: ``weight`` times the turn's value standardised over every valued turn of the
+    step (mean 0, std 1; a step whose values are all equal gives 0). A turn without a value (cut away) gets 0."""
+    known = [v for turns in values for v in turns if v is not None]
+    if len(known) < 2:
+        return [[0.0] * len(turns) for turns in values]
+    mean = sum(known) / len(known)
+    std = (sum((v - mean) ** 2 for v in known) / (len(known) - 1)) ** 0.5
+    return [[weight * (v - mean) / std if v is not None and std > 0 else 0.0 for v in turns] for turns in values]
+
+
+@dataclass
+class Dialogue:
+    """One stored dialogue as the update reads it: its rows, and per row each position's sampler log-prob and
+    advantage (0 outside agent turns)."""
+
+    trajectory_id: int
+    task_id: int
+    reward: float
+    rows: list[S.Seq]
+    old: list[list[float]]
+    advantage: list[list[float]]
+    agent_turns: int
+    tokens: int
+
+
+def read_dialogues(db, tokenizer, family: str, trajectories, max_len: int) -> tuple[list[Dialogue], dict[int, list]]:
+    """The step's graded dialogues as rows with their stored sampler log-probs (advantages still 0), and each one's
+    agent turns (Turn rows). Refuses a dialogue whose turns lack log-probs: online RL's ratio needs them."""
+    ids = [t.id for t in trajectories]
+    with db.read() as session:
+        turns = queries.turns_for(session, ids)
+    found, agent_rows = [], {}
+    for t in trajectories:
+        rows = [turn for turn in turns[t.id] if turn.role == "assistant"]
+        missing = next((turn for turn in rows if not turn.token_ids or not turn.token_logprobs
+                        or len(turn.token_ids) != len(turn.token_logprobs)), None)
+        if missing is not None:
+            raise DataError(f"dialogue {t.id}'s agent turn {missing.id} has no sampled log-probs: online RL rolls out"
+                            " with an engine that returns them (hf, or a vLLM server)")
+        agent = S.agent_turns(tokenizer, family, turns[t.id])
+        packed = S.pack(agent, (), max_len)
+        logps = [list(turn.token_logprobs) for turn in rows]
+        old = [_per_position(row, logps) for row in packed]
+        found.append(Dialogue(t.id, t.task_id, float(t.reward), packed, old, [[0.0] * len(r.input_ids) for r in packed],
+                              len(agent), sum(len(a.completion_ids) for a in agent)))
+        agent_rows[t.id] = rows
+    return found, agent_rows
+
+
+def _per_position(row: S.Seq, per_turn: list[list[float]]) -> list[float]:
+    """A row's positions filled from per-turn token lists: turn k's tokens are the row's positions of turn id k, in
+    order (a turn's completion is never cut, and lies within one row)."""
+    seen: dict[int, int] = {}
+    out = []
+    for turn in row.turn_ids:
+        if turn < 0:
+            out.append(0.0)
+            continue
+        index = seen.get(turn, 0)
+        seen[turn] = index + 1
+        out.append(float(per_turn[turn][index]))
+    return out
+
+
+def set_advantages(dialogues: list[Dialogue], per_dialogue: list[float], credit: list[list[float]] | None) -> None:
+    """Every agent token of dialogue i gets ``per_dialogue[i]`` (+ its turn's credit)."""
+    for i, dialogue in enumerate(dialogues):
+        for r, row in enumerate(dialogue.rows):
+            dialogue.advantage[r] = [
+                0.0 if turn < 0 else per_dialogue[i] + (credit[i][turn] if credit is not None else 0.0)
+                for turn in row.turn_ids
+            ]
+
+
+def _padded(values: list[list[float]], width: int) -> torch.Tensor:
+    out = torch.zeros(len(values), width, dtype=torch.float32)
+    for r, row in enumerate(values):
+        out[r, : len(row)] = torch.tensor(row, dtype=torch.float32)
+    return out
+
+
+class TimedEnv:
+    """The family's environment, measuring the wall time during which some grade is under way (it overlaps the
+    generation of other dialogues)."""
+
+    def __init__(self, env):
+        self.env, self.in_flight, self.seconds, self._since = env, 0, 0.0, 0.0
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def grade_episode(self, episode):
+        if self.in_flight == 0:
+            self._since = time.perf_counter()
+        self.in_flight += 1
+        future = self.env.grade_episode(episode)
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, _future) -> None:
+        self.in_flight -= 1
+        if self.in_flight == 0:
+            self.seconds += time.perf_counter() - self._since
+
+
+class OnlineRecipe:
+    """setup (the trainer, the optimiser over every step, the rollout's parts) → steps → the final checkpoint.
+
+    Under several processes (`colbench launch`) the main process rolls out and scores the turns' credit, the others
+    wait; then every process reads the step's dialogues from the store and trains on its share of each minibatch.
+    Under --shard full the main process samples from an unsharded copy, refreshed from the shards each step."""
+
+    def __init__(self, db, config: PolicyConfig, estimator: str, trainer: PolicyTrainer, run, critic_id: int | None,
+                 start_parent):
+        self.db, self.config, self.estimator, self.trainer, self.run = db, config, estimator, trainer, run
+        self.critic_id = critic_id
+        self.start_parent = start_parent  # what the run started from: the KL's reference
+        self.critic = None
+        self.reference_copy = None
+        self.sampler_copy = None
+        self.tasks: dict[int, Any] = {}
+
+    @property
+    def main(self) -> bool:
+        return self.trainer.accelerator.is_main_process
+
+    def from_main(self, work):
+        """``work()`` run on the main process, its result handed to every process."""
+        acc = self.trainer.accelerator
+        result = work() if self.main else None
+        if acc.num_processes > 1:
+            from accelerate.utils import broadcast_object_list
+
+            result = broadcast_object_list([result])[0]
+        return result
+
+    # -------------------------------------------------- setup
+
+    def setup(self, start_step: int, state: dict | None) -> None:
+        from colbench.wiring import build_env, build_simulator, select_tasks
+
+        cfg, trainer = self.config, self.trainer
+        trainer.setup_model()
+        if trainer.accelerator.num_processes > 1 and cfg.critic_refit_every:
+            raise DataError("--critic-refit-every runs in one process: refit the critic between launches instead")
+        self.dialogues_per_step = cfg.tasks_per_step * cfg.group
+        # One optimiser and schedule over the whole run: epochs passes over each step's dialogues, every step.
+        trainer.scorer, trainer.optimizer, trainer.loader, trainer.scheduler, trainer.total_steps = prepare_training(
+            trainer.accelerator, trainer.model, cfg, self.dialogues_per_step, cfg.epochs * cfg.steps,
+            scorer=trainer.sharded_scorer)
+        if state is not None:
+            trainer.optimizer.load_state_dict(state["optimizer"])
+            trainer.scheduler.load_state_dict(state["scheduler"])
+        self.tasks = {t.id: t for t in select_tasks(self.db, f"{cfg.family}:{cfg.split}", None)}
+        self.start_step = start_step
+        if not self.main:  # the main process rolls out
+            return
+        env, self.close_env = build_env(self.db, cfg.family, sandbox=cfg.sandbox, workers=2, grading="official")
+        self.env = TimedEnv(env)
+        self.simulator = build_simulator(self.db, cfg.simulator, "hf", family=cfg.family)
+
+    def close(self) -> None:
+        if self.main and hasattr(self, "simulator"):
+            self.simulator.close()
+            self.close_env()
+
+    # -------------------------------------------------- one step
+
+    def step(self, k: int) -> dict:
+        figures: dict[str, float] = {}
+        started = time.perf_counter()
+        engine = self.engine_for(k)
+        figures["sync_s"] = time.perf_counter() - started
+        figures |= self.from_main(lambda: self.rollout(k, engine))
+        self.trainer.accelerator.wait_for_everyone()
+        trajectories = self.step_dialogues(k)
+        dialogues, agent_rows = read_dialogues(self.db, self.trainer.tokenizer, self.config.family, trajectories,
+                                               self.config.max_len)
+        rewards = torch.tensor([self.reward_of(t) for t in trajectories])
+        task_index = {task: i for i, task in enumerate(sorted({t.task_id for t in trajectories}))}
+        groups = torch.tensor([task_index[t.task_id] for t in trajectories])
+        per_dialogue = group_advantages(rewards, groups, self.estimator, scale=not self.config.no_std).tolist()
+        credit_started = time.perf_counter()
+        credit = self.from_main(lambda: self.turn_credit(trajectories, agent_rows))
+        figures["credit_s"] = time.perf_counter() - credit_started
+        set_advantages(dialogues, per_dialogue, credit)
+        figures |= self.group_figures(trajectories, rewards, groups, dialogues)
+        train_started = time.perf_counter()
+        figures |= self.update(dialogues)
+        figures["train_s"] = time.perf_counter() - train_started
+        if self.config.turn_credit == "critic" and self.config.critic_refit_every and \
+                k % self.config.critic_refit_every == 0:
+            figures["critic_pairs"] = self.refit_critic()
+        figures["step_s"] = time.perf_counter() - started
+        return figures
+
+    def engine_for(self, k: int):
+        """The engine that rolls step k out, on the policy's current weights (None off the main process, which takes
+        part in what is collective: gathering a sharded model's weights, saving an adapter)."""
+        cfg, trainer = self.config, self.trainer
+        if cfg.engine == "hf":
+            from colbench.engines.hf import HFEngine
+
+            model = self.sampling_model()
+            if model is None:
+                return None
+            return HFEngine(model=model, tokenizer=trainer.tokenizer, max_batch_size=cfg.sample_batch_size,
+                            model_ref=step_policy(self.run.id, k))
+        from colbench.engines.openai import OpenAIEngine
+        from colbench.openai_client import OpenAIClient
+
+        name = f"colbench-online-{self.run.id}-step-{k}"
+        folder = Path(self.run.db.folder if not cfg.out else cfg.out) / "online-adapters" / name
+        if not (folder / "adapter_config.json").exists():
+            trainer.save(folder)
+        if not self.main:
+            return None
+        with OpenAIClient(cfg.base_url) as client:
+            client.load_lora_adapter(name, str(folder.resolve()))
+        return OpenAIEngine(name, cfg.base_url, tokenizer=trainer.tokenizer, model_ref=step_policy(self.run.id, k))
+
+    def sampling_model(self):
+        """The main process's model to sample from, with the current weights: the model being trained itself, or
+        under --shard full an unsharded copy that the shards' gathered weights refresh (every process gathers)."""
+        trainer = self.trainer
+        if not trainer.sharded:
+            return trainer.model if self.main else None
+        from colbench.training.modeling import full_state_dict
+
+        state = full_state_dict(trainer.scorer, is_peft(trainer.model))
+        if not self.main:
+            return None
+        if self.sampler_copy is None:
+            self.sampler_copy = model_to_train(trainer.source, trainer.parent, self.config, str(trainer.device),
+                                               lora_over_full=True).eval()
+            self.sampler_copy.requires_grad_(False)
+        self.sampler_copy.load_state_dict({k: v.to(trainer.device) for k, v in state.items()}, strict=False)
+        return self.sampler_copy
+
+    def rollout(self, k: int, engine) -> dict:
+        """Roll step k out (what is stored already is kept); returns its time figures."""
+        from colbench.rollout import Rollout
+        from colbench.rollout_config import RolloutConfig
+
+        cfg = self.config
+        served = {"engine": "openai", "base_url": cfg.base_url} if cfg.engine == "openai" else {"engine": "hf"}
+        rollout_config = RolloutConfig(
+            model=engine.model_ref, tasks=f"{cfg.family}:{cfg.split}", samples_per_task=cfg.group, seed=cfg.seed,
+            temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.sample_batch_size,
+            sandbox=cfg.sandbox, simulator=cfg.simulator, tags=[f"online:{self.run.id}"], **served)
+        chosen = [self.tasks[i] for i in step_tasks(sorted(self.tasks), k, cfg.tasks_per_step, cfg.seed)]
+        model = self.trainer.model
+        graded_before, started = self.env.seconds, time.perf_counter()
+        model.eval()
+        try:
+            Rollout(self.db, engine, self.simulator, self.env, rollout_config).run(chosen)
+        finally:
+            model.train()
+        return {"rollout_s": time.perf_counter() - started, "grading_s": self.env.seconds - graded_before}
+
+    def step_dialogues(self, k: int) -> list:
+        """Step k's graded dialogues, as the store has them."""
+        cfg = self.config
+        with self.db.read() as session:
+            found, _ = queries.trained_data(session, family=cfg.family, split=cfg.split, watermark=None,
+                                            policies=[step_policy(self.run.id, k)])
+        if not found:
+            raise DataError(f"step {k}: none of its {self.dialogues_per_step} dialogues could be graded")
+        return sorted(found, key=lambda t: t.id)
+
+    def reward_of(self, trajectory) -> float:
+        return float(bool(trajectory.success)) if self.config.reward == "success" else float(trajectory.reward)
+
+    # -------------------------------------------------- turn credit
+
+    def turn_credit(self, trajectories, agent_rows) -> list[list[float]] | None:
+        cfg = self.config
+        if cfg.turn_credit == "none":
+            return None
+        ids = [t.id for t in trajectories]
+        if cfg.turn_credit == "critic":
+            critic = self.loaded_critic()
+            examples = D.load_examples(self.db, critic.tokenizer, ids, training_info=critic.training_info,
+                                       max_len=critic.max_len)
+            values = critic.turn_advantages([examples[i] for i in ids])
+        else:
+            from colbench.families import family as family_named
+
+            oracle = family_named(cfg.family).turn_oracle(self.db, ids, cfg.sandbox)
+            try:
+                found = oracle.values([(i, turn.id, [turn.raw if turn.raw is not None else turn.content])
+                                       for i in ids for turn in agent_rows[i]])
+            finally:
+                oracle.close()
+            flat = iter(v[0] for v in found)
+            values = [[next(flat) for _ in agent_rows[i]] for i in ids]
+        return normalised_credit(values, cfg.turn_credit_weight)
+
+    def loaded_critic(self):
+        if self.critic is None:
+            from colbench.training.scoring import CriticModel
+
+            self.critic = CriticModel.from_checkpoint(self.db, self.critic_id, device=str(self.trainer.device),
+                                                      dtype=self.config.dtype,
+                                                      batch_size=self.config.sample_batch_size)
+        return self.critic
+
+    def refit_critic(self) -> int:
+        """Continue the critic on the pairs of the run's own dialogues it has not read (its watermark), and rank with
+        it from now on. Returns the pairs it trained on (0: no group held both a correct and a failed dialogue)."""
+        from colbench.training import NothingToTrain
+        from colbench.training.critic import fit_critic
+
+        with self.db.read() as session:
+            _, run = queries.checkpoint_and_run(session, self.critic_id)
+        known = {f.name for f in fields(CriticConfig)} - {"name", "tags", "out", "policies", "heldout_fraction",
+                                                           "report_to"}
+        settings = {k: v for k, v in (run.config or {}).items() if k in known}
+        config = CriticConfig(**settings | {"policies": run_policies(self.run.id), "heldout_fraction": 0.0,
+                                            "family": self.config.family, "split": self.config.split})
+        try:
+            result = fit_critic(self.db, config, parent_checkpoint=self.critic_id)
+        except NothingToTrain:
+            return 0
+        self.critic_id, self.critic = result.checkpoint_id, None
+        return int(result.metrics.get("pairs", 0))
+
+    # -------------------------------------------------- the update
+
+    def update(self, dialogues: list[Dialogue]) -> dict:
+        cfg, trainer = self.config, self.trainer
+        acc = trainer.accelerator
+        history: list[dict] = []
+        reference = self.reference()
+        for _ in range(cfg.epochs):
+            order = list(range(len(dialogues)))
+            random.Random(f"{cfg.seed}:{len(history)}:{dialogues[0].trajectory_id}").shuffle(order)
+            for start in range(0, len(order), cfg.batch_size):
+                batch = [dialogues[i] for i in order[start : start + cfg.batch_size]]
+                # Every process takes its share; one left without any repeats a dialogue at zero weight, so that
+                # every process runs the same passes (DDP and FSDP2 synchronise them).
+                mine = batch[acc.process_index :: acc.num_processes]
+                with acc.accumulate(trainer.scorer):
+                    loss, stats = self.batch_loss(mine or batch[:1], reference)
+                    stats |= optimizer_step(acc, trainer.scorer, trainer.optimizer, trainer.scheduler,
+                                            loss if mine else loss * 0, cfg.max_grad_norm)
+                history.append(stats)
+        means = {k: sum(h[k] for h in history if k in h) / sum(1 for h in history if k in h) for k in history[-1]}
+        # The first minibatch's ratio, before the step's first update: how the trainer's log-probs differ from the
+        # sampler's on the same weights (1 on one CPU engine; bf16 kernels or a server move it).
+        means["sampler_ratio"] = history[0]["ratio_mean"]
+        return means_over_processes(acc, means)
+
+    def batch_loss(self, batch: list[Dialogue], reference) -> tuple[torch.Tensor, dict]:
+        trainer = self.trainer
+        rows = [row for d in batch for row in d.rows]
+        ids, mask, turns = (t.to(trainer.device) for t in D.collate(rows, trainer.tokenizer.pad_token_id))
+        width = ids.shape[1]
+        old = _padded([o for d in batch for o in d.old], width).to(trainer.device)
+        advantage = _padded([a for d in batch for a in d.advantage], width).to(trainer.device)
+        target = turns >= 0
+        logps = trainer.scorer(ids, mask, target)
+        ref_logps = None
+        if reference is not None:
+            scorer, context = reference
+            with torch.no_grad(), context():
+                ref_logps = scorer(ids, mask, target)
+        return clipped_policy_loss(logps, old, advantage, target, self.config.clip, ref_logps, self.config.kl_beta)
+
+    def reference(self):
+        """(scorer, context factory) computing the policy as the run started, or None where that would take a second
+        copy of full weights no KL term needs."""
+        trainer, cfg = self.trainer, self.config
+        if is_peft(trainer.model):  # LoRA: the weights under the adapter
+            return trainer.scorer, lambda: adapter_disabled(trainer.model)
+        if cfg.kl_beta == 0:
+            return None
+        if self.reference_copy is None:
+            from colbench.training.modeling import TokenLogProbs
+
+            model = model_to_train(trainer.source, self.start_parent, cfg, str(trainer.device), lora_over_full=True)
+            model.requires_grad_(False)
+            self.reference_copy = TokenLogProbs(model.eval(), autocast=cfg.autocast_dtype(trainer.device))
+        return self.reference_copy, nullcontext
+
+    def group_figures(self, trajectories, rewards, groups, dialogues) -> dict:
+        spread = [bool(rewards[groups == g].max() > rewards[groups == g].min()) for g in groups.unique()]
+        turns = sum(d.agent_turns for d in dialogues)
+        return {
+            "reward": float(rewards.mean()),
+            "success": sum(bool(t.success) for t in trajectories) / len(trajectories),
+            "groups_with_spread": sum(spread) / len(spread),
+            "dialogues": len(trajectories),
+            "agent_turns_per_dialogue": turns / len(dialogues),
+            "tokens_per_turn": sum(d.tokens for d in dialogues) / max(turns, 1),
+        }
+
+    # -------------------------------------------------- checkpoints
+
+    def save_step(self, k: int, figures: dict) -> None:
+        trainer = self.trainer
+
+        def save(folder: Path, card) -> tuple[bool, str | None]:
+            acc = trainer.accelerator
+            adapter, digest = trainer.save(folder, card)
+            acc.wait_for_everyone()  # the main process has written the folder
+            torch.save({"step": k, "optimizer": trainer.optimizer.state_dict(),
+                        "scheduler": trainer.scheduler.state_dict(), "critic_id": self.critic_id},
+                       state_file(folder, acc.process_index))
+            acc.wait_for_everyone()  # every process's state is written before the checkpoint is recorded
+            return adapter, digest
+
+        self.run.checkpoint(save, step=k, metrics=figures)
+
+
+def resume_point(db, run_id: int | None, rank: int):
+    """(the step to start at, the step checkpoint to continue, this process's optimiser state) of a run continued."""
+    if run_id is None:
+        return 1, None, None
+    with db.read() as session:
+        saved = [c for c in queries.run_checkpoints(session, run_id) if state_file(c.path, 0).exists()]
+    if not saved:
+        return 1, None, None
+    last = saved[-1]
+    mine = state_file(last.path, rank)
+    if not mine.exists():
+        raise DataError(f"run {run_id} was saved by fewer processes: continue it with as many as it ran with")
+    with db.read() as session:
+        continued = queries.checkpoint_and_run(session, last.id)
+    return last.step + 1, continued, torch.load(mine, map_location="cpu", weights_only=False)
+
+
+def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base_model: str | None = None,
+        parent_checkpoint=None, from_scratch: bool = False, critic_checkpoint=None, on_progress=None) -> PolicyResult:
+    """Train a policy online (GRPO or RLOO, ``estimator``) from ``base_model`` or ``parent_checkpoint``; a rerun of
+    the same command continues a stopped run. ``critic_checkpoint``: the critic of ``--turn-credit critic``."""
+    from accelerate import PartialState
+
+    from colbench.training.checkpoints import check_artifact_root, check_name_free, fail_stale_runs
+
+    algo = estimator
+    config = (config or PolicyConfig()).for_algo(algo)
+    if config.turn_credit == "critic" and critic_checkpoint is None:
+        raise DataError("--turn-credit critic needs --critic ckpt:<id>")
+    if config.engine == "openai" and (config.full or not config.base_url):
+        raise DataError("--engine openai needs --base-url and a LoRA policy (a running vLLM loads adapters only)")
+    critic_id = int(str(critic_checkpoint).split(",")[0]) if critic_checkpoint is not None else None
+    base_model, parent, _, source = starting_point(db, config, base_model, parent_checkpoint, from_scratch)
+    settings = run_settings(config, algo, critic_id if config.turn_credit == "critic" else None)
+    check_artifact_root(db, config.out)
+    processes = PartialState(cpu=config.on_cpu)
+
+    def stopped_run() -> int | None:
+        fail_stale_runs(db)
+        with db.read() as session:
+            earlier = queries.unfinished_run(session, f"policy:{algo}", settings, name=config.name)
+        if earlier is None:
+            check_name_free(db, config.name)
+        return earlier.id if earlier else None
+
+    earlier = stopped_run() if processes.is_main_process else None
+    if processes.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        earlier = broadcast_object_list([earlier])[0]
+    start, checkpoint, state = resume_point(db, earlier, processes.process_index)
+    with training_run(db, kind=f"policy:{algo}", base_model=base_model,
+                      parent_checkpoint_id=parent[0].id if parent else None, settings=settings, name=config.name,
+                      tags=config.tags, report_to=config.report_to, out=config.out, on_cpu=config.on_cpu,
+                      resume=earlier) as run:
+        # A continued run loads its last step checkpoint as a policy run continues its parent's.
+        trainer = PolicyTrainer(db, config, algo, source, checkpoint or parent, on_progress)
+        recipe = OnlineRecipe(db, config, estimator, trainer, run, critic_id, start_parent=parent)
+        recipe.setup(start, state)
+        if state is not None:
+            recipe.critic_id = state.get("critic_id", critic_id)
+        try:
+            with run.step_log() as steps:
+                for k in range(1, config.steps + 1):
+                    if on_progress:
+                        on_progress("online", k - 1, config.steps, {})
+                    if k < start:
+                        continue
+                    figures = recipe.step(k)
+                    steps.record(k, 1, figures)  # the main process writes
+                    if k % config.save_every == 0 and k < config.steps:
+                        recipe.save_step(k, figures)
+                if on_progress:
+                    on_progress("online", config.steps, config.steps, {})
+        finally:
+            recipe.close()
+        with db.read() as session:
+            lineage = [(t.id, None) for t in queries.trained_data(
+                session, family=config.family, split=config.split, watermark=None,
+                policies=[run_policies(run.id)])[0]]
+            curve = [s.values for s in queries.training_steps(session, run.id)]
+        metrics = trainer.metrics | {
+            "steps": config.steps, "dialogues": len(lineage),
+            "first_reward": curve[0].get("reward") if curve else None,
+            "last_reward": curve[-1].get("reward") if curve else None,
+            "critic_checkpoint_id": recipe.critic_id,
+        }
+        checkpoint_id, folder = run.finish(trainer.save, metrics=metrics, watermark=None, lineage=lineage)
+        return PolicyResult(run.id, checkpoint_id, str(folder), metrics)
+

@@ -1,0 +1,310 @@
+"""Online multi-turn RL (colbench/online_rl.py: grpo, rloo): the advantages and the clipped loss worked out by hand,
+the sign of an update on a real tiny model, the task draw and the turn credit, then whole runs on the tiny model
+through the normal rollout (backend-lite in the sandbox; the plugin's learnable brevity family): dialogues stored per
+step with the sampler's log-probs, a resumed run that repeats no rollout, the critic's credit moving an update that
+group advantages alone would not, and a policy whose reward rises."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from sqlmodel import col, select
+
+from colbench.online_rl import (
+    _per_position,
+    normalised_credit,
+    run_policies,
+    set_advantages,
+    state_file,
+    step_policy,
+    step_tasks,
+)
+from colbench.store import queries
+from colbench.store.db import Database
+from colbench.store.models import TrainingRun, Trajectory, Turn
+from colbench.training import sequences as S
+from colbench.training.config import PolicyConfig
+from colbench.training.losses import clipped_policy_loss, group_advantages
+from colbench.training.policy import fit_policy
+
+HERE = Path(__file__).parent
+
+
+# ---------------------------------------------------------------- by hand
+
+
+def test_group_advantages_by_hand():
+    rewards = torch.tensor([1.0, 0.0, 0.5, 0.5, 1.0, 1.0])
+    groups = torch.tensor([0, 0, 0, 0, 1, 1])
+    std = math.sqrt((0.25 + 0.25) / 3)  # the first group's, unbiased
+    grpo = group_advantages(rewards, groups, "grpo")
+    assert grpo.tolist() == pytest.approx([0.5 / std, -0.5 / std, 0, 0, 0, 0], rel=1e-5)
+    dr_grpo = group_advantages(rewards, groups, "grpo", scale=False)
+    assert dr_grpo.tolist() == pytest.approx([0.5, -0.5, 0, 0, 0, 0])
+    rloo = group_advantages(rewards, groups, "rloo")
+    # Leave-one-out: 1 − mean(0, .5, .5) = 2/3; 0 − mean(1, .5, .5) = −2/3; .5 − mean(1, 0, .5) = 0.
+    assert rloo.tolist() == pytest.approx([2 / 3, -2 / 3, 0, 0, 0, 0])
+    with pytest.raises(ValueError, match="grpo, rloo"):
+        group_advantages(rewards, groups, "ppo")
+
+
+def test_clipped_loss_by_hand_ratios_clipping_and_masks():
+    # Three agent tokens and one masked one: ratios e^.5 (A +1, clipped to 1.2), e^-.5 (A +1, not clipped: the
+    # minimum is the unclipped .607), e^.5 (A −1: the minimum is the unclipped −1.649).
+    logps = torch.tensor([[-1.0, -2.0, -1.0, -3.0]], requires_grad=True)
+    old = torch.tensor([[-1.5, -1.5, -1.5, -9.0]])
+    advantages = torch.tensor([[1.0, 1.0, -1.0, 5.0]])
+    mask = torch.tensor([[True, True, True, False]])
+    loss, stats = clipped_policy_loss(logps, old, advantages, mask, clip=0.2)
+    e = math.exp(0.5)
+    assert float(loss.detach()) == pytest.approx(-(1.2 + 1 / e - e) / 3, rel=1e-6)
+    assert stats["clip_fraction"] == pytest.approx(1.0)  # every ratio is beyond [0.8, 1.2]
+    assert stats["entropy"] == pytest.approx(4 / 3)  # mean −log p of the three agent tokens
+    loss.backward()
+    # The clipped token gets no gradient, the masked one none either; the others ∓ratio·A/3.
+    assert logps.grad.tolist()[0] == pytest.approx([0.0, -(1 / e) / 3, e / 3, 0.0], rel=1e-6)
+    # The KL term: k3 = e^(ref − logp) − (ref − logp) − 1 per agent token, averaged, times β.
+    ref = torch.tensor([[-1.0, -1.0, -2.0, 0.0]])
+    with_kl, stats = clipped_policy_loss(logps.detach(), old, advantages, mask, clip=0.2, ref_logps=ref, kl_beta=0.5)
+    k3 = [0.0, math.exp(1) - 1 - 1, math.exp(-1) + 1 - 1]
+    assert stats["kl"] == pytest.approx(sum(k3) / 3, rel=1e-6)
+    assert float(with_kl) == pytest.approx(float(loss.detach()) + 0.5 * sum(k3) / 3, rel=1e-6)
+
+
+def test_each_token_gets_its_dialogues_advantage_plus_its_turns_credit():
+    row = S.Seq(input_ids=[1, 2, 3, 4, 5, 6, 7], turn_ids=[-1, -1, 0, 0, -1, 1, 1])
+    other = S.Seq(input_ids=[1, 2, 3], turn_ids=[-1, 0, 0])
+    from colbench.online_rl import Dialogue
+
+    dialogues = [Dialogue(1, 1, 1.0, [row], [[0.0] * 7], [[0.0] * 7], 2, 4),
+                 Dialogue(2, 1, 0.0, [other], [[0.0] * 3], [[0.0] * 3], 1, 2)]
+    set_advantages(dialogues, [0.5, -0.5], [[1.0, -2.0], [3.0]])
+    assert dialogues[0].advantage == [[0.0, 0.0, 1.5, 1.5, 0.0, -1.5, -1.5]]
+    assert dialogues[1].advantage == [[0.0, 2.5, 2.5]]
+    set_advantages(dialogues, [0.5, -0.5], None)
+    assert dialogues[0].advantage == [[0.0, 0.0, 0.5, 0.5, 0.0, 0.5, 0.5]]
+    # The sampler's log-probs land on their own turn's tokens, in order.
+    assert _per_position(row, [[-0.1, -0.2], [-0.3, -0.4]]) == [0.0, 0.0, -0.1, -0.2, 0.0, -0.3, -0.4]
+
+
+def test_turn_credit_is_standardised_over_the_steps_turns_and_weighted():
+    values = [[1.0, 0.0, None], [0.0, 1.0]]
+    credit = normalised_credit(values, weight=2.0)
+    std = math.sqrt(sum((v - 0.5) ** 2 for v in (1, 0, 0, 1)) / 3)
+    assert credit == [[pytest.approx(2 * 0.5 / std), pytest.approx(-2 * 0.5 / std), 0.0],
+                      [pytest.approx(-2 * 0.5 / std), pytest.approx(2 * 0.5 / std)]]
+    assert normalised_credit([[0.3, 0.3], [0.3]], 1.0) == [[0.0, 0.0], [0.0]]  # no spread, no credit
+
+
+def test_the_task_draw_covers_the_split_before_repeating_and_is_seeded():
+    tasks = list(range(10, 20))
+    drawn = [step_tasks(tasks, k, 3, seed=0) for k in range(1, 8)]
+    assert all(len(set(d)) == 3 for d in drawn)
+    first_pass = [t for d in drawn[:3] for t in d]
+    assert len(set(first_pass)) == 9  # nine distinct tasks before any repeats
+    assert drawn == [step_tasks(tasks, k, 3, seed=0) for k in range(1, 8)]
+    assert drawn != [step_tasks(tasks, k, 3, seed=1) for k in range(1, 8)]
+    assert step_policy(4, 2) == "online:4:step-2" and run_policies(4) == "online:4:step-*"
+
+
+def test_the_update_raises_a_rewarded_turn_and_lowers_a_punished_one(tiny_model_dir, tokenizer):
+    """The sign: a positive advantage makes the turn's tokens likelier, a negative one less likely."""
+    from transformers import AutoModelForCausalLM
+
+    from colbench.training.modeling import TokenLogProbs, attach_lora
+
+    ids = torch.tensor([tokenizer("Should it accept floats? Yes, floats too.")["input_ids"]])
+    mask = torch.ones_like(ids)
+    target = torch.ones_like(ids, dtype=torch.bool)
+    target[:, :4] = False  # the prompt: not the agent's
+    moved = {}
+    for sign in (1.0, -1.0):
+        torch.manual_seed(0)
+        model = attach_lora(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32), 4, 8)
+        scorer = TokenLogProbs(model)
+        with torch.no_grad():
+            old = scorer(ids, mask, target)
+        optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+        for _ in range(3):
+            loss, _ = clipped_policy_loss(scorer(ids, mask, target), old, torch.full(ids.shape, sign), target, 0.2)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        with torch.no_grad():
+            moved[sign] = float(((scorer(ids, mask, target) - old) * target).sum())
+    assert moved[1.0] > 0.1 and moved[-1.0] < -0.1
+
+
+# ---------------------------------------------------------------- whole runs on the tiny model
+
+SMALL = dict(tasks="backend-lite:train", steps=2, tasks_per_step=2, group=2, max_new_tokens=6, save_every=1,
+             device="cpu", lora_rank=4, lr=1e-3, autocast="off", batch_size=4, sample_batch_size=8)
+
+
+def step_dialogues(db, run_id: int) -> dict[int, list[int]]:
+    """step → the ids of the dialogues stored under it."""
+    with db.read() as session:
+        rows = session.exec(select(Trajectory).where(col(Trajectory.policy).like(f"online:{run_id}:step-%"))).all()
+    found: dict[int, list[int]] = {}
+    for t in rows:
+        found.setdefault(int(t.policy.rsplit("-", 1)[1]), []).append(t.id)
+    return {k: sorted(v) for k, v in sorted(found.items())}
+
+
+@pytest.mark.parametrize("algo", ["grpo", "rloo"])
+def test_a_run_stores_each_steps_dialogues_and_resumes_without_redoing_one(tiny_model_dir, tmp_path, algo):
+    db = Database(f"sqlite:///{tmp_path / 'online.db'}")
+    config = PolicyConfig(**SMALL | {"steps": 3, "sandbox": "bwrap"})
+
+    def stop_at_step_3(stage, done, total, figures):
+        if stage == "online" and done == 2:  # steps 1 and 2 are finished (and checkpointed)
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        fit_policy(db, config, algo=algo, base_model=str(tiny_model_dir), on_progress=stop_at_step_3)
+    with db.read() as session:
+        run = session.exec(select(TrainingRun)).one()
+        assert run.status == "failed"
+        first = step_dialogues(db, run.id)
+        turns = session.exec(select(Turn).where(Turn.role == "assistant")).all()
+    assert sorted(first) == [1, 2] and all(len(ids) == 4 for ids in first.values())
+    # Every agent turn kept its sampled ids and the sampler's log-prob of each.
+    assert turns and all(t.token_ids and len(t.token_logprobs) == len(t.token_ids) for t in turns)
+
+    result = fit_policy(db, config, algo=algo, base_model=str(tiny_model_dir))
+    assert result.run_id == run.id  # the same command continued the stopped run
+    after = step_dialogues(db, run.id)
+    assert {k: after[k] for k in (1, 2)} == first  # no rollout of steps 1 and 2 was redone
+    assert sorted(after) == [1, 2, 3] and len(after[3]) == 4
+    with db.read() as session:
+        run = session.get(TrainingRun, run.id)
+        steps = queries.training_steps(session, run.id)
+        checkpoints = queries.run_checkpoints(session, run.id)
+    assert run.status == "done" and [s.step for s in steps] == [1, 2, 3]
+    assert [c.step for c in checkpoints] == [1, 2, 3]  # every step saved, the last one as the run's checkpoint
+    # The sampler's stored log-probs line up with the tokens: before the first update the ratio is 1.
+    assert steps[0].values["sampler_ratio"] == pytest.approx(1.0, abs=1e-3)
+    for key in ("reward", "success", "groups_with_spread", "kl", "clip_fraction", "entropy", "tokens_per_turn",
+                "rollout_s", "grading_s", "train_s", "sync_s"):
+        assert key in steps[-1].values, key
+    db.close()
+
+
+def test_critic_credit_moves_an_update_that_equal_rewards_would_not(tiny_model_dir, tmp_path):
+    """The tiny model solves no backend-lite task: every group's rewards are equal, so its group advantages are all 0
+    and plain grpo leaves the policy as it was. With the critic's turn credit the same run trains."""
+    from safetensors.torch import load_file
+
+    from colbench.rollout import run as rollout
+    from colbench.rollout_config import RolloutConfig
+    from colbench.training.config import CriticConfig
+    from colbench.training.critic import fit_critic
+
+    db = Database(f"sqlite:///{tmp_path / 'credit.db'}")
+    for engine in ("scripted:expert", "scripted:early@0"):  # a solved and a failed dialogue of each task: pairs
+        rollout(db, RolloutConfig(engine=engine, tasks="backend-lite:train", limit=2, sandbox="bwrap"))
+    critic = fit_critic(db, CriticConfig(split="lite-train", epochs=1, lora_rank=4, lr=1e-3, device="cpu",
+                                         max_len=512, heldout_fraction=0.0), base_model=str(tiny_model_dir))
+    weights = {}
+    for credit in ("none", "critic"):
+        config = PolicyConfig(**SMALL | {"steps": 1, "turn_credit": credit, "seed": 1, "critic_refit_every": 1,
+                                         "name": f"credit-{credit}"})
+        result = fit_policy(db, config, algo="grpo", base_model=str(tiny_model_dir),
+                            critic_checkpoint=critic.checkpoint_id if credit == "critic" else None)
+        weights[credit] = load_file(str(Path(result.path) / "adapter_model.safetensors"))
+        with db.read() as session:
+            rewards = [s.values["reward"] for s in queries.training_steps(session, result.run_id)]
+            refits = [s.values.get("critic_pairs") for s in queries.training_steps(session, result.run_id)]
+        assert rewards == [0.0]
+    assert all(float(w.abs().max()) == 0 for k, w in weights["none"].items() if "lora_B" in k)
+    assert any(float(w.abs().max()) > 0 for k, w in weights["critic"].items() if "lora_B" in k)
+    # The critic's continuation reads only the run's own groups: they hold no correct dialogue, so no pair, although
+    # the store holds the scripted dialogues' pairs.
+    assert refits == [0]
+    db.close()
+
+
+def test_the_reward_rises_over_steps_on_a_task_the_tiny_model_can_learn(tiny_model_dir, tmp_path):
+    """The plugin's brevity family (tests/plugin_package): one message, the shorter the better."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE / "plugin_package"), os.environ.get("PYTHONPATH", "")]),
+               COLBENCH_DB=f"sqlite:///{tmp_path / 'brevity.db'}")
+    done = subprocess.run(
+        [sys.executable, "-m", "colbench.cli.app", "policy", "fit", "--algo", "grpo", "--tasks", "brevity:train",
+         "--model", str(tiny_model_dir), *LEARNING], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    db = Database(env["COLBENCH_DB"])
+    with db.read() as session:
+        run = session.exec(select(TrainingRun)).one()
+        rewards = [s.values["reward"] for s in queries.training_steps(session, run.id)]
+    db.close()
+    # Measured here: 0.40 over the first two steps, 0.52 over the last three (a group's 16 dialogues of 4 tokens
+    # vary by ~0.15, so a mean over 48 of them moves by ~0.02 by chance).
+    first, last = sum(rewards[:2]) / 2, sum(rewards[-3:]) / 3
+    assert last > first + 0.08, rewards
+
+
+# One task a step (the tasks share their prompt: what a random model learns on one prompt shows on the next step's),
+# 16 dialogues of one message each.
+LEARNING = ["--steps", "10", "--tasks-per-step", "1", "--group", "16", "--max-new-tokens", "4", "--lr", "4e-3",
+            "--lora-rank", "8", "--device", "cpu", "--autocast", "off", "--epochs", "2", "--batch-size", "16",
+            "--warmup-ratio", "0"]
+
+
+@pytest.mark.parametrize("shard", ["none", "full"])
+def test_two_processes_roll_out_once_and_train_together(tiny_model_dir, tmp_path, shard, monkeypatch):
+    """Under `colbench launch`, the main process rolls each step out once (under --shard full from an unsharded copy
+    refreshed from the shards) and both processes train on their shares, on the plugin's brevity family (rewards
+    that differ, so step 1 moves the weights step 2 samples from)."""
+    from test_multiprocess import launch, run
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE / "plugin_package"), os.environ.get("PYTHONPATH", "")]))
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    args = ["policy", "fit", "--algo", "grpo", "--tasks", "brevity:train", "--model", str(tiny_model_dir),
+            "--steps", "2", "--tasks-per-step", "1", "--group", "4", "--max-new-tokens", "4", "--save-every", "1",
+            "--batch-size", "2", "--lora-rank", "4", "--lr", "1e-2", "--device", "cpu", "--autocast", "off",
+            "--shard", shard, "--json"]
+    done = run(launch(), url, *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)  # one document: the other process prints nothing
+    db = Database(url)
+    per_step = step_dialogues(db, summary["run_id"])
+    with db.read() as session:
+        steps = queries.training_steps(session, summary["run_id"])
+        checkpoints = queries.run_checkpoints(session, summary["run_id"])
+    assert {k: len(v) for k, v in per_step.items()} == {1: 4, 2: 4}  # rolled out once, not once per process
+    assert [s.step for s in steps] == [1, 2] and [c.step for c in checkpoints] == [1, 2]
+    assert steps[0].values["sampler_ratio"] == pytest.approx(1.0, abs=1e-3)  # both processes read the same tokens
+    assert all(state_file(checkpoints[0].path, rank).exists() for rank in (0, 1))
+    # Step 2 was sampled from the weights step 1 trained (the refreshed copy, under --shard full), not the start's.
+    sampled, after_step_1, at_start = step_2_logps(db, per_step[2][0], tiny_model_dir, checkpoints[0].path)
+    db.close()
+    assert max(abs(a - b) for a, b in zip(sampled, after_step_1)) < 1e-3
+    assert max(abs(a - b) for a, b in zip(sampled, at_start)) > 1e-2
+
+
+def step_2_logps(db, trajectory_id: int, base: Path, adapter: str):
+    """A stored dialogue's first agent turn: the sampler's log-probs, and the same tokens' under the step-1
+    checkpoint and under the base model."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from colbench.training import data as D
+    from colbench.training.modeling import TokenLogProbs, adapter_disabled, load_adapter
+
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    with db.read() as session:
+        turns = queries.turns_for(session, [trajectory_id])[trajectory_id]
+    first = next(t for t in turns if t.role == "assistant")
+    row = S.pack(S.agent_turns(tokenizer, "backend", turns)[:1])[0]  # the stored prompt: the family is not read
+    model = load_adapter(AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32), adapter, trainable=False)
+    ids, mask, turn_ids = D.collate([row], tokenizer.pad_token_id)
+    with torch.no_grad():
+        trained = TokenLogProbs(model)(ids, mask, turn_ids >= 0)[turn_ids >= 0].tolist()
+        with adapter_disabled(model):
+            start = TokenLogProbs(model)(ids, mask, turn_ids >= 0)[turn_ids >= 0].tolist()
+    return list(first.token_logprobs), trained, start
