@@ -35,7 +35,7 @@ from typing import ContextManager
 from colbench.compare import compare, side_of
 from colbench.errors import ColbenchError
 from colbench.eval import PolicyEval, as_dict, evaluate
-from colbench.experiment_config import BACKEND, POLICY_ARMS, ExperimentConfig
+from colbench.experiment_config import BACKEND, POLICY_ARMS, ExperimentConfig, algo_of
 from colbench.training.config import TrainingConfig
 from colbench.model_refs import checkpoint_name, normalized_model_ref
 from colbench.progress import Progress, silent
@@ -56,6 +56,9 @@ PAPER_BACKEND = {
     "best-of-n": (None, 44.3),  # N=32; the paper gives success only
     "sweet-critic": (None, None),  # controls: not in the paper
     "sweet-oracle": (None, None),
+    "grpo": (None, None),  # not in the paper
+    "grpo-critic": (None, None),
+    "grpo-oracle": (None, None),
 }
 ARM_TITLES = {
     "zero-shot": "zero-shot",
@@ -66,6 +69,9 @@ ARM_TITLES = {
     "best-of-n": "best-of-N with the critic",
     "sweet-critic": "SWEET-RL ranked by the critic's own advantage",
     "sweet-oracle": "SWEET-RL ranked by ground truth (control)",
+    "grpo": "online GRPO",
+    "grpo-critic": "online GRPO + the critic's turn credit",
+    "grpo-oracle": "online GRPO + ground truth's turn credit (control)",
 }
 # The agent whose dialogues judge the critics on backend-lite: it asks, skips, digresses and
 # answers early, so its turns differ in whether they obtain a fact.
@@ -120,7 +126,8 @@ def plan(cfg: ExperimentConfig) -> list[Stage]:
         tuple(f"{name}: {_critic_line(cfg.critic_settings(info, None, member))}" for name, info, member in fits),
     ))
     ranking = _ranking_critic(cfg)
-    critic_of = {"sweet": ranking, "sweet-critic": ranking, "sweet-no-c": "the critic without c"}
+    critic_of = {"sweet": ranking, "sweet-critic": ranking, "grpo-critic": ranking,
+                 "sweet-no-c": "the critic without c"}
     arms = [key for key in POLICY_ARMS if key in cfg.arms]
     details = [f"{arm_title(key)}: {_policy_line(cfg, key, critic_of.get(key))}" for key in arms]
     if cfg.best_of:
@@ -172,9 +179,15 @@ def _critic_line(critic) -> str:
 
 
 def _policy_line(cfg: ExperimentConfig, key: str, critic: str | None) -> str:
-    algo = "sweet" if key.startswith("sweet") else key
+    algo = algo_of(key)
     policy = cfg.policy_settings(None, key).for_algo(algo)
     trainer = _trainer_line(policy, policy.epochs, policy.max_len)
+    if algo == "grpo":
+        weight = policy.turn_credit_weight
+        credit = {"critic": f", + {critic}'s turn credit x{weight:g}",
+                  "oracle": f", + ground truth's turn credit x{weight:g}"}.get(policy.turn_credit, "")
+        return (f"{policy.steps} online steps of {policy.tasks_per_step} tasks x {policy.group} dialogues, clip"
+                f" {policy.clip:g}, KL β {policy.kl_beta:g}{credit}; {trainer}")
     if algo == "rft":
         return f"SFT on the successful train trajectories; {trainer}"
     dpo = f"β {policy.beta:g}, NLL {policy.nll_weight:g}; {trainer}"
@@ -283,7 +296,8 @@ class BackendExperiment:
 
         enter("policies")
         ranking = ensemble([critic for name, critic in critics.items() if name.startswith("with c")])
-        critic_of = {"sweet": ranking, "sweet-critic": ranking, "sweet-no-c": critics.get("without c")}
+        critic_of = {"sweet": ranking, "sweet-critic": ranking, "grpo-critic": ranking,
+                     "sweet-no-c": critics.get("without c")}
         arms = [Arm("zero-shot", model=cfg.model, training={"base": self.zero_shot})]
         arms += [self.policy(key, critic_of.get(key)) for key in POLICY_ARMS if key in cfg.arms]
         if cfg.best_of:
@@ -459,7 +473,7 @@ class BackendExperiment:
         from colbench.training.policy import fit_policy  # torch: not for `colbench --help`
         from colbench.training.trainer import run_settings
 
-        algo = "sweet" if key.startswith("sweet") else key
+        algo = algo_of(key)
         if critic is not None and "checkpoint" not in critic:
             return Arm(key, training={"skipped": "its critic could not be trained"})
         data = data or self.config.data_policies(self.zero_shot)

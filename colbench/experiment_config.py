@@ -22,7 +22,10 @@ BACKEND = BackendFamily.name  # the study is the paper's backend setting
 FRONTEND = "frontend"
 
 # The policy arms --arms can ask for (zero-shot is always there; best-of-N comes with --best-of).
-POLICY_ARMS = ("rft", "mtdpo", "sweet", "sweet-no-c", "sweet-critic", "sweet-oracle")
+POLICY_ARMS = ("rft", "mtdpo", "sweet", "sweet-no-c", "sweet-critic", "sweet-oracle", "grpo", "grpo-critic",
+               "grpo-oracle")
+# Online arms: GRPO from the study's model on fresh rollouts of its train split, with the per-turn credit named.
+ONLINE_CREDIT = {"grpo": "none", "grpo-critic": "critic", "grpo-oracle": "oracle"}
 DEFAULT_ARMS = ("rft", "mtdpo", "sweet", "sweet-no-c")
 # Task sets: the split the study trains on, and the splits it evaluates on: its validation
 # split, where every setting is chosen, and its test splits, read once at the end.
@@ -132,7 +135,9 @@ class ExperimentConfig:
         "The policy arms to train and evaluate besides zero-shot (repeat the flag): rft, mtdpo, sweet, sweet-no-c"
         " (SWEET-RL with the critic trained without training-time info: the paper's ablation), sweet-critic (ranked by"
         " the critic's own advantage, --score critic) and sweet-oracle (backend-lite: ranked by ground truth, no"
-        " critic; tells a failing actor update from a failing critic). Default: the paper's four.",
+        " critic; tells a failing actor update from a failing critic), grpo (online GRPO on fresh rollouts of the train"
+        " split, --policy-steps, --policy-group ...), grpo-critic (+ the critic's per-turn credit, read with c) and"
+        " grpo-oracle (+ ground truth's, backend-lite). Default: the paper's four.",
         flags=("--arm",),
         choices=POLICY_ARMS
     )
@@ -245,7 +250,7 @@ class ExperimentConfig:
         """(name, with training-time info, ensemble member) of every critic the study fits: with c
         for SWEET-RL, its control and best-of-N (one per ensemble member), without c for the ablation."""
         fits = []
-        if {"sweet", "sweet-critic"} & set(self.arms) or self.best_of:
+        if {"sweet", "sweet-critic", "grpo-critic"} & set(self.arms) or self.best_of:
             fits += [("with c" if member == 0 else f"with c #{member + 1}", True, member)
                      for member in range(self.critic_ensemble)]
         if "sweet-no-c" in self.arms:
@@ -321,9 +326,16 @@ class ExperimentConfig:
         """An arm's trainer config: the study's policy settings, the controls' ranking, and the
         trajectories of ``data`` (TrainingConfig.policies)."""
         score = {"sweet-critic": "critic", "sweet-oracle": "oracle"}.get(arm, self.policy.score)
+        online = {"turn_credit": ONLINE_CREDIT[arm], "simulator": self.simulator, "sandbox": self.sandbox} \
+            if arm in ONLINE_CREDIT else {}
         return replace(
             self.policy, family=self.family, split=self.train_split, temperature=self.temperature,
             max_new_tokens=self.max_new_tokens,
             sample_batch_size=self.batch_size, seed=self.training_seed, device=self.device, policies=data,
-            tags=list(self.tags), score=score,
+            tags=list(self.tags), score=score, **online,
         )
+
+
+def algo_of(arm: str) -> str:
+    """The registered algorithm an arm trains with."""
+    return "sweet" if arm.startswith("sweet") else "grpo" if arm in ONLINE_CREDIT else arm

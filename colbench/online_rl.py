@@ -584,16 +584,17 @@ def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base
         finally:
             recipe.close()
         with db.read() as session:
-            lineage = [(t.id, None) for t in queries.trained_data(
-                session, family=config.family, split=config.split, watermark=None,
-                policies=[run_policies(run.id)])[0]]
+            consumed, watermark = queries.trained_data(session, family=config.family, split=config.split,
+                                                       watermark=None, policies=[run_policies(run.id)])
             curve = [s.values for s in queries.training_steps(session, run.id)]
+        lineage = [(t.id, None) for t in consumed]
         metrics = trainer.metrics | {
             "steps": config.steps, "dialogues": len(lineage),
             "first_reward": curve[0].get("reward") if curve else None,
             "last_reward": curve[-1].get("reward") if curve else None,
             "critic_checkpoint_id": recipe.critic_id,
         }
-        checkpoint_id, folder = run.finish(trainer.save, metrics=metrics, watermark=None, lineage=lineage)
+        # Its watermark: the newest of its own dialogues (what it read; a study sees it is newer than its data).
+        checkpoint_id, folder = run.finish(trainer.save, metrics=metrics, watermark=watermark, lineage=lineage)
         return PolicyResult(run.id, checkpoint_id, str(folder), metrics)
 

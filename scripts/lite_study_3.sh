@@ -6,12 +6,13 @@
 #   bash scripts/lite_study_3.sh rft            # rejection fine-tuning of the warm start (and the warm start's read)
 #   bash scripts/lite_study_3.sh round2 LABEL   # one configuration of the arms that start from rft (LABEL below)
 #   bash scripts/lite_study_3.sh round2 sweet-c 3e-6   # configuration (c): question turns, at (a)'s or (b)'s step
+#   bash scripts/lite_study_3.sh online grpo 1e-6      # an online arm from rft: grpo, grpo-critic or grpo-oracle, LR
 #
 # STORE (default lite-study-3) holds the store and checkpoints, never committed; the study's files go to
 # studies/backend-lite-3, from which `colbench study report studies/backend-lite-3` recomputes every table.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-stage=${1:?usage: lite_study_3.sh base|rft|round2 LABEL}
+stage=${1:?usage: lite_study_3.sh base|rft|round2 LABEL|online ARM LR}
 # shellcheck source=scripts/study_env.sh
 source "$here/scripts/study_env.sh" lite-study-3 backend-lite-3
 
@@ -69,6 +70,14 @@ round2)
   *) echo "unknown round2 label: $label" >&2; exit 2 ;;
   esac
   ;;
+online)
+  # The plan's online arms from rft: 25 steps of 8 tasks x 4 dialogues, clip 0.2, at 1e-6 or 3e-6 (the plan's two).
+  arm=${2:?online ARM LR: grpo, grpo-critic or grpo-oracle}
+  lr=${3:?online ARM LR: 1e-6 or 3e-6}
+  case "$arm" in grpo | grpo-critic | grpo-oracle) ;; *) echo "unknown online arm: $arm" >&2; exit 2 ;; esac
+  round2 "$arm-$lr" --arm "$arm" --policy-lr "$lr" --policy-steps 25 --policy-tasks-per-step 8 --policy-group 4 \
+    --policy-clip 0.2 --record-arm grpo=grpo --record-arm grpo-critic=grpo+critic --record-arm grpo-oracle=grpo+oracle
+  ;;
 *)
-  echo "usage: lite_study_3.sh base|rft|round2 LABEL" >&2; exit 2 ;;
+  echo "usage: lite_study_3.sh base|rft|round2 LABEL|online ARM LR" >&2; exit 2 ;;
 esac

@@ -230,6 +230,17 @@ def test_critic_credit_moves_an_update_that_equal_rewards_would_not(tiny_model_d
     db.close()
 
 
+def test_oracle_credit_reads_each_stored_turn_in_its_place(tiny_model_dir, tmp_path):
+    """--turn-credit oracle (backend-lite's ground truth for single turns) runs on the step's own turns."""
+    db = Database(f"sqlite:///{tmp_path / 'oracle.db'}")
+    result = fit_policy(db, PolicyConfig(**SMALL | {"steps": 1, "turn_credit": "oracle", "sandbox": "bwrap"}),
+                        algo="rloo", base_model=str(tiny_model_dir))
+    with db.read() as session:
+        step = queries.training_steps(session, result.run_id)[0].values
+    db.close()
+    assert step["dialogues"] == 4 and step["credit_s"] > 0
+
+
 def test_the_reward_rises_over_steps_on_a_task_the_tiny_model_can_learn(tiny_model_dir, tmp_path):
     """The plugin's brevity family (tests/plugin_package): one message, the shorter the better."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE / "plugin_package"), os.environ.get("PYTHONPATH", "")]),
@@ -308,3 +319,17 @@ def step_2_logps(db, trajectory_id: int, base: Path, adapter: str):
         with adapter_disabled(model):
             start = TokenLogProbs(model)(ids, mask, turn_ids >= 0)[turn_ids >= 0].tolist()
     return list(first.token_logprobs), trained, start
+
+
+def test_the_study_plans_online_arms_with_their_credit_and_a_critic_for_the_critics(sqlite_url, capsys, monkeypatch):
+    from conftest import command_line
+
+    run = command_line(sqlite_url, capsys, monkeypatch)
+    code, out, err = run("experiment", "backend", "--tasks", "backend-lite", "--arm", "grpo-oracle", "--dry-run",
+                         "--policy-steps", "7", "--policy-group", "3")
+    assert code == 0, err
+    assert "critics: none (no arm needs one)" in out
+    assert "online GRPO + ground truth's turn credit (control): 7 online steps of 8 tasks x 3 dialogues" in out
+    code, out, err = run("experiment", "backend", "--tasks", "backend-lite", "--arm", "grpo-critic", "--dry-run")
+    assert code == 0, err
+    assert "Bradley-Terry" in out and "+ the critic with c's turn credit x1" in out
