@@ -7,7 +7,7 @@
 3. sweet: one SWEET-RL step (hf sampler, that critic ranking) in bf16; pairs and a finite loss.
 4. fsdp2: fully_shard over every visible GPU (nccl), bf16 mixed precision, a few AdamW steps
    on a fixed batch, then the full state dict gathered on rank 0 loads into a fresh model.
-5. grpo: one online GRPO step in bf16 on the tests' plugin family 'vowels' (no sandbox needed):
+5. grpo: one online GRPO step in bf16 on the tests' plugin family 'brevity' (no sandbox needed):
    the model being trained rolls out 2 tasks x 2 dialogues, stored with the sampler's log-probs,
    then one PPO-clipped update; a finite loss, the ratio to the sampler near 1, a checkpoint.
 
@@ -29,7 +29,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the tests' tiny model and official-format tasks
-sys.path.insert(0, str(REPO / "tests" / "plugin_package"))  # its vowels family, for the grpo check
+sys.path.insert(0, str(REPO / "tests" / "plugin_package"))  # its brevity family, for the grpo check
 from officialdata import asked_then_answered as record, backend_task  # noqa: E402
 from plugins.models import TINY_CONFIG  # noqa: E402
 
@@ -218,7 +218,7 @@ def check_grpo(db, model_dir: Path, device: str):
     from colbench.training.config import PolicyConfig
     from colbench.training.policy import fit_policy
 
-    config = PolicyConfig(tasks="vowels:train", steps=1, tasks_per_step=2, group=2, max_new_tokens=4, lora_rank=4,
+    config = PolicyConfig(tasks="brevity:train", steps=1, tasks_per_step=2, group=2, max_new_tokens=4, lora_rank=4,
                           device=device, lr=1e-3, seed=1)
     result = fit_policy(db, config, "grpo", base_model=str(model_dir))
     with db.read() as session:
