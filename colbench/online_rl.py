@@ -538,7 +538,9 @@ def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base
         raise DataError("--turn-credit critic needs --critic ckpt:<id>")
     if config.engine == "openai" and (config.full or not config.base_url):
         raise DataError("--engine openai needs --base-url and a LoRA policy (a running vLLM loads adapters only)")
-    critic_id = int(str(critic_checkpoint).split(",")[0]) if critic_checkpoint is not None else None
+    if critic_checkpoint is not None and "," in str(critic_checkpoint):
+        raise DataError("--turn-credit critic reads one critic, not an ensemble")
+    critic_id = int(critic_checkpoint) if critic_checkpoint is not None else None
     base_model, parent, _, source = starting_point(db, config, base_model, parent_checkpoint, from_scratch)
     settings = run_settings(config, algo, critic_id if config.turn_credit == "critic" else None)
     check_artifact_root(db, config.out)
