@@ -336,7 +336,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="cpu: run the checks on the CPU, to debug this script")
-    device = parser.parse_args().device
+    parser.add_argument("--only", choices=("grpo",), help="grpo: only check 5 (the suite runs it on the CPU)")
+    args = parser.parse_args()
+    device = args.device
     names = ["1 hf engine", "2 critic", "3 sweet", "4 fsdp2", "5 grpo"]
     if device == "cuda" and not torch.cuda.is_available():
         for name in names:
@@ -349,6 +351,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         model_dir = tiny_model_dir(work)
+        if args.only == "grpo":
+            db = seeded_store(work)
+            run_check(names[4], check_grpo, db, model_dir, device)
+            db.close()
+            print(f"gpu_check: {len(failed)} failed", flush=True)
+            return 1 if failed else 0
         run_check(names[0], check_engine, model_dir, device)
         state: dict = {}
         db = seeded_store(work)

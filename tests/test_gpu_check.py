@@ -1,7 +1,7 @@
 """scripts/gpu_check.sh, the CUDA check a user runs on a GPU machine, runs its same five checks on
 the CPU here (--device cpu), so it cannot rot between the rare runs on a GPU. Opt-in
 (COLBENCH_SLOW=1): its checks repeat what test_training_signs and test_sharded_training cover,
-and the suite has a time budget."""
+and the suite has a time budget. Its grpo step (check 5) is cheap and new, so it runs alone in every suite."""
 from __future__ import annotations
 
 import os
@@ -25,3 +25,13 @@ def test_the_gpu_check_passes_every_check_on_the_cpu():
     assert [line.split()[:2] for line in lines] == [["PASS", "1"], ["PASS", "2"], ["PASS", "3"], ["PASS", "5"],
                                                     ["PASS", "4"]], lines
     assert "world 2 (gloo)" in lines[4] and "gpu_check: 0 failed" in done.stdout
+
+
+def test_the_gpu_checks_grpo_step_passes_on_the_cpu():
+    """Check 5 alone (one online GRPO step: rollout, stored log-probs, update, checkpoint), in every suite run."""
+    env = dict(os.environ, PYTHON=sys.executable)
+    done = subprocess.run(["bash", "scripts/gpu_check.sh", "--device", "cpu", "--only", "grpo"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [line.split()[:2] for line in done.stdout.splitlines() if line.startswith(("PASS", "FAIL"))] == [
+        ["PASS", "5"]], done.stdout
