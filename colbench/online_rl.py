@@ -27,6 +27,7 @@ by module, as it does every recipe.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, fields
@@ -179,22 +180,25 @@ class TimedEnv:
 
     def __init__(self, env):
         self.env, self.in_flight, self.seconds, self._since = env, 0, 0.0, 0.0
+        self._lock = threading.Lock()  # grades end on the grader's threads
 
     def __getattr__(self, name):
         return getattr(self.env, name)
 
     def grade_episode(self, episode):
-        if self.in_flight == 0:
-            self._since = time.perf_counter()
-        self.in_flight += 1
+        with self._lock:
+            if self.in_flight == 0:
+                self._since = time.perf_counter()
+            self.in_flight += 1
         future = self.env.grade_episode(episode)
         future.add_done_callback(self._done)
         return future
 
     def _done(self, _future) -> None:
-        self.in_flight -= 1
-        if self.in_flight == 0:
-            self.seconds += time.perf_counter() - self._since
+        with self._lock:
+            self.in_flight -= 1
+            if self.in_flight == 0:
+                self.seconds += time.perf_counter() - self._since
 
 
 class OnlineRecipe:
