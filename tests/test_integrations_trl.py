@@ -18,16 +18,6 @@ pytest.importorskip("trl")
 QUESTION = "What sales tax rate should I apply? How should I round the total?"
 
 
-@pytest.fixture(scope="module")
-def bwrap():
-    from colbench.grading.sandboxes import SANDBOXES
-
-    why = SANDBOXES.get("bwrap").factory.check()
-    if why is not None:
-        pytest.skip(f"bwrap cannot start a sandbox here: {why}")
-    return "bwrap"
-
-
 def tool_template_tokenizer(smol_tokenizer_dir):
     """The real SmolLM2 tokenizer under a chat template TRL can parse tool calls of (ChatML, as SmolLM2's own)."""
     from transformers import AutoTokenizer

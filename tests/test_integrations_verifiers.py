@@ -15,16 +15,6 @@ pytest.importorskip("verifiers")
 QUESTION = "What rate should I apply? How should I round?"
 
 
-@pytest.fixture(scope="module")
-def bwrap():
-    from colbench.grading.sandboxes import SANDBOXES
-
-    why = SANDBOXES.get("bwrap").factory.check()
-    if why is not None:
-        pytest.skip(f"bwrap cannot start a sandbox here: {why}")
-    return "bwrap"
-
-
 def scripted_policy(tasks: dict):
     """A policy that thinks, asks one question, then answers: the right function for the first task, one with a
     wrong constant for the others (so the rewards differ between tasks)."""

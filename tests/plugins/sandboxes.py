@@ -33,6 +33,15 @@ def sandbox(request) -> str:
     return request.param
 
 
+@pytest.fixture(scope="module")
+def bwrap() -> str:
+    """bwrap alone, for tests that grade but do not test the sandboxes: skipped where it cannot start."""
+    why = SANDBOXES.get("bwrap").factory.check()
+    if why is not None:
+        pytest.skip(f"bwrap cannot start a sandbox here: {why}")
+    return "bwrap"
+
+
 def sandbox_remains(slots: list[int]) -> dict:
     """What the sandboxes of these slots could have left on the host: processes under
     their uids, their cgroup leaves, grading containers; and System V IPC objects."""
