@@ -2,7 +2,8 @@
 against its rollouts alone, measured in the same run.
 
 A grpo run of ``--steps`` steps on backend-lite (the built-in human, the bwrap sandbox) in a scratch store; each
-step's figures come from the run itself (sync, rollout with grading, grading's own wall time, the update). Then, in
+step's figures come from the run itself (sync, rollout with grading, grading's own wall time, the update), once per
+--engines engine (hf: the model being trained; ct2: each step's weights converted for CTranslate2). Then, in
 the same process, a plain `colbench rollout` of the same number of dialogues with the embedded model through the
 same engine (hf) gives the rollouts-alone baseline: the ratio says what online training adds to generating.
 
@@ -23,6 +24,7 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--sandbox", default="bwrap")
+    parser.add_argument("--engines", default="hf,ct2", help="the online engines to run, one after the other")
     args = parser.parse_args()
 
     from colbench.rollout import run as rollout
@@ -32,16 +34,18 @@ def main() -> None:
     from colbench.training.config import PolicyConfig
     from colbench.training.policy import fit_policy
 
+    runs = {}
     with tempfile.TemporaryDirectory() as folder:
         db = Database(f"sqlite:///{Path(folder) / 'bench.db'}")
-        config = PolicyConfig(tasks="backend-lite:train", steps=args.steps, tasks_per_step=args.tasks_per_step,
-                              group=args.group, max_new_tokens=args.max_new_tokens, sandbox=args.sandbox,
-                              device="cpu", save_every=args.steps)
-        started = time.perf_counter()
-        result = fit_policy(db, config, algo="grpo")
-        online = time.perf_counter() - started
-        with db.read() as session:
-            steps = [s.values for s in queries.training_steps(session, result.run_id)]
+        for engine in args.engines.split(","):
+            config = PolicyConfig(tasks="backend-lite:train", steps=args.steps, tasks_per_step=args.tasks_per_step,
+                                  group=args.group, max_new_tokens=args.max_new_tokens, sandbox=args.sandbox,
+                                  device="cpu", save_every=args.steps, engine=engine, name=f"online-{engine}")
+            started = time.perf_counter()
+            result = fit_policy(db, config, algo="grpo")
+            wall = time.perf_counter() - started
+            with db.read() as session:
+                runs[engine] = wall, [s.values for s in queries.training_steps(session, result.run_id)]
         dialogues = args.steps * args.tasks_per_step * args.group
         started = time.perf_counter()
         alone = rollout(db, RolloutConfig(engine="hf", tasks="backend-lite:train", limit=args.tasks_per_step,
@@ -52,13 +56,19 @@ def main() -> None:
     print(f"grpo, {args.steps} steps x {args.tasks_per_step} tasks x {args.group} dialogues, {args.max_new_tokens}"
           " tokens a turn, SmolLM2-135M LoRA on the CPU")
     keys = ("sync_s", "rollout_s", "grading_s", "credit_s", "train_s", "step_s")
-    print("step  " + "  ".join(f"{k:>10}" for k in keys) + "  tokens/turn  turns/dialogue")
-    for number, values in enumerate(steps, start=1):
-        print(f"{number:>4}  " + "  ".join(f"{values.get(k, 0):10.2f}" for k in keys)
-              + f"  {values['tokens_per_turn']:11.1f}  {values['agent_turns_per_dialogue']:14.1f}")
-    print(f"online run: {online:.1f} s for {dialogues} dialogues (model load and sandbox start included)")
+    for engine, (wall, steps) in runs.items():
+        print(f"--engine {engine}")
+        print("step  " + "  ".join(f"{k:>10}" for k in keys) + "  tokens/turn  turns/dialogue")
+        for number, values in enumerate(steps, start=1):
+            print(f"{number:>4}  " + "  ".join(f"{values.get(k, 0):10.2f}" for k in keys)
+                  + f"  {values['tokens_per_turn']:11.1f}  {values['agent_turns_per_dialogue']:14.1f}")
+        tokens = sum(v["tokens_per_turn"] * v["agent_turns_per_dialogue"] * dialogues / args.steps for v in steps)
+        rolling = sum(v["rollout_s"] for v in steps)
+        print(f"online run: {wall:.1f} s for {dialogues} dialogues (model load and sandbox start included);"
+              f" {tokens / rolling:.1f} agent tokens/s while rolling out")
     print(f"rollouts alone (hf engine, same model, {alone.stats.finished} dialogues): {baseline:.1f} s")
-    print(f"online / rollouts alone: {online / baseline:.2f}x")
+    for engine, (wall, _) in runs.items():
+        print(f"online --engine {engine} / rollouts alone: {wall / baseline:.2f}x")
 
 
 if __name__ == "__main__":

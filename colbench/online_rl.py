@@ -4,7 +4,8 @@ per-turn credit inside it (``--turn-credit critic``).
 A run is ``steps`` online steps. Step k (1-based):
 
 1. **Sync**: the engine that rolls out follows the policy. ``hf``: the model being trained itself, in this process
-   (nothing is copied); ``openai``: the step's adapter is written and loaded into a vLLM server.
+   (nothing is copied); ``ct2``: the step's weights written and converted for CTranslate2 (the fast one on a CPU);
+   ``openai``: the step's adapter is written and loaded into a vLLM server.
 2. **Rollout** through the normal path (rollout.Rollout: the simulated human, sandboxed grading, the store):
    ``tasks_per_step`` tasks, ``group`` dialogues each, stored under the policy name ``online:<run>:step-<k>`` with
    their prompts, sampled token ids and the sampler's log-probs. A stopped run's step is continued, never redone.
@@ -27,6 +28,7 @@ by module, as it does every recipe.
 from __future__ import annotations
 
 import random
+import shutil
 import threading
 import time
 from contextlib import nullcontext
@@ -131,7 +133,7 @@ def read_dialogues(db, tokenizer, family: str, trajectories, max_len: int) -> tu
                         or len(turn.token_ids) != len(turn.token_logprobs)), None)
         if missing is not None:
             raise DataError(f"dialogue {t.id}'s agent turn {missing.id} has no sampled log-probs: online RL rolls out"
-                            " with an engine that returns them (hf, or a vLLM server)")
+                            " with an engine that returns them (hf, ct2, or a vLLM server)")
         agent = S.agent_turns(tokenizer, family, turns[t.id])
         packed = S.pack(agent, (), max_len)
         logps = [list(turn.token_logprobs) for turn in rows]
@@ -172,6 +174,37 @@ def _padded(values: list[list[float]], width: int) -> torch.Tensor:
     for r, row in enumerate(values):
         out[r, : len(row)] = torch.tensor(row, dtype=torch.float32)
     return out
+
+
+def policy_backward(scorer, rows: list[tuple], passes: int, reference, backward, *, pad_id: int, device, clip: float,
+                    kl_beta: float) -> dict:
+    """The clipped loss's gradient over ``rows`` (each a packed row, its sampler log-probs and its advantages per
+    position), computed in ``passes`` forward and backward passes of consecutive rows: each pass's token mean is
+    weighted by its share of the tokens, so the gradients add up to one pass's over every row (memory grows with a
+    pass's rows, ~2 GB per 1,000-token row of a 135M model on a CPU). A pass left without rows repeats the first at
+    zero weight (every process runs as many). Returns the loss's figures, token-weighted over the passes."""
+    per_pass = -(-len(rows) // passes)
+    chunks = [rows[i * per_pass : (i + 1) * per_pass] for i in range(passes)]
+    tokens = [sum(seq.agent_tokens for seq, _, _ in chunk) for chunk in chunks]
+    total = max(sum(tokens), 1)
+    figures: dict[str, float] = {}
+    for chunk, count in zip(chunks, tokens):
+        seqs = [seq for seq, _, _ in chunk or rows[:1]]
+        ids, mask, turns = (t.to(device) for t in D.collate(seqs, pad_id))
+        width = ids.shape[1]
+        old = _padded([o for _, o, _ in chunk or rows[:1]], width).to(device)
+        advantage = _padded([a for _, _, a in chunk or rows[:1]], width).to(device)
+        target = turns >= 0
+        ref_logps = None
+        if reference is not None:
+            ref_scorer, context = reference
+            with torch.no_grad(), context():
+                ref_logps = ref_scorer(ids, mask, target)
+        loss, stats = clipped_policy_loss(scorer(ids, mask, target), old, advantage, target, clip, ref_logps, kl_beta)
+        backward(loss * (count / total))
+        for key, value in stats.items():
+            figures[key] = figures.get(key, 0.0) + value * count / total
+    return figures
 
 
 class TimedEnv:
@@ -216,6 +249,7 @@ class OnlineRecipe:
         self.critic = None
         self.reference_copy = None
         self.sampler_copy = None
+        self.engine = None  # a ct2 engine of this step's weights, closed when the next step's replaces it
         self.tasks: dict[int, Any] = {}
 
     @property
@@ -258,6 +292,9 @@ class OnlineRecipe:
         self.simulator = build_simulator(self.db, cfg.simulator, "hf", family=cfg.family)
 
     def close(self) -> None:
+        if self.main and self.config.engine == "ct2":
+            self.close_engine()
+            shutil.rmtree(self.scratch("online-ct2"), ignore_errors=True)
         if self.main and hasattr(self, "simulator"):
             self.simulator.close()
             self.close_env()
@@ -296,6 +333,8 @@ class OnlineRecipe:
         """The engine that rolls step k out, on the policy's current weights (None off the main process, which takes
         part in what is collective: gathering a sharded model's weights, saving an adapter)."""
         cfg, trainer = self.config, self.trainer
+        if cfg.engine == "ct2":
+            return self.ct2_engine(k)
         if cfg.engine == "hf":
             from colbench.engines.hf import HFEngine
 
@@ -316,6 +355,37 @@ class OnlineRecipe:
         with OpenAIClient(cfg.base_url) as client:
             client.load_lora_adapter(name, str(folder.resolve()))
         return OpenAIEngine(name, cfg.base_url, tokenizer=trainer.tokenizer, model_ref=step_policy(self.run.id, k))
+
+    def scratch(self, what: str) -> Path:
+        """A folder of the run's own under the artefact root (or --out), for files one step needs."""
+        return Path(self.db.folder if not self.config.out else self.config.out) / what / f"run-{self.run.id}"
+
+    def ct2_engine(self, k: int):
+        """CTranslate2 on step k's weights: written as a checkpoint is (an adapter, or full weights; every process
+        takes part when they are sharded), converted in float32 (the same policy: its log-probs within 1e-3 nats of
+        the trainer's, which `sampler_ratio` shows), the previous step's copies removed first (~2 x the weights on
+        disk at a time). On a CPU it samples several times faster than the model being trained does."""
+        from colbench.engines.ct2 import CT2Engine
+        from colbench.model_refs import ModelSource
+
+        folder = self.scratch("online-ct2")
+        if self.main:
+            self.close_engine()
+            shutil.rmtree(folder, ignore_errors=True)
+        adapter, _ = self.trainer.save(folder / "weights")
+        if not self.main:
+            return None
+        weights = str(folder / "weights")
+        source = ModelSource(base=self.trainer.source.base, adapter=weights) if adapter else ModelSource(base=weights)
+        device = "cuda" if self.trainer.device.type == "cuda" else "cpu"
+        self.engine = CT2Engine(source, device=device, cache_dir=folder / "converted",
+                                max_batch_size=self.config.sample_batch_size, model_ref=step_policy(self.run.id, k))
+        return self.engine
+
+    def close_engine(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
 
     def sampling_model(self):
         """The main process's model to sample from, with the current weights: the model being trained itself, or
@@ -341,7 +411,7 @@ class OnlineRecipe:
         from colbench.rollout_config import RolloutConfig
 
         cfg = self.config
-        served = {"engine": "openai", "base_url": cfg.base_url} if cfg.engine == "openai" else {"engine": "hf"}
+        served = {"engine": "openai", "base_url": cfg.base_url} if cfg.engine == "openai" else {"engine": cfg.engine}
         rollout_config = RolloutConfig(
             model=engine.model_ref, tasks=f"{cfg.family}:{cfg.split}", samples_per_task=cfg.group, seed=cfg.seed,
             temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.sample_batch_size,
@@ -435,35 +505,27 @@ class OnlineRecipe:
             random.Random(f"{cfg.seed}:{len(history)}:{dialogues[0].trajectory_id}").shuffle(order)
             for start in range(0, len(order), cfg.batch_size):
                 batch = [dialogues[i] for i in order[start : start + cfg.batch_size]]
-                # Every process takes its share; one left without any repeats a dialogue at zero weight, so that
-                # every process runs the same passes (DDP and FSDP2 synchronise them).
-                mine = batch[acc.process_index :: acc.num_processes]
+                # Every process takes its share, in as many passes as the busiest one needs (DDP and FSDP2
+                # synchronise each backward); a pass with nothing of its own repeats a row at zero weight.
+                shares = [batch[rank :: acc.num_processes] for rank in range(acc.num_processes)]
+                passes = max(-(-sum(len(d.rows) for d in share) // cfg.pass_rows) for share in shares)
+                mine = shares[acc.process_index]
+                rows = [row for d in (mine or batch[:1]) for row in zip(d.rows, d.old, d.advantage)]
+                scale = 1.0 if mine else 0.0
                 with acc.accumulate(trainer.scorer):
-                    loss, stats = self.batch_loss(mine or batch[:1], reference)
-                    stats |= optimizer_step(acc, trainer.scorer, trainer.optimizer, trainer.scheduler,
-                                            loss if mine else loss * 0, cfg.max_grad_norm)
+                    stats = policy_backward(
+                        trainer.scorer, rows, max(passes, 1), reference,
+                        lambda loss, scale=scale: acc.backward(loss * scale),
+                        pad_id=trainer.tokenizer.pad_token_id, device=trainer.device, clip=cfg.clip,
+                        kl_beta=cfg.kl_beta)
+                    stats |= optimizer_step(acc, trainer.scorer, trainer.optimizer, trainer.scheduler, None,
+                                            cfg.max_grad_norm)
                 history.append(stats)
         means = {k: sum(h[k] for h in history if k in h) / sum(1 for h in history if k in h) for k in history[-1]}
         # The first minibatch's ratio, before the step's first update: how the trainer's log-probs differ from the
         # sampler's on the same weights (1 on one CPU engine; bf16 kernels or a server move it).
         means["sampler_ratio"] = history[0]["ratio_mean"]
         return means_over_processes(acc, means)
-
-    def batch_loss(self, batch: list[Dialogue], reference) -> tuple[torch.Tensor, dict]:
-        trainer = self.trainer
-        rows = [row for d in batch for row in d.rows]
-        ids, mask, turns = (t.to(trainer.device) for t in D.collate(rows, trainer.tokenizer.pad_token_id))
-        width = ids.shape[1]
-        old = _padded([o for d in batch for o in d.old], width).to(trainer.device)
-        advantage = _padded([a for d in batch for a in d.advantage], width).to(trainer.device)
-        target = turns >= 0
-        logps = trainer.scorer(ids, mask, target)
-        ref_logps = None
-        if reference is not None:
-            scorer, context = reference
-            with torch.no_grad(), context():
-                ref_logps = scorer(ids, mask, target)
-        return clipped_policy_loss(logps, old, advantage, target, self.config.clip, ref_logps, self.config.kl_beta)
 
     def reference(self):
         """(scorer, context factory) computing the policy as the run started, or None where that would take a second

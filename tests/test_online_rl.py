@@ -19,6 +19,7 @@ from sqlmodel import col, select
 from colbench.online_rl import (
     _per_position,
     normalised_credit,
+    policy_backward,
     run_policies,
     set_advantages,
     state_file,
@@ -27,7 +28,7 @@ from colbench.online_rl import (
 )
 from colbench.store import queries
 from colbench.store.db import Database
-from colbench.store.models import TrainingRun, Trajectory, Turn
+from colbench.store.models import RolloutRun, TrainingRun, Trajectory, Turn
 from colbench.training import sequences as S
 from colbench.training.config import PolicyConfig
 from colbench.training.losses import clipped_policy_loss, group_advantages
@@ -139,6 +140,36 @@ def test_the_update_raises_a_rewarded_turn_and_lowers_a_punished_one(tiny_model_
         with torch.no_grad():
             moved[sign] = float(((scorer(ids, mask, target) - old) * target).sum())
     assert moved[1.0] > 0.1 and moved[-1.0] < -0.1
+
+
+def test_passes_add_up_to_one_pass_over_every_row(tiny_model_dir, tokenizer):
+    """--pass-rows: a minibatch split into passes gets the gradient and the figures of one pass over all its rows
+    (rows of different lengths: each pass's token mean is weighted by its tokens, not averaged as passes)."""
+    from transformers import AutoModelForCausalLM
+
+    from colbench.training.modeling import TokenLogProbs, attach_lora
+
+    texts = ["Should it accept floats? Yes.", "Which separator do you use between the fields of each record?",
+             "Round half up, to two places, and keep the sign."]
+    rows = []
+    for n, text in enumerate(texts):
+        ids = tokenizer(text)["input_ids"]
+        seq = S.Seq(input_ids=ids, turn_ids=[-1] * 3 + [0] * (len(ids) - 3))
+        old = [0.0] * 3 + [-2.0 - 0.1 * i for i in range(len(ids) - 3)]
+        rows.append((seq, old, [0.0] * 3 + [(-1.0) ** n * (1 + 0.5 * n)] * (len(ids) - 3)))
+    torch.manual_seed(0)
+    model = attach_lora(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32), 4, 8)
+    scorer = TokenLogProbs(model)
+    found = {}
+    for passes in (1, 3):
+        model.zero_grad()
+        figures = policy_backward(scorer, rows, passes, None, lambda loss: loss.backward(),
+                                  pad_id=tokenizer.pad_token_id, device="cpu", clip=0.2, kl_beta=0.0)
+        found[passes] = figures, [p.grad.clone() for p in model.parameters() if p.requires_grad]
+    (one, one_grads), (three, three_grads) = found[1], found[3]
+    assert any(g.abs().sum() > 0 for g in one_grads)
+    assert all(torch.allclose(a, b, atol=1e-6, rtol=1e-4) for a, b in zip(one_grads, three_grads))
+    assert three == pytest.approx(one, rel=1e-5)
 
 
 # ---------------------------------------------------------------- whole runs on the tiny model
@@ -299,7 +330,38 @@ def test_two_processes_roll_out_once_and_train_together(tiny_model_dir, tmp_path
     assert max(abs(a - b) for a, b in zip(sampled, at_start)) > 1e-2
 
 
-def step_2_logps(db, trajectory_id: int, base: Path, adapter: str):
+@pytest.mark.parametrize("weights", ["lora", "full"])
+def test_ct2_rolls_each_step_out_from_the_weights_the_last_step_trained(tiny_model_dir, tmp_path, weights):
+    """--engine ct2: each step's weights are written and converted, so the stored log-probs are the policy's own
+    (ratio 1 before the first update) and step 2's are those of the step-1 checkpoint, not the start's; the
+    converted copies do not outlive the run."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE / "plugin_package"), os.environ.get("PYTHONPATH", "")]),
+               COLBENCH_DB=f"sqlite:///{tmp_path / 'ct2.db'}")
+    lora = ["--lora-rank", "4", "--lr", "1e-2"] if weights == "lora" else ["--full", "--lr", "1e-3"]
+    done = subprocess.run(
+        [sys.executable, "-m", "colbench.cli.app", "policy", "fit", "--algo", "grpo", "--tasks", "brevity:train",
+         "--model", str(tiny_model_dir), "--engine", "ct2", "--steps", "2", "--tasks-per-step", "1", "--group", "4",
+         "--max-new-tokens", "4", "--save-every", "1", "--batch-size", "2", "--device", "cpu", "--autocast", "off",
+         "--json", *lora], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run_id = json.loads(done.stdout)["run_id"]
+    db = Database(env["COLBENCH_DB"])
+    per_step = step_dialogues(db, run_id)
+    with db.read() as session:
+        steps = queries.training_steps(session, run_id)
+        checkpoints = queries.run_checkpoints(session, run_id)
+        engines = {r.config.get("engine") for r in session.exec(select(RolloutRun)).all()}
+    assert {k: len(v) for k, v in per_step.items()} == {1: 4, 2: 4} and engines == {"ct2"}
+    assert steps[0].values["sampler_ratio"] == pytest.approx(1.0, abs=1e-3)
+    sampled, after_step_1, at_start = step_2_logps(db, per_step[2][0], tiny_model_dir, checkpoints[0].path,
+                                                   adapter=weights == "lora")
+    db.close()
+    assert max(abs(a - b) for a, b in zip(sampled, after_step_1)) < 1e-3
+    assert max(abs(a - b) for a, b in zip(sampled, at_start)) > 1e-2
+    assert not (tmp_path / "online-ct2" / f"run-{run_id}").exists()
+
+
+def step_2_logps(db, trajectory_id: int, base: Path, trained: str, adapter: bool = True):
     """A stored dialogue's first agent turn: the sampler's log-probs, and the same tokens' under the step-1
     checkpoint and under the base model."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -312,13 +374,21 @@ def step_2_logps(db, trajectory_id: int, base: Path, adapter: str):
         turns = queries.turns_for(session, [trajectory_id])[trajectory_id]
     first = next(t for t in turns if t.role == "assistant")
     row = S.pack(S.agent_turns(tokenizer, "backend", turns)[:1])[0]  # the stored prompt: the family is not read
-    model = load_adapter(AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32), adapter, trainable=False)
     ids, mask, turn_ids = D.collate([row], tokenizer.pad_token_id)
+
+    def logps(folder):
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+        with torch.no_grad():
+            return TokenLogProbs(model)(ids, mask, turn_ids >= 0)[turn_ids >= 0].tolist()
+
+    if not adapter:
+        return list(first.token_logprobs), logps(trained), logps(base)
+    model = load_adapter(AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32), trained, trainable=False)
     with torch.no_grad():
-        trained = TokenLogProbs(model)(ids, mask, turn_ids >= 0)[turn_ids >= 0].tolist()
+        after = TokenLogProbs(model)(ids, mask, turn_ids >= 0)[turn_ids >= 0].tolist()
         with adapter_disabled(model):
             start = TokenLogProbs(model)(ids, mask, turn_ids >= 0)[turn_ids >= 0].tolist()
-    return list(first.token_logprobs), trained, start
+    return list(first.token_logprobs), after, start
 
 
 def test_the_study_plans_online_arms_with_their_credit_and_a_critic_for_the_critics(sqlite_url, capsys, monkeypatch):

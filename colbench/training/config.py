@@ -293,7 +293,7 @@ SELECTIONS = ("trajectories", "turns")
 TURN_KINDS = ("all", "questions")
 REWARDS = ("share", "success")
 TURN_CREDITS = ("none", "critic", "oracle")
-ONLINE_ENGINES = ("hf", "openai")
+ONLINE_ENGINES = ("hf", "ct2", "openai")
 
 
 @dataclass
@@ -438,10 +438,16 @@ class PolicyConfig(TrainingConfig):
     ), min=1)
     engine: str = option("hf", (
         "grpo, rloo: what rolls the policy out each step. 'hf': the model being trained, in this process (no weight"
-        " copy). 'openai': a vLLM server at --base-url started with --enable-lora; each step's adapter is written and"
-        " loaded into it (POST /v1/load_lora_adapter) under the name <run>-step-<k>, and the rollouts keep their token"
-        " ids (LoRA only)."
+        " copy). 'ct2': CTranslate2 in float32 on each step's weights, written and converted as the step starts (the"
+        " same policy, the fast one on a CPU). 'openai': a vLLM server at --base-url started with --enable-lora; each"
+        " step's adapter is written and loaded into it (POST /v1/load_lora_adapter) under the name <run>-step-<k>,"
+        " and the rollouts keep their token ids (LoRA only)."
     ), choices=ONLINE_ENGINES)
+    pass_rows: int = option(2, (
+        "grpo, rloo: most rows (a dialogue is a row of up to --max-len tokens) in one forward and backward pass. A"
+        " process's share of a --batch-size minibatch takes as many passes as it needs, their gradients adding up to"
+        " one pass's: it sets the memory (~2 GB a 1,000-token row of a 135M model on a CPU), never the result."
+    ), min=1)
     simulator: str = option("builtin", "grpo, rloo: " + simulator_help())
     sandbox: str = option(AUTO_SANDBOX, "grpo, rloo: " + sandbox_help(), choices=SANDBOX_CHOICES)
     epochs: int | None = option(

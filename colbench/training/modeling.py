@@ -396,10 +396,11 @@ def summed_over_processes(accelerator, values: dict[str, float]) -> dict[str, fl
 
 
 def optimizer_step(accelerator, scorer, optimizer, scheduler, loss, max_grad_norm: float) -> dict:
-    """Backward, then (on an accumulation boundary) clip to ``max_grad_norm`` (0: never), step, schedule, zero.
-    Returns the step's learning rate and, on a boundary, the gradients' global norm before clipping
-    (over every shard when the model is sharded)."""
-    accelerator.backward(loss)
+    """Backward (``loss`` None: the caller has run it), then (on an accumulation boundary) clip to
+    ``max_grad_norm`` (0: never), step, schedule, zero. Returns the step's learning rate and, on a boundary, the
+    gradients' global norm before clipping (over every shard when the model is sharded)."""
+    if loss is not None:
+        accelerator.backward(loss)
     figures = {"lr": scheduler.get_last_lr()[0]}
     if accelerator.sync_gradients:
         norm = accelerator.clip_grad_norm_(scorer.parameters(), max_grad_norm if max_grad_norm > 0 else float("inf"))
