@@ -71,12 +71,14 @@ round2)
   esac
   ;;
 online)
-  # The plan's online arms from rft: 25 steps of 8 tasks x 4 dialogues, clip 0.2, at 1e-6 or 3e-6 (the plan's two).
+  # The plan's online arms from rft: 25 steps of 8 tasks x 4 dialogues, clip 0.2, at 1e-6 or 3e-6 (the plan's two),
+  # rolled out by CTranslate2 on each step's weights. Not run in this study (plan.md, amendment 1).
   arm=${2:?online ARM LR: grpo, grpo-critic or grpo-oracle}
   lr=${3:?online ARM LR: 1e-6 or 3e-6}
   case "$arm" in grpo | grpo-critic | grpo-oracle) ;; *) echo "unknown online arm: $arm" >&2; exit 2 ;; esac
   round2 "$arm-$lr" --arm "$arm" --policy-lr "$lr" --policy-steps 25 --policy-tasks-per-step 8 --policy-group 4 \
-    --policy-clip 0.2 --record-arm grpo=grpo --record-arm grpo-critic=grpo+critic --record-arm grpo-oracle=grpo+oracle
+    --policy-clip 0.2 --policy-engine ct2 \
+    --record-arm grpo=grpo --record-arm grpo-critic=grpo+critic --record-arm grpo-oracle=grpo+oracle
   ;;
 *)
   echo "usage: lite_study_3.sh base|rft|round2 LABEL|online ARM LR" >&2; exit 2 ;;
