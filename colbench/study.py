@@ -37,6 +37,9 @@ from colbench.tasks.spec import LITE_SPLITS
 TRAJECTORIES = "trajectories.jsonl"
 VALIDATION = "validation.jsonl"
 PAIRS = "pairs.jsonl"
+# The plan's analysis as data, committed with the final choices: {"primary": [A, B], "secondary": [[A, B], ...]},
+# each B − A read on the final label; the secondary ones Holm-corrected together.
+COMPARISONS = "comparisons.json"
 FINAL = "final"  # the label of the test-set evaluation
 VALIDATION_SPLITS = (LITE_SPLITS["val"],)  # where the search is read; the test sets only under FINAL
 # SWEET-RL is measured against these, Holm-corrected over the three (the issue's goal).
@@ -85,12 +88,13 @@ def trajectory_rows(db, policy: str, setting: str, split: str, simulator: str | 
 
 
 def record(folder: Path, arm: str, label: str, rows: list[dict], validation: dict | None = None) -> None:
-    """Replace ``arm``/``label``'s trajectories of the splits in ``rows`` in the folder's files
-    (and its validation line, when given), writing each file whole under a temporary name."""
+    """Replace ``arm``/``label``'s trajectories of the splits and training seeds in ``rows`` in the folder's files
+    (and its validation line, when given), writing each file whole under a temporary name. An arm read at a
+    second training seed keeps the first seed's rows beside its own."""
     folder.mkdir(parents=True, exist_ok=True)
-    splits = {row["split"] for row in rows}
-    _replace(folder / TRAJECTORIES, lambda r: r["arm"] == arm and r["label"] == label and r["split"] in splits,
-             [{"arm": arm, "label": label} | row for row in rows])
+    splits, seeds = {row["split"] for row in rows}, {row.get("seed") for row in rows}
+    _replace(folder / TRAJECTORIES, lambda r: r["arm"] == arm and r["label"] == label and r["split"] in splits
+             and r.get("seed") in seeds, [{"arm": arm, "label": label} | row for row in rows])
     if validation is not None:
         _replace(folder / VALIDATION, lambda r: r["arm"] == arm and r["label"] == label,
                  [{"arm": arm, "label": label} | validation])
@@ -275,6 +279,7 @@ def report(folder: Path) -> dict:
         "folder": str(folder),
         "arms": [r.__dict__ for r in results],
         "sweet": finals,
+        "declared": declared(folder, groups),
         "validation": [
             validation[key] | {"split_results": [r.__dict__ for r in results if (r.arm, r.label) == key]}
             for key in validation
@@ -282,6 +287,37 @@ def report(folder: Path) -> dict:
         "search": search(validation, results),
         "pairs": _distinct_pairs(read_jsonl(folder / PAIRS)),
     }
+
+
+def declared(folder: Path, groups: dict[tuple[str, str, str], list[dict]]) -> dict:
+    """The comparisons the study's ``comparisons.json`` declares, per split of the final label: the primary one
+    (B − A paired over tasks, each task's mean over every dialogue of every training seed, sign-flip p, its
+    interval resampling tasks, and the difference it could detect at 80% power) and the secondary ones, their
+    p-values Holm-corrected together. A comparison whose arms were not both read is left out."""
+    path = folder / COMPARISONS
+    if not path.exists():
+        return {}
+    try:
+        plan = json.loads(path.read_text(encoding="utf-8"))
+        primary, secondary = tuple(plan["primary"]), [tuple(pair) for pair in plan.get("secondary", [])]
+        if len(primary) != 2 or any(len(pair) != 2 for pair in secondary):
+            raise ValueError("each comparison names two arms")
+    except (ValueError, KeyError, TypeError) as err:
+        raise StudyError(f"{path}: not a comparisons file ({err})") from err
+    found = {}
+    def paired(split: str, pair: tuple) -> dict | None:
+        a, b = (groups.get((split, FINAL, arm)) for arm in pair)
+        return _paired(a, b, *pair) if a and b else None
+
+    for split in sorted({s for s, label, _ in groups if label == FINAL}):
+        second = {f"{b} − {a}": paired(split, (a, b)) for a, b in secondary}
+        second = {k: v for k, v in second.items() if v is not None}
+        for key, p_holm in holm({k: v["p_value"] for k, v in second.items()}).items():
+            second[key]["p_holm"] = p_holm
+        first = paired(split, primary)
+        found[split] = {"primary": {"name": f"{primary[1]} − {primary[0]}", **first} if first else None,
+                        "secondary": second}
+    return found
 
 
 def search(validation: dict[tuple[str, str], dict], results: list[ArmResult]) -> list[dict]:
@@ -385,6 +421,15 @@ def markdown(found: dict) -> str:
         for rival, comparison in (*sweet["sweet_vs"].items(), ("sweet-no-c", sweet["sweet_vs_no_c"])):
             power = f"{comparison['detectable']:.1%}" if comparison and comparison["detectable"] is not None else "–"
             out.append(f"| {rival} | {_diff(comparison, holm_too=True)} | {power} |")
+    for split, declared_here in found.get("declared", {}).items():
+        out += ["", f"**The plan's comparisons on {split}** (paired over tasks, 95% CI, sign-flip p; the secondary"
+                " ones Holm-corrected together)", "", "| comparison | difference | detectable at 80% power |",
+                "|---|---|---|"]
+        primary = declared_here["primary"]
+        listed = [(f"primary: {primary['name']}", primary)] if primary else []
+        for name, comparison in listed + list(declared_here["secondary"].items()):
+            power = f"{comparison['detectable']:.1%}" if comparison["detectable"] is not None else "–"
+            out.append(f"| {name} | {_diff(comparison, holm_too=True)} | {power} |")
     if found.get("search"):
         out += ["", "**Every configuration tried on validation** (✓: the best of its arm; minutes of training, the "
                 "critic's shared by the SWEET-RL arms that use it)", "",

@@ -6,13 +6,14 @@
 #   bash scripts/lite_study_3.sh rft            # rejection fine-tuning of the warm start (and the warm start's read)
 #   bash scripts/lite_study_3.sh round2 LABEL   # one configuration of the arms that start from rft (LABEL below)
 #   bash scripts/lite_study_3.sh round2 sweet-c 3e-6   # configuration (c): question turns, at (a)'s or (b)'s step
+#   bash scripts/lite_study_3.sh final                 # the fresh split, once per read that chosen.sh lists
 #   bash scripts/lite_study_3.sh online grpo 1e-6      # an online arm from rft: grpo, grpo-critic or grpo-oracle, LR
 #
 # STORE (default lite-study-3) holds the store and checkpoints, never committed; the study's files go to
 # studies/backend-lite-3, from which `colbench study report studies/backend-lite-3` recomputes every table.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-stage=${1:?usage: lite_study_3.sh base|rft|round2 LABEL|online ARM LR}
+stage=${1:?usage: lite_study_3.sh base|rft|round2 LABEL|final|online ARM LR}
 # shellcheck source=scripts/study_env.sh
 source "$here/scripts/study_env.sh" lite-study-3 backend-lite-3
 
@@ -70,6 +71,24 @@ round2)
   *) echo "unknown round2 label: $label" >&2; exit 2 ;;
   esac
   ;;
+final)
+  # The fresh split, read once per final read, in the order chosen.sh lists them (plan.md, "The final reads"): each
+  # line is `rft FLAGS` (the experiment from the warm start: it reads the warm start and rft) or `round2 FLAGS` (from
+  # rft), with --trainer-seed 1 for a second training seed. Every read: all 416 tasks x 3 samples, label final.
+  chosen="$files/chosen.sh"
+  [ -f "$chosen" ] || { echo "no $chosen: commit the validation choices first (plan.md, rule 4)" >&2; exit 2; }
+  # shellcheck source=/dev/null
+  source "$chosen"  # defines final_reads
+  fresh=(--evaluate-on fresh --test-tasks 416 --test-samples 3)
+  while read -r kind flags; do
+    case "$kind" in
+    "") ;;
+    rft) eval "experiment final --model ckpt:warm ${fresh[*]} $flags" ;;
+    round2) eval "round2 final ${fresh[*]} $flags" ;;
+    *) echo "chosen.sh: a final read is 'rft FLAGS' or 'round2 FLAGS', not '$kind'" >&2; exit 2 ;;
+    esac
+  done <<< "$final_reads"
+  ;;
 online)
   # The plan's online arms from rft: 25 steps of 8 tasks x 4 dialogues, clip 0.2, at 1e-6 or 3e-6 (the plan's two),
   # rolled out by CTranslate2 on each step's weights. Not run in this study (plan.md, amendment 1).
@@ -81,5 +100,5 @@ online)
     --record-arm grpo=grpo --record-arm grpo-critic=grpo+critic --record-arm grpo-oracle=grpo+oracle
   ;;
 *)
-  echo "usage: lite_study_3.sh base|rft|round2 LABEL|online ARM LR" >&2; exit 2 ;;
+  echo "usage: lite_study_3.sh base|rft|round2 LABEL|final|online ARM LR" >&2; exit 2 ;;
 esac

@@ -236,3 +236,74 @@ def test_each_arm_takes_to_the_test_set_the_configuration_its_search_found_best(
         assert float(flags["--policy-lr"]) == row["lr"], line
         if row["nll_weight"] is not None:
             assert float(flags["--policy-nll-weight"]) == row["nll_weight"], line
+
+
+def seeded(successes: set[int], seed: int) -> list[dict]:
+    return [{"seed": seed} | row for row in rows(successes, "lite-fresh")]
+
+
+def test_a_second_training_seed_is_kept_beside_the_first_and_replaces_only_itself(tmp_path):
+    record(tmp_path, "rft-2", FINAL, seeded(set(range(4)), 0))
+    record(tmp_path, "rft-2", FINAL, seeded(set(range(8)), 1))
+    record(tmp_path, "rft-2", FINAL, seeded(set(range(6)), 1))  # seed 1 read again: its own rows replaced
+    lines = [json.loads(line) for line in (tmp_path / "trajectories.jsonl").read_text().splitlines()]
+    assert {seed: sum(r["success"] for r in lines if r["seed"] == seed) for seed in (0, 1)} == {0: 2 * 4, 1: 2 * 6}
+
+
+def test_the_declared_comparisons_pool_both_seeds_per_task_and_holm_correct_the_secondary_ones(tmp_path, capsys,
+                                                                                               monkeypatch):
+    """comparisons.json names the primary comparison and the secondary ones: B − A paired over tasks on the final
+    label, each arm's task mean over both training seeds' dialogues."""
+    record(tmp_path, "zero-shot", FINAL, seeded(set(range(2)), 0))
+    record(tmp_path, "rft-2", FINAL, seeded(set(range(4)), 0))
+    record(tmp_path, "rft-2", FINAL, seeded(set(range(8)), 1))
+    record(tmp_path, "rft+sweet", FINAL, seeded(set(range(12)), 0))
+    record(tmp_path, "rft+sweet", FINAL, seeded(set(range(10)), 1))
+    (tmp_path / "comparisons.json").write_text(json.dumps({
+        "primary": ["rft-2", "rft+sweet"],
+        "secondary": [["zero-shot", "rft-2"], ["zero-shot", "rft+sweet"], ["rft", "rft+sweet"]]}))
+    found = report(tmp_path)["declared"]["lite-fresh"]
+    primary = found["primary"]
+    # rft-2 solves (4 + 8) / 2 = 6 tasks' worth, rft+sweet (12 + 10) / 2 = 11, over 20 tasks
+    assert primary["name"] == "rft+sweet − rft-2" and primary["difference"]["mean"] == pytest.approx(5 / 20)
+    assert primary["tasks"] == TASKS and primary["detectable"] > 0
+    assert set(found["secondary"]) == {"rft-2 − zero-shot", "rft+sweet − zero-shot"}  # rft was not read
+    raw = {k: v["p_value"] for k, v in found["secondary"].items()}
+    assert {k: v["p_holm"] for k, v in found["secondary"].items()} == pytest.approx(holm(raw))
+    assert found["secondary"]["rft+sweet − zero-shot"]["difference"]["mean"] == pytest.approx(9 / 20)
+
+    run = command_line("sqlite://", capsys, monkeypatch)
+    code, out, err = run("study", "report", str(tmp_path))
+    assert code == 0 and "| primary: rft+sweet − rft-2 | +25.0%" in out
+    (tmp_path / "comparisons.json").write_text(json.dumps({"primary": ["rft-2"]}))
+    code, out, err = run("study", "report", str(tmp_path))
+    assert code == 1 and "comparisons.json: not a comparisons file" in err and "Traceback" not in err
+
+
+STUDY_3 = STUDY.parent / "backend-lite-3"
+
+
+@pytest.mark.skipif(not (STUDY_3 / "chosen.sh").exists(), reason="study 3 has chosen no configuration yet")
+def test_study_3_reads_its_primary_arms_at_their_best_configuration_with_two_seeds():
+    """chosen.sh (what `lite_study_3.sh final` runs) and comparisons.json against the report's search and the plan's
+    rule 3: the primary comparison is the best critic-using arm against the best arm without the critic on lite-val,
+    each read on the fresh split at its best configuration, with training seeds 0 and 1."""
+    import re
+    import shlex
+
+    best = {row["arm"]: row for row in report(STUDY_3)["search"] if row["best"]}
+    critic = max(("rft+sweet", "grpo+critic"), key=lambda arm: best[arm]["success"]["mean"] if arm in best else -1)
+    rival = max(("rft", "rft-2", "grpo"), key=lambda arm: best[arm]["success"]["mean"] if arm in best else -1)
+    assert json.loads((STUDY_3 / "comparisons.json").read_text())["primary"] == [rival, critic]
+    text = (STUDY_3 / "chosen.sh").read_text(encoding="utf-8")
+    reads = re.search(r'final_reads="(.*?)"', text, re.S).group(1).strip().splitlines()
+    seeds: dict[str, set[int]] = {}
+    for line in reads:
+        words = shlex.split(line)[1:]
+        flags = dict(zip(words[::2], words[1::2]))
+        arm = {"sweet": "rft+sweet", "sweet-oracle": "rft+sweet-oracle"}.get(flags["--arm"], flags["--arm"])
+        arm = "rft-2" if arm == "rft" and line.startswith("round2") else arm
+        if arm in best:
+            assert float(flags["--policy-lr"]) == best[arm]["lr"], line
+        seeds.setdefault(arm, set()).add(int(flags.get("--trainer-seed", 0)))
+    assert seeds[critic] == seeds[rival] == {0, 1}
