@@ -4,7 +4,7 @@ per-turn credit inside it (``--turn-credit critic``).
 A run is ``steps`` online steps. Step k (1-based):
 
 1. **Sync**: the engine that rolls out follows the policy. ``hf``: the model being trained itself, in this process
-   (nothing is copied); ``ct2``: the step's weights written and converted for CTranslate2 (the fast one on a CPU);
+   (nothing is copied); ``ct2``: the step's weights written and converted for CTranslate2 (faster on a CPU);
    ``openai``: the step's adapter is written and loaded into a vLLM server.
 2. **Rollout** through the normal path (rollout.Rollout: the simulated human, sandboxed grading, the store):
    ``tasks_per_step`` tasks, ``group`` dialogues each, stored under the policy name ``online:<run>:step-<k>`` with
@@ -189,11 +189,11 @@ def policy_backward(scorer, rows: list[tuple], passes: int, reference, backward,
     total = max(sum(tokens), 1)
     figures: dict[str, float] = {}
     for chunk, count in zip(chunks, tokens):
-        seqs = [seq for seq, _, _ in chunk or rows[:1]]
+        seqs, olds, advantages = zip(*(chunk or rows[:1]))
         ids, mask, turns = (t.to(device) for t in D.collate(seqs, pad_id))
         width = ids.shape[1]
-        old = _padded([o for _, o, _ in chunk or rows[:1]], width).to(device)
-        advantage = _padded([a for _, _, a in chunk or rows[:1]], width).to(device)
+        old = _padded(list(olds), width).to(device)
+        advantage = _padded(list(advantages), width).to(device)
         target = turns >= 0
         ref_logps = None
         if reference is not None:
@@ -294,7 +294,7 @@ class OnlineRecipe:
     def close(self) -> None:
         if self.main and self.config.engine == "ct2":
             self.close_engine()
-            shutil.rmtree(self.scratch("online-ct2"), ignore_errors=True)
+            shutil.rmtree(self.scratch("online-ct2", f"run-{self.run.id}"), ignore_errors=True)
         if self.main and hasattr(self, "simulator"):
             self.simulator.close()
             self.close_env()
@@ -347,7 +347,7 @@ class OnlineRecipe:
         from colbench.openai_client import OpenAIClient
 
         name = f"colbench-online-{self.run.id}-step-{k}"
-        folder = Path(self.run.db.folder if not cfg.out else cfg.out) / "online-adapters" / name
+        folder = self.scratch("online-adapters", name)
         if not (folder / "adapter_config.json").exists():
             trainer.save(folder)
         if not self.main:
@@ -356,19 +356,20 @@ class OnlineRecipe:
             client.load_lora_adapter(name, str(folder.resolve()))
         return OpenAIEngine(name, cfg.base_url, tokenizer=trainer.tokenizer, model_ref=step_policy(self.run.id, k))
 
-    def scratch(self, what: str) -> Path:
-        """A folder of the run's own under the artefact root (or --out), for files one step needs."""
-        return Path(self.db.folder if not self.config.out else self.config.out) / what / f"run-{self.run.id}"
+    def scratch(self, *parts: str) -> Path:
+        """A folder under the artefact root (or --out) for files the run's steps need."""
+        return Path(self.db.folder if not self.config.out else self.config.out).joinpath(*parts)
 
     def ct2_engine(self, k: int):
         """CTranslate2 on step k's weights: written as a checkpoint is (an adapter, or full weights; every process
         takes part when they are sharded), converted in float32 (the same policy: its log-probs within 1e-3 nats of
         the trainer's, which `sampler_ratio` shows), the previous step's copies removed first (~2 x the weights on
-        disk at a time). On a CPU it samples several times faster than the model being trained does."""
+        disk at a time). On a CPU it samples ~1.4x the tokens/s of the model being trained (benchmarks/online_step.py).
+        """
         from colbench.engines.ct2 import CT2Engine
         from colbench.model_refs import ModelSource
 
-        folder = self.scratch("online-ct2")
+        folder = self.scratch("online-ct2", f"run-{self.run.id}")
         if self.main:
             self.close_engine()
             shutil.rmtree(folder, ignore_errors=True)

@@ -2,9 +2,9 @@
 
 Between parallel regions GNU OpenMP threads spin (300,000 times by default) before they sleep. Where the cores are
 shared (the grader's sandboxes, a simulator, another job), a spinning thread holds the core its peer needs, and a
-2-thread step waits for a descheduled thread. Measured on 2 cores beside a niced job using both
-(`benchmarks/shared_cores.py`): one training pass of SmolLM2-135M over 1,100 tokens took 40 s, 15 s with 1,000
-spins, and 8 s either way on idle cores; CTranslate2's decoding was 3-7x faster under that load and kept ~85% of its
+2-thread step waits for a descheduled thread. Measured on 2 cores beside a rollout at the same priority
+(`benchmarks/shared_cores.py`): one training pass of SmolLM2-135M over 1,100 tokens took 40.4 s, 14.7 s with 1,000
+spins, and 7.1 s either way on idle cores; CTranslate2's decoding was 3-7x faster under that load and kept ~85% of its
 idle speed. The libraries read the variable when they load, so it is set at colbench's import (unless the user set
 GOMP_SPINCOUNT or OMP_WAIT_POLICY): whoever imports torch before colbench keeps the default.
 """

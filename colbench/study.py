@@ -304,11 +304,11 @@ def declared(folder: Path, groups: dict[tuple[str, str, str], list[dict]]) -> di
             raise ValueError("each comparison names two arms")
     except (ValueError, KeyError, TypeError) as err:
         raise StudyError(f"{path}: not a comparisons file ({err})") from err
-    found = {}
     def paired(split: str, pair: tuple) -> dict | None:
         a, b = (groups.get((split, FINAL, arm)) for arm in pair)
         return _paired(a, b, *pair) if a and b else None
 
+    found = {}
     for split in sorted({s for s, label, _ in groups if label == FINAL}):
         second = {f"{b} − {a}": paired(split, (a, b)) for a, b in secondary}
         second = {k: v for k, v in second.items() if v is not None}

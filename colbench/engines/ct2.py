@@ -36,8 +36,8 @@ from pathlib import Path
 from colbench.engines.base import EngineError, Generation, Sample, SamplingParams, TokenizerEngine, token_ids
 from colbench.engines.ct2_cpu import ct2_backend
 from colbench.model_cache import cache_dir, convert_once
-from colbench.openmp import spin_briefly
 from colbench.model_refs import ModelSource, load_tokenizer, resolve_model
+from colbench.openmp import spin_briefly
 
 # How long generate() sleeps between checks of a running batch: the bound it adds to Ctrl-C.
 POLL_S = 0.02
