@@ -79,8 +79,9 @@ def embedded_model_dir() -> Path:
     return convert_once(cache_dir() / "models" / EMBEDDED_NAME, build)
 
 
-def convert_once(target: Path, build: Callable[[Path], None]) -> Path:
-    """Create ``target`` with ``build(tmp_dir)`` unless it exists, atomically and once.
+def convert_once(target: Path, build: Callable[[Path], None], *, announce: bool = True) -> Path:
+    """Create ``target`` with ``build(tmp_dir)`` unless it exists, atomically and once; ``announce``: say so on
+    stderr when it was built.
 
     The build writes into a temporary sibling directory that is renamed into place only
     when complete, so an interrupted conversion never leaves a half directory; a file lock
@@ -104,8 +105,9 @@ def convert_once(target: Path, build: Callable[[Path], None]) -> Path:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     # One line where the libraries would draw a dozen progress bars: first use only, and it takes a while.
-    print(f"converted {target.name} once, in {time.perf_counter() - started:.0f} s (cached in {target.parent})",
-          file=sys.stderr, flush=True)
+    if announce:
+        print(f"converted {target.name} once, in {time.perf_counter() - started:.0f} s (cached in {target.parent})",
+              file=sys.stderr, flush=True)
     return target
 
 

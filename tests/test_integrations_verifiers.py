@@ -1,7 +1,8 @@
 """colbench.integrations.verifiers: verifiers' own evaluation loop (``Environment.evaluate_sync`` through its OpenAI
 chat client) against the loopback OpenAI-compatible server, on backend-lite with the built-in simulated human and the
 bwrap sandbox; then ``colbench rollout`` holds the same dialogues with the same server, and each reward verifiers
-reports must be the one colbench's own rollout graded.
+reports must be the one colbench's own rollout graded. The same for the frontend family, its pages rendered in the
+real browser and scored against the reference.
 """
 from __future__ import annotations
 
@@ -86,3 +87,72 @@ def test_without_verifiers_the_integration_is_refused_in_one_line():
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert len(lines) == 1 and "verifiers" in lines[0] and "pip install 'colbench[integrations]'" in lines[0]
+
+
+def test_frontend_pages_are_rendered_and_scored_as_a_rollout_scores_them(openai_server, tmp_path, monkeypatch):
+    """The frontend family through verifiers: each shown page is rendered in the real browser (its screenshot is
+    the turn's), the final page scored against the reference; the right page scores 1, the other less, and a
+    `colbench rollout` of the same served designer stores the same dialogues and scores."""
+    from verifiers.types import ClientConfig
+
+    from colbench import rollout
+    from colbench.integrations.verifiers import ColBenchEnv
+    from colbench.official import import_tasks
+    from colbench.rollout_config import RolloutConfig
+    from colbench.store import queries
+    from colbench.store.db import Database
+    from colbench.store.models import Screenshot
+    from conftest import write_jsonl
+    from test_frontend_rollout import FIRST_TRY, PAGES
+
+    pages = tmp_path / "front.jsonl"
+    write_jsonl(pages, [{"problem_description": "A page for a small family bakery.", "ground_truth": PAGES["bakery"]},
+                        {"problem_description": "A page for a dental clinic.", "ground_truth": PAGES["clinic"]}])
+    vf_url, rollout_url = f"sqlite:///{tmp_path / 'vf.db'}", f"sqlite:///{tmp_path / 'rollout.db'}"
+    for url in (vf_url, rollout_url):
+        import_tasks(Database(url), pages, family="frontend", split="test")
+
+    def designer(request):
+        """A rough page first, then the bakery's page whatever was asked: right for one task, wrong for the other."""
+        if not any(m["role"] == "assistant" for m in request["messages"]):
+            return f"A simple start. OUTPUT: {FIRST_TRY}"
+        return "I WANT TO ANSWER:\n" + PAGES["bakery"]
+
+    openai_server.set_responder(designer)
+    monkeypatch.setenv("LOOPBACK_API_KEY", "unused")
+    env = ColBenchEnv("frontend:test", db=vf_url, limit=2, record=True, policy="vf:designer")
+    try:
+        results = env.evaluate_sync(ClientConfig(api_base_url=openai_server.base_url, api_key_var="LOOPBACK_API_KEY"),
+                                    model="designer", num_examples=2, rollouts_per_example=1)
+    finally:
+        env.close()
+    outputs = results["outputs"]
+    assert [o.get("error") for o in outputs] == [None] * 2
+    by_task = {env.bench.tasks[int(o["info"]["task_id"])].problem_description: o["reward"] for o in outputs}
+    bakery, clinic = "A page for a small family bakery.", "A page for a dental clinic."
+    assert by_task[bakery] == pytest.approx(1.0) and by_task[clinic] < 0.8  # the two imported tasks, in order
+
+    rollout.run(Database(rollout_url), RolloutConfig(model="designer", engine="openai", base_url=openai_server.base_url,
+                                                     tasks="frontend:test", limit=2, samples_per_task=1))
+
+    def stored(url):
+        """task → (score, the dialogue's turns), and task → the agent turns' screenshots."""
+        db = Database(url)
+        dialogues, shots = {}, {}
+        with db.read() as session:
+            for t, task, _ in queries.find_trajectories(session, queries.TrajectoryFilter()):
+                turns = queries.turns_of(session, t.id)
+                dialogues[task.problem_description] = (t.reward, [(turn.role, turn.content) for turn in turns])
+                shots[task.problem_description] = [session.get(Screenshot, turn.screenshot) for turn in turns
+                                                   if turn.role == "assistant"]
+        return dialogues, shots
+
+    (graded, _), (recorded, shots) = stored(rollout_url), stored(vf_url)
+    assert {task_id: reward for task_id, (reward, _) in recorded.items()} == pytest.approx(by_task)
+    assert {task_id: reward for task_id, (reward, _) in graded.items()} == pytest.approx(by_task)
+    assert {k: turns for k, (_, turns) in recorded.items()} == {k: turns for k, (_, turns) in graded.items()}
+    # Each agent turn's page was rendered: two screenshots a dialogue, PNGs on disk, the rough one unlike the final.
+    for task_id in (bakery, clinic):
+        first, final = shots[task_id]
+        assert first is not None and final is not None and first.sha256 != final.sha256
+        assert (tmp_path / final.path).read_bytes().startswith(b"\x89PNG")  # beside the store

@@ -193,6 +193,17 @@ def test_interrupted_conversion_leaves_nothing(tmp_path):
     assert len(calls) == 1 and (target / "config.json").read_text() == "{}"
 
 
+def test_a_conversion_says_so_once_unless_told_not_to(tmp_path, capsys):
+    def build(tmp):
+        (tmp / "config.json").write_text("{}")
+
+    model_cache.convert_once(tmp_path / "M", build)
+    model_cache.convert_once(tmp_path / "M", build)  # cached: nothing to say
+    assert capsys.readouterr().err.count("converted M once") == 1
+    model_cache.convert_once(tmp_path / "N", build, announce=False)  # a caller that reports its own time
+    assert (tmp_path / "N").is_dir() and capsys.readouterr().err == ""
+
+
 def test_concurrent_processes_convert_once(tmp_path):
     # Two processes start the same conversion; the lock makes the second wait and reuse it.
     script = textwrap.dedent(

@@ -10,6 +10,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -359,6 +360,66 @@ def test_ct2_rolls_each_step_out_from_the_weights_the_last_step_trained(tiny_mod
     assert max(abs(a - b) for a, b in zip(sampled, after_step_1)) < 1e-3
     assert max(abs(a - b) for a, b in zip(sampled, at_start)) > 1e-2
     assert not (tmp_path / "online-ct2" / f"run-{run_id}").exists()
+    assert "converted" not in done.stderr  # each step's conversion is the step's sync time, not a line of its own
+
+
+def test_openai_rolls_each_step_out_from_the_adapter_the_last_step_wrote(openai_server, tiny_model_dir, tmp_path):
+    """--engine openai: each step writes its adapter and loads it into the server under the step's name (vLLM's
+    /v1/load_lora_adapter), and asks for that name. The loopback server samples from the adapter folder each name was
+    loaded from, so the stored log-probs are the policy's own (ratio 1 before the first update) only when the folder
+    held the step's weights, and step 2's are those of the step-1 checkpoint, not the start's."""
+    from colbench.engines.base import SamplingParams
+    from colbench.engines.hf import HFEngine
+    from colbench.model_refs import ModelSource
+
+    engines: dict[str, HFEngine] = {}
+    lock = threading.Lock()  # the server answers on many threads
+
+    def respond(request):
+        params = SamplingParams(temperature=request["temperature"], max_new_tokens=request["max_tokens"],
+                                n=request["n"], seed=request.get("seed"))
+        name = request["model"]
+        with lock:
+            if name not in engines:  # a name the server never loaded is the base model: step names must be loaded
+                adapter = openai_server.adapters.get(name)
+                engines[name] = HFEngine(ModelSource(base=str(tiny_model_dir), adapter=adapter), device="cpu")
+            [generation] = engines[name].generate_from_prompts([request["prompt"]], params)
+        return [{"token_ids": s.token_ids, "logprobs": s.token_logprobs, "finish_reason": s.finish_reason,
+                 "text": s.text} for s in generation.samples]
+
+    openai_server.allow_runtime_lora()
+    openai_server.set_completion_responder(respond)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE / "plugin_package"), os.environ.get("PYTHONPATH", "")]),
+               COLBENCH_DB=f"sqlite:///{tmp_path / 'served.db'}")
+    done = subprocess.run(
+        [sys.executable, "-m", "colbench.cli.app", "policy", "fit", "--algo", "grpo", "--tasks", "brevity:train",
+         "--model", str(tiny_model_dir), "--engine", "openai", "--base-url", openai_server.base_url, "--steps", "2",
+         "--tasks-per-step", "1", "--group", "4", "--max-new-tokens", "4", "--save-every", "1", "--batch-size", "2",
+         "--lora-rank", "4", "--lr", "1e-2", "--device", "cpu", "--autocast", "off", "--json"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    for engine in engines.values():
+        engine.close()
+    assert done.returncode == 0, done.stderr[-2000:]
+    run_id = json.loads(done.stdout)["run_id"]
+    names = [f"colbench-online-{run_id}-step-{k}" for k in (1, 2)]
+    asked = [r["model"] for r in openai_server.requests if "prompt" in r]
+    assert sorted(openai_server.adapters) == names and asked and set(asked) == set(names)
+    first_of_step_2 = asked.index(names[1])
+    assert set(asked[:first_of_step_2]) == {names[0]}  # every step-1 request came before step 2 was loaded
+    db = Database(env["COLBENCH_DB"])
+    per_step = step_dialogues(db, run_id)
+    with db.read() as session:
+        steps = queries.training_steps(session, run_id)
+        checkpoints = queries.run_checkpoints(session, run_id)
+        rollouts = session.exec(select(RolloutRun)).all()
+    assert {k: len(v) for k, v in per_step.items()} == {1: 4, 2: 4}
+    served = {(r.config.get("engine"), r.config.get("base_url")) for r in rollouts}
+    assert served == {("openai", openai_server.base_url)}
+    assert steps[0].values["sampler_ratio"] == pytest.approx(1.0, abs=1e-3)
+    sampled, after_step_1, at_start = step_2_logps(db, per_step[2][0], tiny_model_dir, checkpoints[0].path)
+    db.close()
+    assert max(abs(a - b) for a, b in zip(sampled, after_step_1)) < 1e-3
+    assert max(abs(a - b) for a, b in zip(sampled, at_start)) > 1e-2
 
 
 def step_2_logps(db, trajectory_id: int, base: Path, trained: str, adapter: bool = True):

@@ -101,7 +101,8 @@ def conversion_target(source: ModelSource, quantization: str, root: Path | str |
 def convert_model(source: ModelSource, quantization: str = "float32", root: Path | str | None = None) -> Path:
     """The source converted to CTranslate2 (``quantization`` of the weights), converting only
     the first time. Atomic: the converter writes into a temporary sibling folder renamed into
-    place when complete (model_cache.convert_once), so a killed conversion is never reused."""
+    place when complete (model_cache.convert_once), so a killed conversion is never reused. Said on stderr only when
+    it lands in the shared cache: a caller's own ``root`` (an online run's per-step weights) reports its own time."""
     target = conversion_target(source, quantization, root)
 
     def build(tmp: Path) -> None:
@@ -118,7 +119,7 @@ def convert_model(source: ModelSource, quantization: str = "float32", root: Path
         (tmp / "colbench-source.json").write_text(json.dumps(record, indent=1) + "\n")
 
     try:
-        return convert_once(target, build)
+        return convert_once(target, build, announce=root is None)
     except (OSError, ValueError, RuntimeError, KeyError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineError(f"cannot convert {source.ref!r} for CTranslate2: {first}") from err
