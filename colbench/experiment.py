@@ -36,7 +36,7 @@ from colbench.compare import compare, side_of
 from colbench.errors import ColbenchError
 from colbench.eval import PolicyEval, as_dict, evaluate
 from colbench.experiment_config import BACKEND, POLICY_ARMS, ExperimentConfig, algo_of
-from colbench.training.config import TrainingConfig
+from colbench.training.config import CriticConfig, PolicyConfig, TrainingConfig
 from colbench.model_refs import checkpoint_name, normalized_model_ref
 from colbench.progress import Progress, silent
 from colbench.rollout import run as run_rollout
@@ -426,7 +426,7 @@ class BackendExperiment:
 
         data = data or self.config.critic_data(self.zero_shot)
         config = self.config.critic_settings(training_info, data, member)
-        done = self._finished_run("critic", config.to_json(), data)
+        done = self._finished_run("critic", config.to_json(), data, defaults=CriticConfig().to_json())
         if done:
             return done
         try:
@@ -483,7 +483,8 @@ class BackendExperiment:
             # An on-policy round: its candidates come from the policy it continues, loaded onto the server.
             config = replace(config, served_model=self.served_name(base, config.base_url))
         critic_id = critic["checkpoint_id"] if critic else None  # an id, or an ensemble's ids
-        done = self._finished_run(f"policy:{algo}", run_settings(config, algo, critic_id), data, base)
+        done = self._finished_run(f"policy:{algo}", run_settings(config, algo, critic_id), data, base,
+                                  defaults=run_settings(PolicyConfig(), algo, None))
         if done:
             return Arm(key, model=done["checkpoint"], training=done, critic=critic)
         try:
@@ -544,19 +545,21 @@ class BackendExperiment:
 
     # ------------------------------------------------------------ resuming
 
-    def _finished_run(self, kind: str, settings: dict, data: str | None, base: str | None = None) -> dict | None:
-        """The newest finished run of ``kind`` with these settings, from ``base`` (default: the
-        study's model), that has consumed every graded train trajectory of ``data``, as a summary;
-        None when the stage has to run."""
-        # How it ran, not what it learned (the server's address, and the name it served the policy under).
+    def _finished_run(self, kind: str, settings: dict, data: str | None, base: str | None = None,
+                      defaults: dict | None = None) -> dict | None:
+        """The newest finished run of ``kind`` with these settings (``defaults``: the values of settings an older
+        run did not record, see queries.same_run), from ``base`` (default: the study's model), that has consumed
+        every graded train trajectory of ``data``, as a summary; None when the stage has to run."""
+        # How it ran, not what it learned (the server's address, the name it served the policy under, the rows a pass
+        # holds).
         ignored = {"device", "out", "dtype", "autocast", "gradient_checkpointing", "sampler", "base_url",
-                   "served_model", "report_to"}
+                   "served_model", "report_to", "pass_rows"}
         base = normalized_model_ref(base or self.config.model)
         with self.db.read() as session:
             policies = [p.strip() for p in data.split(",")] if data else None
             newest_data = queries.newest_graded_seq(session, family=BACKEND, split=self.config.train_split,
                                                     policies=policies)
-            found = queries.same_run(session, kind, settings, started_from=base, ignored=ignored)
+            found = queries.same_run(session, kind, settings, started_from=base, ignored=ignored, defaults=defaults)
         if found is None:
             return None
         checkpoint, run = found

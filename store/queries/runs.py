@@ -104,16 +104,20 @@ def checkpoints_with_runs(session: Session) -> list[tuple[Checkpoint, TrainingRu
 
 def same_run(
     session: Session, kind: str, settings: dict, *, base_model: str | None = None, started_from: str | None = None,
-    ignored: Iterable[str] = (),
+    ignored: Iterable[str] = (), defaults: dict | None = None,
 ) -> tuple[Checkpoint, TrainingRun] | None:
     """The newest finished run of ``kind`` (with its checkpoint) whose recorded config agrees with
     ``settings`` on every key not in ``ignored``, of ``base_model`` when one is named, and
     ``started_from`` a model when one is named (see run_started_from).
 
     The one rule for "the same run" (continuing the latest critic, a study's resumable
-    stages): a run is the same when it was made with the same settings.
+    stages): a run is the same when it was made with the same settings. A setting that a run
+    made by an older colbench did not record counts as its value in ``defaults``: a new setting's
+    default is what colbench did before it existed, so a study resumed after an upgrade keeps
+    its trained stages.
     """
     skip = set(ignored)
+    defaults = defaults or {}
     query = (
         select(Checkpoint, TrainingRun)
         .join(TrainingRun, TrainingRun.id == Checkpoint.run_id)
@@ -126,7 +130,8 @@ def same_run(
         if started_from is not None and run_started_from(run, checkpoint) != started_from:
             continue
         config = run.config or {}
-        if all(config.get(key) == value for key, value in settings.items() if key not in skip):
+        if all(config.get(key, defaults.get(key)) == value for key, value in settings.items()
+               if key not in skip):
             return checkpoint, run
     return None
 
