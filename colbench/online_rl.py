@@ -487,10 +487,16 @@ class OnlineRecipe:
         settings = {k: v for k, v in (run.config or {}).items() if k in known}
         config = CriticConfig(**settings | {"policies": run_policies(self.run.id), "heldout_fraction": 0.0,
                                             "family": self.config.family, "split": self.config.split})
+        # accelerate keeps one gradient state per process: the critic's trainer sets its own accumulation there, which
+        # the policy's accelerator would then train with (its --grad-accum silently the critic's). Put it back.
+        gradient_state = self.trainer.accelerator.gradient_state
+        policys = dict(gradient_state.plugin_kwargs)
         try:
             result = fit_critic(self.db, config, parent_checkpoint=self.critic_id)
         except NothingToTrain:
             return 0
+        finally:
+            gradient_state.plugin_kwargs = policys
         self.critic_id, self.critic = result.checkpoint_id, None
         return int(result.metrics.get("pairs", 0))
 
@@ -597,6 +603,7 @@ def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base
     the same command continues a stopped run. ``critic_checkpoint``: the critic of ``--turn-credit critic``."""
     from accelerate import PartialState
 
+    from colbench.model_refs import get_checkpoint
     from colbench.training.checkpoints import check_artifact_root, check_name_free, fail_stale_runs
 
     algo = estimator
@@ -607,7 +614,12 @@ def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base
         raise DataError("--engine openai needs --base-url and a LoRA policy (a running vLLM loads adapters only)")
     if critic_checkpoint is not None and "," in str(critic_checkpoint):
         raise DataError("--turn-credit critic reads one critic, not an ensemble")
-    critic_id = int(critic_checkpoint) if critic_checkpoint is not None else None
+    critic_id = None
+    if critic_checkpoint is not None:  # before any rollout: a wrong reference costs no step
+        critic, critic_run = get_checkpoint(db, critic_checkpoint)
+        if critic_run.kind != "critic":
+            raise DataError(f"--critic ckpt:{critic.id} is a {critic_run.kind} checkpoint, not a critic")
+        critic_id = critic.id
     base_model, parent, _, source = starting_point(db, config, base_model, parent_checkpoint, from_scratch)
     settings = run_settings(config, algo, critic_id if config.turn_credit == "critic" else None)
     check_artifact_root(db, config.out)

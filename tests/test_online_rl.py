@@ -262,6 +262,67 @@ def test_critic_credit_moves_an_update_that_equal_rewards_would_not(tiny_model_d
     db.close()
 
 
+# The policy's updates, recorded in the process that runs them: the gradient accumulation each trains under.
+RECORD_ACCUMULATION = """
+import json, sys
+from colbench import online_rl
+from colbench.cli.app import main
+
+seen = []
+update = online_rl.OnlineRecipe.update
+
+
+def recorded(self, dialogues):
+    seen.append(self.trainer.accelerator.gradient_accumulation_steps)
+    return update(self, dialogues)
+
+
+online_rl.OnlineRecipe.update = recorded
+try:
+    main()
+finally:
+    print(json.dumps(seen), file=sys.stderr)
+"""
+
+
+def test_a_critic_refit_leaves_the_policy_its_own_gradient_accumulation(tiny_model_dir, tmp_path):
+    """accelerate keeps one gradient state per process: a critic refit inside the run (its own trainer, here with
+    --grad-accum 2) must not leave the policy's updates accumulating as the critic does. On the plugin's brevity
+    family, whose groups differ in reward, so the refit has pairs and trains."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE / "plugin_package"), os.environ.get("PYTHONPATH", "")]),
+               COLBENCH_DB=f"sqlite:///{tmp_path / 'refit.db'}")
+
+    def colbench(*args, script=None, fails=False):
+        command = [sys.executable, "-c", script, *args] if script else [sys.executable, "-m", "colbench.cli.app", *args]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+        assert (done.returncode != 0) == fails, done.stderr[-2000:]
+        return done
+
+    tiny = str(tiny_model_dir)
+    colbench("rollout", "--tasks", "brevity:train", "--model", tiny, "--max-new-tokens", "4", "-k", "4", "--limit", "2")
+    critic = json.loads(colbench("critic", "fit", "--family", "brevity", "--split", "train", "--pairs", "margin",
+                                 "--grad-accum", "2", "--batch-size", "2", "--lora-rank", "4", "--epochs", "1",
+                                 "--model", tiny, "--device", "cpu", "--heldout-fraction", "0", "--json").stdout)
+    done = colbench("policy", "fit", "--algo", "grpo", "--tasks", "brevity:train", "--model", tiny,
+                    "--turn-credit", "critic", "--critic", critic["checkpoint"], "--critic-refit-every", "1",
+                    "--steps", "2", "--tasks-per-step", "1", "--group", "8", "--max-new-tokens", "4", "--batch-size",
+                    "8", "--lora-rank", "4", "--lr", "1e-2", "--device", "cpu", "--autocast", "off", "--json",
+                    script=RECORD_ACCUMULATION)
+    run_id = json.loads(done.stdout)["run_id"]
+    db = Database(env["COLBENCH_DB"])
+    with db.read() as session:
+        refits = [s.values.get("critic_pairs") for s in queries.training_steps(session, run_id)]
+    db.close()
+    assert refits[0] > 0  # step 1's refit trained a critic (with accumulation 2) before step 2's update
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == [1, 1]
+    # A checkpoint that is not a critic is refused in one line before any rollout.
+    policy = json.loads(done.stdout)["checkpoint"]
+    refused = colbench("policy", "fit", "--algo", "grpo", "--tasks", "brevity:train", "--model", tiny, "--turn-credit",
+                       "critic", "--critic", policy, "--steps", "1", "--device", "cpu", "--name", "refused", fails=True)
+    assert refused.stderr.strip().splitlines() == [
+        f"error: --critic {policy} is a policy:grpo checkpoint, not a critic"]
+
+
 def test_oracle_credit_reads_each_stored_turn_in_its_place(tiny_model_dir, tmp_path):
     """--turn-credit oracle (backend-lite's ground truth for single turns) runs on the step's own turns."""
     db = Database(f"sqlite:///{tmp_path / 'oracle.db'}")
