@@ -490,13 +490,13 @@ class OnlineRecipe:
         # accelerate keeps one gradient state per process: the critic's trainer sets its own accumulation there, which
         # the policy's accelerator would then train with (its --grad-accum silently the critic's). Put it back.
         gradient_state = self.trainer.accelerator.gradient_state
-        policys = dict(gradient_state.plugin_kwargs)
+        policy_accumulation = dict(gradient_state.plugin_kwargs)
         try:
             result = fit_critic(self.db, config, parent_checkpoint=self.critic_id)
         except NothingToTrain:
             return 0
         finally:
-            gradient_state.plugin_kwargs = policys
+            gradient_state.plugin_kwargs = policy_accumulation
         self.critic_id, self.critic = result.checkpoint_id, None
         return int(result.metrics.get("pairs", 0))
 
