@@ -336,6 +336,8 @@ def search(validation: dict[tuple[str, str], dict], results: list[ArmResult]) ->
             "arm": arm, "label": label, "split": result.split, "lr": settings.get("lr"),
             # a run records only its own algorithm's settings (trainer.run_settings): rft has no NLL weight
             "nll_weight": settings.get("nll_weight"), "candidates": settings.get("candidates"),
+            # the turns SWEET-RL trains (a run older than the setting trained them all)
+            "turns": settings.get("turns", "all") if "candidates" in settings else None,
             "best_of": line.get("best_of"), "success": result.success, "versus_zero_shot": result.versus_zero_shot,
             "policy_minutes": policy.get("minutes"), "critic_minutes": critic.get("minutes"),
         })
@@ -433,15 +435,16 @@ def markdown(found: dict) -> str:
     if found.get("search"):
         out += ["", "**Every configuration tried on validation** (✓: the best of its arm; minutes of training, the "
                 "critic's shared by the SWEET-RL arms that use it)", "",
-                "| arm | configuration | lr | NLL weight | candidates | success (95% CI) "
+                "| arm | configuration | lr | NLL weight | candidates | turns | success (95% CI) "
                 "| − zero-shot, paired (95% CI), p | policy minutes | critic minutes | |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
         for row in found["search"]:
             name = row["label"] + (f" (best of {row['best_of']})" if row.get("best_of") else "")
             minutes = f"{_number(row['policy_minutes'], '.0f')} | {_number(row['critic_minutes'], '.0f')}"
             best = "✓" if row["best"] else ""
             out.append(f"| {row['arm']} | {name} | {_number(row['lr'])} | {_number(row['nll_weight'])} |"
-                       f" {_number(row['candidates'])} | {_pct(row['success'])} | {_diff(row['versus_zero_shot'])} |"
+                       f" {_number(row['candidates'])} | {row.get('turns') or '–'} | {_pct(row['success'])} |"
+                       f" {_diff(row['versus_zero_shot'])} |"
                        f" {minutes} | {best} |")
     if found.get("pairs"):
         out += ["", "**The pairs SWEET-RL trained on, against ground truth** (where it orders the two candidates)", "",

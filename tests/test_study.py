@@ -173,10 +173,12 @@ def test_recording_an_arm_again_replaces_its_rows_where_they_stood(tmp_path):
 def test_the_search_table_lists_every_configuration_tried_and_marks_each_arms_best(tmp_path):
     """Every validation line is a row, with the settings that set it apart and its cost; the best
     of each arm is marked (not the last tried, not the first); rft shows no NLL weight, which it
-    does not train with, and SWEET-RL its candidates a turn, which set c16 apart from small."""
-    def policy(algo: str, lr: float, minutes: float, candidates: int = 8) -> dict:
+    does not train with, and SWEET-RL its candidates a turn, which set c16 apart from small, and the
+    turns it trains (all, for a run older than the setting)."""
+    def policy(algo: str, lr: float, minutes: float, candidates: int = 8, turns: str | None = None) -> dict:
         # as trainer.run_settings keeps them: rft has no NLL weight, no candidates
         settings = {"algo": algo, "lr": lr} | ({} if algo == "rft" else {"nll_weight": 1.0, "candidates": candidates})
+        settings |= {"turns": turns} if turns else {}
         return {"policy": {"settings": settings, "minutes": minutes},
                 "critic": {"run_id": 4, "minutes": 30.0} if algo == "sweet" else None}
 
@@ -185,19 +187,21 @@ def test_the_search_table_lists_every_configuration_tried_and_marks_each_arms_be
     record(tmp_path, "sweet", "small", rows(set(range(12)), "lite-val"), policy("sweet", 3e-6, 40.0))
     record(tmp_path, "sweet", "tiny", rows(set(range(6)), "lite-val"), policy("sweet", 1e-6, 41.0))
     record(tmp_path, "sweet", "c16", rows(set(range(4)), "lite-val"), policy("sweet", 3e-6, 50.0, candidates=16))
+    record(tmp_path, "sweet", "qs", rows(set(range(3)), "lite-val"), policy("sweet", 3e-6, 30.0, turns="questions"))
     record(tmp_path, "rft", "rft-3e-5", rows(set(range(7)), "lite-val"), policy("rft", 3e-5, 11.0))
     record(tmp_path, "sweet", FINAL, rows(set(range(9))))  # the test set is no configuration of the search
     found = report(tmp_path)["search"]
     assert [(r["arm"], r["label"]) for r in found] == [("rft", "rft-3e-5"), ("sweet", "c16"), ("sweet", "nll1"),
-                                                       ("sweet", "small"), ("sweet", "tiny")]
+                                                       ("sweet", "qs"), ("sweet", "small"), ("sweet", "tiny")]
     by = {r["label"]: r for r in found}
     assert [label for label, r in by.items() if r["best"]] == ["rft-3e-5", "small"]
     assert by["small"]["versus_zero_shot"]["difference"]["mean"] == pytest.approx(7 / 20)
     assert by["rft-3e-5"]["nll_weight"] is None and by["nll1"]["nll_weight"] == 1.0
     table = markdown(report(tmp_path))
-    assert "| sweet | small | 3e-06 | 1 | 8 | 60.0% [" in table and "| 40 | 30 | ✓ |" in table
-    assert "| sweet | c16 | 3e-06 | 1 | 16 | 20.0% [" in table
-    assert "| rft | rft-3e-5 | 3e-05 | – | – | 35.0% [" in table
+    assert "| sweet | small | 3e-06 | 1 | 8 | all | 60.0% [" in table and "| 40 | 30 | ✓ |" in table
+    assert "| sweet | c16 | 3e-06 | 1 | 16 | all | 20.0% [" in table
+    assert "| sweet | qs | 3e-06 | 1 | 8 | questions | 15.0% [" in table
+    assert "| rft | rft-3e-5 | 3e-05 | – | – | – | 35.0% [" in table
 
 
 def test_pairs_that_only_the_actors_step_tells_apart_are_counted_once(tmp_path):
@@ -305,5 +309,6 @@ def test_study_3_reads_its_primary_arms_at_their_best_configuration_with_two_see
         arm = "rft-2" if arm == "rft" and line.startswith("round2") else arm
         if arm in best:
             assert float(flags["--policy-lr"]) == best[arm]["lr"], line
+            assert flags.get("--policy-turns", "all") == (best[arm]["turns"] or "all"), line
         seeds.setdefault(arm, set()).add(int(flags.get("--trainer-seed", 0)))
     assert seeds[critic] == seeds[rival] == {0, 1}
