@@ -9,6 +9,7 @@ import pytest
 from sqlmodel import func, select
 
 from colbench.official import import_trajectories
+from colbench.store import queries
 from colbench.store.db import Database
 from colbench.store.models import Checkpoint, Task, TrainingRun, Trajectory
 from conftest import command_line, write_jsonl
@@ -140,6 +141,35 @@ def test_the_whole_study_runs_reports_every_arm_and_a_rerun_redoes_nothing(tiny_
     with db.read() as session:
         new_runs = session.exec(select(TrainingRun).where(TrainingRun.id > max(runs))).all()
     assert sorted(r.kind for r in new_runs) == ["policy:sweet", "policy:sweet"]
+
+
+def test_a_study_from_a_named_checkpoint_finds_its_trained_stages_again(tiny_model_dir, tmp_path, cli):
+    """`--model ckpt:<run name>` (study 3 starts from ckpt:warm): the runs record the checkpoint by id, and a rerun
+    of the same command must still find them, not train again."""
+    folder = tmp_path / "study"
+    folder.mkdir()
+    db = Database(f"sqlite:///{folder / 'colbench.db'}")
+    records = [t for i in range(2) for t in (trajectory(backend_task(i), 2, 1.0), trajectory(backend_task(i), 3, 0.0))]
+    import_trajectories(db, write_jsonl(tmp_path / "offline.jsonl", records))
+    code, _, err = cli("--db", f"sqlite:///{folder / 'colbench.db'}", "grade", "--sandbox", "bwrap")
+    assert code == 0, err
+    code, _, err = cli("--db", f"sqlite:///{folder / 'colbench.db'}", "policy", "fit", "--algo", "sft", "--model",
+                       str(tiny_model_dir), "--name", "warm", "--epochs", "1", "--lora-rank", "4", "--max-len", "160",
+                       "--device", "cpu", "--policies", "*")  # the imported dialogues, not scripted ones
+    assert code == 0, err
+    study = ["experiment", "backend", "--model", "ckpt:warm", "--dir", str(folder), "--no-on-policy", "--arm", "rft",
+             *TINY_STUDY]
+    code, _, err = cli(*study)
+    assert code == 0, err
+    with db.read() as session:
+        warm = session.exec(select(TrainingRun).where(TrainingRun.name == "warm")).one()
+        rft = session.exec(select(TrainingRun).where(TrainingRun.kind == "policy:rft")).one()
+        [warm_checkpoint] = queries.run_checkpoints(session, warm.id)
+    assert rft.parent_checkpoint_id == warm_checkpoint.id  # it continued ckpt:warm, which it records by id
+    before = counts(db)
+    code, _, err = cli(*study)
+    assert code == 0, err
+    assert counts(db) == before  # nothing trained or rolled out again
 
 
 def test_a_study_without_any_success_reports_what_could_not_be_trained(tiny_model_dir, tmp_path, cli):
