@@ -122,6 +122,19 @@ def test_grade_recomputes_rewards_of_imported_answers_in_the_sandbox(db, tmp_pat
     assert rewards[1:] == [1.0, 1.0] and 0.0 < rewards[0] < 1.0  # half the tests use express=True
     assert len(tests) == 30 and sum(not t.passed for t in tests) == 5
 
+    # Graded again to the same grades: no trajectory is new data to a trainer (its watermark would count it). Under
+    # other semantics the grades differ (`grading` names them) and each takes a new place.
+    seqs = {t.id: t.graded_seq for t in rows.values()}
+    with Grader(sandbox="bwrap") as grader:
+        regrade(db, grader, policy="llama")
+    with db.read() as session:
+        assert {t.id: t.graded_seq for t in session.exec(select(Trajectory))} == seqs
+    with Grader(sandbox="bwrap", grading="strict") as grader:
+        regrade(db, grader, policy="llama")
+    with db.read() as session:
+        again = {t.id: t.graded_seq for t in session.exec(select(Trajectory))}
+    assert all(again[i] > max(seqs.values()) for i in seqs)
+
 
 def test_frontend_similarity_and_win_rate_ties_count_half(db, tmp_path):
     from officialdata import frontend_task

@@ -102,7 +102,9 @@ def save_grades(session: Session, grades: dict) -> None:
     """Write test rows, reward, success and grading of graded trajectories (replacing earlier grades).
 
     ``grades`` maps a trajectory id to a grade (colbench.envs.base.Grade). Call after
-    ``Database.lock_for_sequence`` in the same transaction: each grade takes the next graded_seq.
+    ``Database.lock_for_sequence`` in the same transaction: each grade takes the next graded_seq, except a
+    regrade that leaves what trainers read as it was (reward, success, metric, grading), which keeps its place: a
+    trainer's watermark would otherwise count it as new data, and a study would train its stages again.
     """
     seq = next_graded_seq(session)
     for trajectory_id, grade in grades.items():
@@ -115,9 +117,12 @@ def save_grades(session: Session, grades: dict) -> None:
             for test in grade.tests
         )
         trajectory = session.get(Trajectory, trajectory_id)
+        same = (trajectory.reward, trajectory.success, trajectory.reward_metric, trajectory.grading) == (
+            grade.reward, grade.success, grade.metric, grade.grading)
         trajectory.reward, trajectory.success, trajectory.reward_metric = grade.reward, grade.success, grade.metric
         trajectory.grading, trajectory.screenshot = grade.grading, grade.screenshot
         if grade.error and not trajectory.failure:
             trajectory.failure = f"grading: {grade.error}"
-        trajectory.graded_seq = seq
-        seq += 1
+        if not (same and trajectory.graded_seq is not None):
+            trajectory.graded_seq = seq
+            seq += 1
