@@ -32,13 +32,23 @@ def scripted_policy(tasks: dict):
     return respond
 
 
+def stored(url: str) -> dict[int, tuple[float, list[tuple[str, str]]]]:
+    """A store's dialogues: task id → (reward, the turns as (role, content))."""
+    from colbench.store import queries
+    from colbench.store.db import Database
+
+    with Database(url).read() as session:
+        found = queries.find_trajectories(session, queries.TrajectoryFilter())
+        return {task.id: (t.reward, [(turn.role, turn.content) for turn in queries.turns_of(session, t.id)])
+                for t, task, _ in found}
+
+
 def test_verifiers_evaluation_rewards_are_colbenchs(openai_server, bwrap, tmp_path, monkeypatch):
     from verifiers.types import ClientConfig
 
     from colbench import protocol, rollout
     from colbench.integrations.verifiers import ColBenchEnv
     from colbench.rollout_config import RolloutConfig
-    from colbench.store import queries
     from colbench.store.db import Database
 
     vf_url, rollout_url = f"sqlite:///{tmp_path / 'vf.db'}", f"sqlite:///{tmp_path / 'rollout.db'}"
@@ -59,13 +69,6 @@ def test_verifiers_evaluation_rewards_are_colbenchs(openai_server, bwrap, tmp_pa
     rollout.run(Database(rollout_url), RolloutConfig(
         model="policy", engine="openai", base_url=openai_server.base_url, simulator="builtin",
         tasks="backend-lite:train", limit=3, samples_per_task=1, sandbox=bwrap))
-
-    def stored(url):
-        db = Database(url)
-        with db.read() as session:
-            found = queries.find_trajectories(session, queries.TrajectoryFilter())
-            return {task.id: (t.reward, [(turn.role, turn.content) for turn in queries.turns_of(session, t.id)])
-                    for t, task, _ in found}
 
     graded, recorded = stored(rollout_url), stored(vf_url)
     assert by_task == {task_id: reward for task_id, (reward, _) in graded.items()}
@@ -128,31 +131,21 @@ def test_frontend_pages_are_rendered_and_scored_as_a_rollout_scores_them(openai_
         env.close()
     outputs = results["outputs"]
     assert [o.get("error") for o in outputs] == [None] * 2
-    by_task = {env.bench.tasks[int(o["info"]["task_id"])].problem_description: o["reward"] for o in outputs}
-    bakery, clinic = "A page for a small family bakery.", "A page for a dental clinic."
+    by_task = {int(o["info"]["task_id"]): o["reward"] for o in outputs}
+    named = {env.bench.tasks[task_id].problem_description: task_id for task_id in by_task}
+    bakery, clinic = named["A page for a small family bakery."], named["A page for a dental clinic."]
     assert by_task[bakery] == pytest.approx(1.0) and by_task[clinic] < 0.8  # the two imported tasks, in order
 
     rollout.run(Database(rollout_url), RolloutConfig(model="designer", engine="openai", base_url=openai_server.base_url,
                                                      tasks="frontend:test", limit=2, samples_per_task=1))
-
-    def stored(url):
-        """task → (score, the dialogue's turns), and task → the agent turns' screenshots."""
-        db = Database(url)
-        dialogues, shots = {}, {}
-        with db.read() as session:
-            for t, task, _ in queries.find_trajectories(session, queries.TrajectoryFilter()):
-                turns = queries.turns_of(session, t.id)
-                dialogues[task.problem_description] = (t.reward, [(turn.role, turn.content) for turn in turns])
-                shots[task.problem_description] = [session.get(Screenshot, turn.screenshot) for turn in turns
-                                                   if turn.role == "assistant"]
-        return dialogues, shots
-
-    (graded, _), (recorded, shots) = stored(rollout_url), stored(vf_url)
+    graded, recorded = stored(rollout_url), stored(vf_url)
     assert {task_id: reward for task_id, (reward, _) in recorded.items()} == pytest.approx(by_task)
     assert {task_id: reward for task_id, (reward, _) in graded.items()} == pytest.approx(by_task)
     assert {k: turns for k, (_, turns) in recorded.items()} == {k: turns for k, (_, turns) in graded.items()}
     # Each agent turn's page was rendered: two screenshots a dialogue, PNGs on disk, the rough one unlike the final.
-    for task_id in (bakery, clinic):
-        first, final = shots[task_id]
-        assert first is not None and final is not None and first.sha256 != final.sha256
-        assert (tmp_path / final.path).read_bytes().startswith(b"\x89PNG")  # beside the store
+    with Database(vf_url).read() as session:
+        for trajectory, task, _ in queries.find_trajectories(session, queries.TrajectoryFilter()):
+            turns = queries.turns_of(session, trajectory.id)
+            first, final = [session.get(Screenshot, turn.screenshot) for turn in turns if turn.role == "assistant"]
+            assert first is not None and final is not None and first.sha256 != final.sha256, task.problem_description
+            assert (tmp_path / final.path).read_bytes().startswith(b"\x89PNG")  # beside the store
