@@ -10,7 +10,6 @@ import math
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -36,6 +35,16 @@ from colbench.training.losses import clipped_policy_loss, group_advantages
 from colbench.training.policy import fit_policy
 
 HERE = Path(__file__).parent
+
+
+def plugin_path() -> str:
+    """PYTHONPATH with the test plugin package (tests/plugin_package: the learnable brevity family) in front."""
+    return os.pathsep.join([str(HERE / "plugin_package"), os.environ.get("PYTHONPATH", "")])
+
+
+def plugin_env(**variables) -> dict:
+    """This process's environment for a colbench subprocess that sees the plugin package, with ``variables``."""
+    return dict(os.environ, PYTHONPATH=plugin_path(), **variables)
 
 
 # ---------------------------------------------------------------- by hand
@@ -289,8 +298,7 @@ def test_a_critic_refit_leaves_the_policy_its_own_gradient_accumulation(tiny_mod
     """accelerate keeps one gradient state per process: a critic refit inside the run (its own trainer, here with
     --grad-accum 2) must not leave the policy's updates accumulating as the critic does. On the plugin's brevity
     family, whose groups differ in reward, so the refit has pairs and trains."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE / "plugin_package"), os.environ.get("PYTHONPATH", "")]),
-               COLBENCH_DB=f"sqlite:///{tmp_path / 'refit.db'}")
+    env = plugin_env(COLBENCH_DB=f"sqlite:///{tmp_path / 'refit.db'}")
 
     def colbench(*args, script=None, fails=False):
         command = [sys.executable, "-c", script, *args] if script else [sys.executable, "-m", "colbench.cli.app", *args]
@@ -336,8 +344,7 @@ def test_oracle_credit_reads_each_stored_turn_in_its_place(tiny_model_dir, tmp_p
 
 def test_the_reward_rises_over_steps_on_a_task_the_tiny_model_can_learn(tiny_model_dir, tmp_path):
     """The plugin's brevity family (tests/plugin_package): one message, the shorter the better."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE / "plugin_package"), os.environ.get("PYTHONPATH", "")]),
-               COLBENCH_DB=f"sqlite:///{tmp_path / 'brevity.db'}")
+    env = plugin_env(COLBENCH_DB=f"sqlite:///{tmp_path / 'brevity.db'}")
     done = subprocess.run(
         [sys.executable, "-m", "colbench.cli.app", "policy", "fit", "--algo", "grpo", "--tasks", "brevity:train",
          "--model", str(tiny_model_dir), *LEARNING], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
@@ -367,7 +374,7 @@ def test_two_processes_roll_out_once_and_train_together(tiny_model_dir, tmp_path
     that differ, so step 1 moves the weights step 2 samples from)."""
     from test_multiprocess import launch, run
 
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE / "plugin_package"), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PYTHONPATH", plugin_path())
     url = f"sqlite:///{tmp_path / 'two.db'}"
     args = ["policy", "fit", "--algo", "grpo", "--tasks", "brevity:train", "--model", str(tiny_model_dir),
             "--steps", "2", "--tasks-per-step", "1", "--group", "4", "--max-new-tokens", "4", "--save-every", "1",
@@ -397,8 +404,7 @@ def test_ct2_rolls_each_step_out_from_the_weights_the_last_step_trained(tiny_mod
     """--engine ct2: each step's weights are written and converted, so the stored log-probs are the policy's own
     (ratio 1 before the first update) and step 2's are those of the step-1 checkpoint, not the start's; the
     converted copies do not outlive the run."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE / "plugin_package"), os.environ.get("PYTHONPATH", "")]),
-               COLBENCH_DB=f"sqlite:///{tmp_path / 'ct2.db'}")
+    env = plugin_env(COLBENCH_DB=f"sqlite:///{tmp_path / 'ct2.db'}")
     lora = ["--lora-rank", "4", "--lr", "1e-2"] if weights == "lora" else ["--full", "--lr", "1e-3"]
     done = subprocess.run(
         [sys.executable, "-m", "colbench.cli.app", "policy", "fit", "--algo", "grpo", "--tasks", "brevity:train",
@@ -429,29 +435,21 @@ def test_openai_rolls_each_step_out_from_the_adapter_the_last_step_wrote(openai_
     /v1/load_lora_adapter), and asks for that name. The loopback server samples from the adapter folder each name was
     loaded from, so the stored log-probs are the policy's own (ratio 1 before the first update) only when the folder
     held the step's weights, and step 2's are those of the step-1 checkpoint, not the start's."""
-    from colbench.engines.base import SamplingParams
     from colbench.engines.hf import HFEngine
     from colbench.model_refs import ModelSource
+    from test_sampler_openai import serve_policy
 
     engines: dict[str, HFEngine] = {}
-    lock = threading.Lock()  # the server answers on many threads
 
-    def respond(request):
-        params = SamplingParams(temperature=request["temperature"], max_new_tokens=request["max_tokens"],
-                                n=request["n"], seed=request.get("seed"))
-        name = request["model"]
-        with lock:
-            if name not in engines:  # a name the server never loaded is the base model: step names must be loaded
-                adapter = openai_server.adapters.get(name)
-                engines[name] = HFEngine(ModelSource(base=str(tiny_model_dir), adapter=adapter), device="cpu")
-            [generation] = engines[name].generate_from_prompts([request["prompt"]], params)
-        return [{"token_ids": s.token_ids, "logprobs": s.token_logprobs, "finish_reason": s.finish_reason,
-                 "text": s.text} for s in generation.samples]
+    def engine_for(name: str) -> HFEngine:  # called under serve_policy's lock
+        if name not in engines:  # a name the server never loaded is the base model: step names must be loaded
+            adapter = openai_server.adapters.get(name)
+            engines[name] = HFEngine(ModelSource(base=str(tiny_model_dir), adapter=adapter), device="cpu")
+        return engines[name]
 
     openai_server.allow_runtime_lora()
-    openai_server.set_completion_responder(respond)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE / "plugin_package"), os.environ.get("PYTHONPATH", "")]),
-               COLBENCH_DB=f"sqlite:///{tmp_path / 'served.db'}")
+    serve_policy(openai_server, engine_for)
+    env = plugin_env(COLBENCH_DB=f"sqlite:///{tmp_path / 'served.db'}")
     done = subprocess.run(
         [sys.executable, "-m", "colbench.cli.app", "policy", "fit", "--algo", "grpo", "--tasks", "brevity:train",
          "--model", str(tiny_model_dir), "--engine", "openai", "--base-url", openai_server.base_url, "--steps", "2",

@@ -30,16 +30,18 @@ PROMPT = (
 
 
 def serve_policy(server, engine) -> list[tuple[list[int], list]]:
-    """Make the loopback server sample from ``engine`` (the tiny policy) for /v1/completions; returns the
-    list it appends (prompt ids, samples) to, one entry per request."""
+    """Make the loopback server sample from ``engine`` (the tiny policy; or a function of the model name a request
+    asks for, giving its engine) for /v1/completions; returns the list it appends (prompt ids, samples) to, one entry
+    per request."""
     served: list[tuple[list[int], list]] = []
     lock = threading.Lock()  # the server answers on many threads; the model samples one batch at a time
+    engine_for = engine if callable(engine) else lambda name: engine
 
     def respond(request):
         params = SamplingParams(temperature=request["temperature"], max_new_tokens=request["max_tokens"],
                                 n=request["n"], seed=request.get("seed"))
         with lock:
-            [generation] = engine.generate_from_prompts([request["prompt"]], params)
+            [generation] = engine_for(request["model"]).generate_from_prompts([request["prompt"]], params)
             served.append((list(request["prompt"]), generation.samples))
         return [{"token_ids": s.token_ids, "logprobs": s.token_logprobs, "finish_reason": s.finish_reason,
                  "text": s.text}
