@@ -44,6 +44,7 @@ from colbench.training import sequences as S
 from colbench.training.config import CriticConfig, DataError, PolicyConfig
 from colbench.training.lifecycle import training_run
 from colbench.training.losses import clipped_policy_loss, group_advantages
+from colbench.training.snapshots import on_main
 from colbench.training.modeling import (
     adapter_disabled,
     is_peft,
@@ -258,13 +259,7 @@ class OnlineRecipe:
 
     def from_main(self, work):
         """``work()`` run on the main process, its result handed to every process."""
-        acc = self.trainer.accelerator
-        result = work() if self.main else None
-        if acc.num_processes > 1:
-            from accelerate.utils import broadcast_object_list
-
-            result = broadcast_object_list([result])[0]
-        return result
+        return on_main(self.trainer.accelerator, work)
 
     # -------------------------------------------------- setup
 
@@ -633,11 +628,7 @@ def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base
             check_name_free(db, config.name)
         return earlier.id if earlier else None
 
-    earlier = stopped_run() if processes.is_main_process else None
-    if processes.num_processes > 1:
-        from accelerate.utils import broadcast_object_list
-
-        earlier = broadcast_object_list([earlier])[0]
+    earlier = on_main(processes, stopped_run)
     start, checkpoint, state = resume_point(db, earlier, processes.process_index)
     with training_run(db, kind=f"policy:{algo}", base_model=base_model,
                       parent_checkpoint_id=parent[0].id if parent else None, settings=settings, name=config.name,

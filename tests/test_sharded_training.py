@@ -26,7 +26,7 @@ from safetensors.torch import load_file
 from sqlmodel import select
 
 from colbench.store.db import Database
-from colbench.store.models import TrainingStep
+from colbench.store.models import TrainingRun, TrainingStep
 from conftest import graded_store
 
 COLBENCH = [sys.executable, "-m", "colbench.cli.app"]
@@ -165,3 +165,43 @@ def test_sharded_policies_match_one_process(store, tiny_model_dir):
     worst_rft = assert_same_training(db, one, two)
     assert_halved(two["metrics"], one["metrics"])
     print(f"max |Δw|: sweet {worst_sweet:.2e}, rft {worst_rft:.2e}")
+
+
+def test_a_stopped_sharded_run_continues_to_the_uninterrupted_weights(store, tiny_model_dir):
+    """Ctrl-C to a `launch -n 2 --shard full` full fine-tune after a few snapshots (each process wrote its own
+    shards of the weights and AdamW state), then the same command again: the run continues under its own id, and
+    its steps and weights are an uninterrupted sharded run's."""
+    import signal
+    import time
+
+    from colbench.training.snapshots import latest, snapshot_folder
+
+    db, url = store
+    model = str(tiny_model_dir)
+    rft = ["policy", "fit", "--algo", "rft", "--model", model, "--full", "--epochs", "8", "--batch-size", "1",
+           "--shard", "full", *TINY]
+    named = ["--name", "stopped-sharded", "--snapshot-minutes", "1e-9"]
+    env = dict(os.environ, NO_COLOR="1", OMP_NUM_THREADS="1")
+    env.pop("COLBENCH_DEBUG", None)
+    process = subprocess.Popen(launch() + ["--db", url, *rft, *named], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    saved, deadline = None, time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline:
+        with db.read() as session:
+            run = session.exec(select(TrainingRun).where(TrainingRun.name == "stopped-sharded")).first()
+        if run is not None and (saved := latest(snapshot_folder(db, run.kind, run.id, None))) and saved["step"] >= 3:
+            break
+        time.sleep(0.1)
+    assert process.poll() is None, process.stderr.read().decode()[-3000:]
+    os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in the terminal: every process of the group
+    process.wait(timeout=120)
+    with db.read() as session:
+        assert session.get(TrainingRun, run.id).status == "failed"
+
+    resumed = fit(launch(), url, *rft, *named)
+    assert resumed["run_id"] == run.id and resumed["metrics"]["resumed_at_step"] >= 3
+    whole = fit(launch(), url, *rft, "--snapshot-minutes", "0")
+    for one in (resumed, whole):
+        one["base"] = model
+    assert whole["run_id"] != run.id and "resumed_at_step" not in whole["metrics"]
+    assert_same_training(db, whole, resumed)

@@ -44,6 +44,7 @@ from colbench.training.checkpoints import (
     save_trained,
 )
 from colbench.training.lifecycle import training_run
+from colbench.training.snapshots import Snapshots, check_name, on_main, remaining, stopped_run, walk
 from colbench.training.steplog import StepLog
 from colbench.training.config import CriticConfig
 from colbench.training.losses import bradley_terry_loss, critic_scores
@@ -185,13 +186,23 @@ class CriticRecipe:
 
     # -------------------------------------------------- train
 
-    def train(self, steplog: StepLog | None = None) -> None:
+    def train(self, steplog: StepLog | None = None, snapshots: Snapshots | None = None) -> None:
         cfg, acc = self.config, self.accelerator
         device = acc.device
-        step, started, tokens = 0, time.perf_counter(), 0
+        resumed = snapshots.load(self.scorer, self.optimizer, self.scheduler) if snapshots else None
+        step, spent, tokens = 0, 0.0, 0
+        if resumed:
+            step, spent, tokens, self.metrics = (resumed.loop[k] for k in ("step", "seconds", "tokens", "metrics"))
+            self.metrics["resumed_at_step"] = resumed.step
+        started = time.perf_counter() - spent
         for epoch in range(cfg.epochs):
+            if resumed and epoch < resumed.epoch:
+                walk(self.loader)
+                continue
             losses, correct, seen, micro = [], 0, 0, []
-            for batch in self.loader:
+            if resumed and epoch == resumed.epoch:
+                losses, correct, seen = (resumed.loop[k] for k in ("losses", "correct", "seen"))
+            for batch in remaining(self.loader, resumed, epoch):
                 pairs = [self.train_pairs[i] for i in batch]
                 with acc.accumulate(self.scorer):
                     chosen, rejected = self._pair_scores(self.scorer, pairs, device)
@@ -212,6 +223,13 @@ class CriticRecipe:
                     micro = []
                     if self.on_progress and acc.is_main_process:
                         self.on_progress("train", step, self.total_steps, {"epoch": epoch + 1, "loss": losses[-1]})
+                    if snapshots and snapshots.due(step, self.total_steps):
+                        if steplog is not None:  # the curve up to the snapshot is stored before it
+                            steplog.write()
+                        loop = {"step": step, "seconds": time.perf_counter() - started, "tokens": tokens,
+                                "metrics": self.metrics, "losses": losses, "correct": correct, "seen": seen}
+                        snapshots.save(self.scorer, self.optimizer, self.scheduler, step=step, epoch=epoch,
+                                       batches=len(losses), loop=loop)
             sums = summed_over_processes(acc,
                                          {"loss": sum(losses), "batches": len(losses), "correct": correct,
                                           "seen": seen})
@@ -298,8 +316,11 @@ def fit_critic(
       else a new one. With ``from_scratch``: always a new one.
 
     Which pairs: see :func:`colbench.training.data.read_pairs`. Raises
-    :class:`NothingToTrain` (no run is written) when there are none.
+    :class:`NothingToTrain` (no run is written) when there are none. A rerun of a stopped fit continues it
+    (snapshots.py).
     """
+    from accelerate import PartialState
+
     config = config or CriticConfig()
     base_model = normalized_model_ref(stored_ref(db, base_model)) if base_model else None
     parent_checkpoint = stored_ref(db, parent_checkpoint)
@@ -318,7 +339,8 @@ def fit_critic(
         watermark = None if from_scratch else run.data_watermark
     base_model = base_model or DEFAULT_MODEL
     check_artifact_root(db, config.out)
-    check_name_free(db, config.name)
+    settings = config.to_json() | {"from_scratch": from_scratch}
+    check_name(db, "critic", settings, config.name)
 
     data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark, rule=config.pairs,
                         policies=config.policy_list)
@@ -336,13 +358,18 @@ def fit_critic(
             )
         )
 
+    earlier = on_main(PartialState(cpu=config.on_cpu), lambda: stopped_run(
+        db, "critic", settings, name=config.name, out=config.out, watermark=data.watermark))
+    if earlier is None:
+        check_name_free(db, config.name)
     recipe = CriticRecipe(db, config, base_model, parent, data, on_progress)
     with training_run(db, kind="critic", base_model=base_model, parent_checkpoint_id=parent[0].id if parent else None,
-                      settings=config.to_json() | {"from_scratch": from_scratch}, name=config.name, tags=config.tags,
-                      report_to=config.report_to, out=config.out, on_cpu=config.on_cpu) as run:
+                      settings=settings, name=config.name, tags=config.tags, report_to=config.report_to,
+                      out=config.out, on_cpu=config.on_cpu, resume=earlier) as run:
         recipe.setup()
+        snapshots = Snapshots(run, recipe.accelerator, config.snapshot_minutes, data.watermark)
         with run.step_log() as steps:
-            recipe.train(steps)
+            recipe.train(steps, snapshots)
         accuracy = recipe.evaluate()
         metrics = recipe.metrics | {
             "pairs": len(data.pairs),
@@ -355,4 +382,5 @@ def fit_critic(
         checkpoint_id, folder = run.finish(
             recipe.save, metrics=metrics, watermark=data.watermark, lineage=[(i, None) for i in consumed]
         )
+        snapshots.discard()
         return CriticResult(run.id, checkpoint_id, str(folder), metrics)

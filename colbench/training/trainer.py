@@ -41,6 +41,7 @@ from colbench.training.checkpoints import (
 from colbench.training.algorithms import others_settings
 from colbench.training.config import PolicyConfig
 from colbench.training.lifecycle import training_run
+from colbench.training.snapshots import Snapshots, check_name, on_main, remaining, stopped_run, walk
 from colbench.training.steplog import StepLog
 from colbench.training.losses import by_owner, policy_dpo_loss, sequence_logps, sft_loss
 from colbench.training.modeling import (
@@ -223,13 +224,22 @@ class PolicyTrainer:
         )
         return loss, stats, tokens
 
-    def train(self, steplog: StepLog | None = None) -> None:
+    def train(self, steplog: StepLog | None = None, snapshots: Snapshots | None = None) -> None:
         cfg, acc = self.config, self.accelerator
-        step, tokens, started = 0, 0, time.perf_counter()
+        resumed = snapshots.load(self.scorer, self.optimizer, self.scheduler) if snapshots else None
+        step, tokens, spent = 0, 0, 0.0
         steps: list[dict] = []  # each optimiser step's loss statistics
+        if resumed:
+            step, tokens, steps, spent, self.metrics = (resumed.loop[k] for k in ("step", "tokens", "steps", "seconds",
+                                                                                  "metrics"))
+            self.metrics["resumed_at_step"] = resumed.step
+        started = time.perf_counter() - spent
         for epoch in range(self.epochs):
-            history: list[dict] = []
-            for batch in self.loader:
+            if resumed and epoch < resumed.epoch:
+                walk(self.loader)
+                continue
+            history: list[dict] = resumed.loop["history"] if resumed and epoch == resumed.epoch else []
+            for batch in remaining(self.loader, resumed, epoch):
                 with acc.accumulate(self.scorer):
                     loss, stats, n = self.step_loss(self.scorer, batch)
                     figures = optimizer_step(acc, self.scorer, self.optimizer, self.scheduler, loss, cfg.max_grad_norm)
@@ -246,6 +256,13 @@ class PolicyTrainer:
                         self.metrics["stopped_early"] = displaced(acc, steps, cfg.stop_on_displacement)
                         if self.metrics["stopped_early"]:
                             break
+                    if snapshots and snapshots.due(step, self.total_steps):
+                        if steplog is not None:  # the curve up to the snapshot is stored before it
+                            steplog.write()
+                        loop = {"step": step, "tokens": tokens, "steps": steps, "history": history,
+                                "seconds": time.perf_counter() - started, "metrics": self.metrics}
+                        snapshots.save(self.scorer, self.optimizer, self.scheduler, step=step, epoch=epoch,
+                                       batches=len(history), loop=loop)
             keys = sorted(history[0]) if history else []
             sums = summed_over_processes(acc, {k: sum(h[k] for h in history) for k in keys} | {"batches": len(history)})
             mean = {k: sums[k] / sums["batches"] for k in keys} if sums["batches"] else {}
@@ -377,17 +394,22 @@ def train_policy(
       turns it into (items, extra info, lineage) once the model is loaded (default: the
       gathered data are the items, and each item's source is a trajectory id or a pair).
     """
+    from accelerate import PartialState
+
     config = config.for_algo(algo)
     base_model, parent, watermark, source = starting_point(db, config, base_model, parent_checkpoint, from_scratch)
     check_artifact_root(db, config.out)
-    check_name_free(db, config.name)
+    kind, settings = f"policy:{algo}", run_settings(config, algo, critic) | {"from_scratch": from_scratch}
+    check_name(db, kind, settings, config.name)
 
     gathered = gather(db, config, watermark, load_tokenizer(source))
-    with training_run(db, kind=f"policy:{algo}", base_model=base_model,
-                      parent_checkpoint_id=parent[0].id if parent else None,
-                      settings=run_settings(config, algo, critic) | {"from_scratch": from_scratch}, name=config.name,
-                      tags=config.tags,
-                      report_to=config.report_to, out=config.out, on_cpu=config.on_cpu) as run:
+    earlier = on_main(PartialState(cpu=config.on_cpu), lambda: stopped_run(
+        db, kind, settings, name=config.name, out=config.out, watermark=gathered.watermark))
+    if earlier is None:
+        check_name_free(db, config.name)
+    with training_run(db, kind=kind, base_model=base_model, parent_checkpoint_id=parent[0].id if parent else None,
+                      settings=settings, name=config.name, tags=config.tags, report_to=config.report_to,
+                      out=config.out, on_cpu=config.on_cpu, resume=earlier) as run:
         trainer = PolicyTrainer(db, config, algo, source, parent, on_progress)
         trainer.base_model = base_model
         trainer.setup_model()
@@ -397,11 +419,13 @@ def train_policy(
         else:
             items, extra, lineage = build(db, trainer, gathered, run.id)
         trainer.setup_training(items)
+        snapshots = Snapshots(run, trainer.accelerator, config.snapshot_minutes, gathered.watermark)
         with run.step_log() as steps:
-            trainer.train(steps)
+            trainer.train(steps, snapshots)
         size = {"pairs": len(items)} if trainer.dpo else {"trajectories": len({it.source for it in items})}
         metrics = trainer.metrics | gathered.info | extra | size
         checkpoint_id, folder = run.finish(trainer.save, metrics=metrics, watermark=gathered.watermark, lineage=lineage)
+        snapshots.discard()
         return PolicyResult(run.id, checkpoint_id, str(folder), metrics)
 
 

@@ -58,6 +58,9 @@ def replace_sweet_candidates(session: Session, key: str, turn_ids: Sequence[int]
 
 
 def add_sweet_pairs(session: Session, rows: list[dict]) -> None:
+    """A SWEET run's pairs; a continued run (snapshots.py) builds them again, and they replace its earlier ones."""
+    runs = sorted({row["run_id"] for row in rows})
+    session.connection().execute(delete(SweetPair.__table__).where(SweetPair.__table__.c.run_id.in_(runs)))
     for chunk in chunks(rows):
         session.connection().execute(insert(SweetPair.__table__), chunk)
 
