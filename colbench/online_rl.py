@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from colbench.errors import ColbenchError
 from colbench.store import queries
 from colbench.training import data as D
 from colbench.training import sequences as S
@@ -251,6 +252,7 @@ class OnlineRecipe:
         self.reference_copy = None
         self.sampler_copy = None
         self.engine = None  # a ct2 engine of this step's weights, closed when the next step's replaces it
+        self.served: str | None = None  # the adapter a server serves for this step (--engine openai)
         self.tasks: dict[int, Any] = {}
 
     @property
@@ -290,6 +292,11 @@ class OnlineRecipe:
         if self.main and self.config.engine == "ct2":
             self.close_engine()
             shutil.rmtree(self.scratch("online-ct2", f"run-{self.run.id}"), ignore_errors=True)
+        if self.main and self.config.engine == "openai":
+            try:
+                self.unload_served()
+            except ColbenchError:  # the server is gone (perhaps why the run stopped): it holds nothing now
+                pass
         if self.main and hasattr(self, "simulator"):
             self.simulator.close()
             self.close_env()
@@ -349,7 +356,20 @@ class OnlineRecipe:
             return None
         with OpenAIClient(cfg.base_url) as client:
             client.load_lora_adapter(name, str(folder.resolve()))
+        self.unload_served()  # the last step's: its dialogues are done, and a server holds adapters in memory
+        self.served = name
         return OpenAIEngine(name, cfg.base_url, tokenizer=trainer.tokenizer, model_ref=step_policy(self.run.id, k))
+
+    def unload_served(self) -> None:
+        """The adapter served for the step before, unloaded from the server and removed from disk (--engine openai)."""
+        if self.served is None:
+            return
+        from colbench.openai_client import OpenAIClient
+
+        with OpenAIClient(self.config.base_url) as client:
+            client.unload_lora_adapter(self.served)
+        shutil.rmtree(self.scratch("online-adapters", self.served), ignore_errors=True)
+        self.served = None
 
     def scratch(self, *parts: str) -> Path:
         """A folder under the artefact root (or --out) for files the run's steps need."""

@@ -313,6 +313,18 @@ class OpenAIClient:
                 ) from None
             raise EndpointError(f"{failure} (loading LoRA adapter {name} from {path})", status=failure.status) from None
 
+    def unload_lora_adapter(self, name: str) -> None:
+        """Stop serving the adapter loaded under ``name`` (``POST /v1/unload_lora_adapter``), freeing the server's
+        memory of it. A name the server does not hold (a restarted server) counts as done."""
+        try:
+            self._sdk.post("/unload_lora_adapter", body={"lora_name": name}, cast_to=str,
+                           options={"headers": self._headers})
+        except _FAILURES as err:
+            failure = _endpoint_error(err, self.where, self.timeout_s)
+            if failure.status == 404:
+                return
+            raise EndpointError(f"{failure} (unloading LoRA adapter {name})", status=failure.status) from None
+
     def list_models(self, *, adapters: bool = True) -> list[str]:
         """The models the server serves; ``adapters=False`` leaves out LoRA adapters (vLLM lists them
         with the base model they apply to as ``parent``)."""

@@ -462,9 +462,14 @@ def test_openai_rolls_each_step_out_from_the_adapter_the_last_step_wrote(openai_
     run_id = json.loads(done.stdout)["run_id"]
     names = [f"colbench-online-{run_id}-step-{k}" for k in (1, 2)]
     asked = [r["model"] for r in openai_server.requests if "prompt" in r]
-    assert sorted(openai_server.adapters) == names and asked and set(asked) == set(names)
+    assert asked and set(asked) == set(names)
     first_of_step_2 = asked.index(names[1])
     assert set(asked[:first_of_step_2]) == {names[0]}  # every step-1 request came before step 2 was loaded
+    # Each step's adapter is loaded, then the step before's unloaded; the last one when the run ends.
+    adapter_calls = [("load" if "lora_path" in r else "unload", r["lora_name"]) for r in openai_server.requests
+                     if "lora_name" in r]
+    assert adapter_calls == [("load", names[0]), ("load", names[1]), ("unload", names[0]), ("unload", names[1])]
+    assert openai_server.adapters == {} and not any((tmp_path / "online-adapters").iterdir())
     db = Database(env["COLBENCH_DB"])
     per_step = step_dialogues(db, run_id)
     with db.read() as session:

@@ -44,6 +44,11 @@ def test_the_server_loads_adapters_as_vllm_does(openai_server, tmp_path):
         assert client.list_models() == ["test-model", "a"] and client.list_models(adapters=False) == ["test-model"]
     assert openai_server.adapters == {"a": str(tmp_path / "a")}
     assert served_model(openai_server.base_url) == "test-model"  # the adapters loaded are not base models
+    with OpenAIClient(openai_server.base_url, max_retries=0) as client:
+        client.load_lora_adapter("c", adapter_folder(tmp_path / "c"))
+        client.unload_lora_adapter("c")
+        client.unload_lora_adapter("c")  # not held (a restarted server): nothing to do
+    assert openai_server.adapters == {"a": str(tmp_path / "a")}
     with (
         OpenAIEngine("b", openai_server.base_url, max_retries=0) as engine,
         pytest.raises(EngineError, match="HTTP 404: The model `b` does not exist")

@@ -449,7 +449,8 @@ class PolicyConfig(TrainingConfig):
         " copy). 'ct2': CTranslate2 in float32 on each step's weights, written and converted as the step starts (the"
         " same policy; 1.4x hf's tokens/s on a CPU, less a conversion a step). 'openai': a vLLM server at"
         " --base-url started with --enable-lora; each step's adapter is written and loaded into it (POST"
-        " /v1/load_lora_adapter) under the name <run>-step-<k>, and the rollouts keep their token ids (LoRA only)."
+        " /v1/load_lora_adapter) under the name <run>-step-<k>, the step before's unloaded (/v1/unload_lora_adapter),"
+        " and the rollouts keep their token ids (LoRA only)."
     ), choices=ONLINE_ENGINES)
     pass_rows: int = option(2, (
         "grpo, rloo: most rows (a dialogue is a row of up to --max-len tokens) in one forward and backward pass. A"
