@@ -170,3 +170,20 @@ def test_a_critic_killed_mid_run_continues_under_its_own_id(tmp_path, tiny_model
     assert result["run_id"] == run.id and run_row(db, run.id).status == "done"
     assert result["metrics"]["resumed_at_step"] >= 3 and not folder.exists()
     assert stored_steps(db, run.id) == list(range(1, 30 * 8 + 1))
+
+
+def test_a_damaged_snapshot_is_refused_in_one_line_and_the_run_kept(tmp_path, tiny_model_dir):
+    from colbench.training.config import DataError
+
+    db, _ = graded_store(tmp_path)
+    config = CriticConfig(**CRITIC, snapshot_minutes=EVERY_STEP)
+    with pytest.raises(Stop):
+        fit_critic(db, config, base_model=str(tiny_model_dir), on_progress=stopping_at(3, []))
+    failed = stopped(db, "critic")
+    folder = snapshot_folder(db, "critic", failed.id, None)
+    for shard in (folder / latest(folder)["folder"]).glob("*.distcp"):
+        shard.write_bytes(b"")  # e.g. a disk that filled as it was written
+    refusal = rf"run {failed.id}'s snapshot .* cannot be loaded \(EOFError\); remove"
+    with pytest.raises(DataError, match=refusal) as refused:
+        fit_critic(db, config, base_model=str(tiny_model_dir))
+    assert "\n" not in str(refused.value) and run_row(db, failed.id).status == "failed"

@@ -136,6 +136,7 @@ class Snapshots:
     def load(self, scorer, optimizer, scheduler) -> Resumed | None:
         """Load the newest snapshot into the prepared scorer, optimiser and schedule; None when there is none."""
         import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.api import CheckpointException  # a BaseException
         from torch.distributed.checkpoint.state_dict import set_state_dict
 
         saved = latest(self.folder)
@@ -147,13 +148,18 @@ class Snapshots:
                             " many")
         source = self.folder / saved["folder"]
         state = _state(scorer, optimizer)
-        with _quiet():
-            dcp.load(state, checkpoint_id=str(source))
-        module, inner = _parts(scorer, optimizer)
-        set_state_dict(module, inner, model_state_dict=state["model"], optim_state_dict=state["optim"],
-                       options=_options())
-        scheduler.load_state_dict(torch.load(source / "scheduler.pt", weights_only=False))
-        loop = torch.load(source / f"loop-{acc.process_index}.pt", weights_only=False)
+        try:
+            with _quiet():
+                dcp.load(state, checkpoint_id=str(source))
+            module, inner = _parts(scorer, optimizer)
+            set_state_dict(module, inner, model_state_dict=state["model"], optim_state_dict=state["optim"],
+                           options=_options())
+            scheduler.load_state_dict(torch.load(source / "scheduler.pt", weights_only=False))
+            loop = torch.load(source / f"loop-{acc.process_index}.pt", weights_only=False)
+        except (Exception, CheckpointException) as err:  # a damaged or foreign folder: say which, and how to go on
+            reason = _first_line(err)
+            raise DataError(f"run {self.run.id}'s snapshot {source} cannot be loaded ({reason}); remove"
+                            f" {self.folder} to train the run from its start") from None
         self.last = time.monotonic()
         return Resumed(saved["step"], saved["epoch"], saved["batches"], loop)
 
@@ -177,6 +183,18 @@ def remaining(loader, resumed: Resumed | None, epoch: int):
     for k, batch in enumerate(loader):
         if k >= skip:
             yield batch
+
+
+def _first_line(err: BaseException) -> str:
+    """What went wrong, in a line: a checkpoint error carries each rank's traceback, whose last line says it."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    if isinstance(err, CheckpointException):
+        failures = list(err.failures.values())  # (exception, its stack) of each rank that failed
+        if failures:
+            err = failures[0][0]
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 def _options():
