@@ -270,8 +270,6 @@ class OnlineRecipe:
 
         cfg, trainer = self.config, self.trainer
         trainer.setup_model()
-        if trainer.accelerator.num_processes > 1 and cfg.critic_refit_every:
-            raise DataError("--critic-refit-every runs in one process: refit the critic between launches instead")
         self.dialogues_per_step = cfg.tasks_per_step * cfg.group
         # One optimiser and schedule over the whole run: epochs passes over each step's dialogues, every step.
         trainer.scorer, trainer.optimizer, trainer.loader, trainer.scheduler, trainer.total_steps = prepare_training(
@@ -512,7 +510,8 @@ class OnlineRecipe:
             return 0
         finally:
             gradient_state.plugin_kwargs = policy_accumulation
-        self.critic_id, self.critic = result.checkpoint_id, None
+        # Every process trained it together; the main process recorded it and knows its id.
+        self.critic_id, self.critic = self.from_main(lambda: result.checkpoint_id), None
         return int(result.metrics.get("pairs", 0))
 
     # -------------------------------------------------- the update

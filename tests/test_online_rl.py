@@ -331,6 +331,43 @@ def test_a_critic_refit_leaves_the_policy_its_own_gradient_accumulation(tiny_mod
         f"error: --critic {policy} is a policy:grpo checkpoint, not a critic"]
 
 
+def test_two_processes_refit_the_critic_together(tiny_model_dir, tmp_path, monkeypatch):
+    """--critic-refit-every under `colbench launch -n 2`: both processes train each refit together (one critic run
+    recorded, not one per process), and both carry its id on: their step checkpoints name it, and the run ends on
+    it."""
+    from test_multiprocess import launch, run
+
+    monkeypatch.setenv("PYTHONPATH", plugin_path())
+    url = f"sqlite:///{tmp_path / 'refit-two.db'}"
+    tiny = str(tiny_model_dir)
+    one = [sys.executable, "-m", "colbench.cli.app"]
+    assert run(one, url, "rollout", "--tasks", "brevity:train", "--model", tiny, "--max-new-tokens", "4", "-k", "4",
+               "--limit", "2").returncode == 0
+    fitted = run(one, url, "critic", "fit", "--family", "brevity", "--split", "train", "--pairs", "margin",
+                 "--batch-size", "2", "--lora-rank", "4", "--epochs", "1", "--model", tiny, "--device", "cpu",
+                 "--heldout-fraction", "0", "--json")
+    assert fitted.returncode == 0, fitted.stderr[-2000:]
+    done = run(launch(), url, "policy", "fit", "--algo", "grpo", "--tasks", "brevity:train", "--model", tiny,
+               "--turn-credit", "critic", "--critic", json.loads(fitted.stdout)["checkpoint"],
+               "--critic-refit-every", "1", "--steps", "2", "--save-every", "1", "--tasks-per-step", "1", "--group",
+               "8", "--max-new-tokens", "4", "--batch-size", "4", "--lora-rank", "4", "--lr", "1e-2", "--device",
+               "cpu", "--autocast", "off", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    db = Database(url)
+    with db.read() as session:
+        refits = [s.values.get("critic_pairs") for s in queries.training_steps(session, summary["run_id"])]
+        critics = session.exec(select(TrainingRun).where(TrainingRun.kind == "critic").order_by(TrainingRun.id)).all()
+        newest = queries.run_checkpoints(session, critics[-1].id)[-1]
+        after_step_1 = queries.run_checkpoints(session, critics[1].id)[-1]
+        step_1 = queries.run_checkpoints(session, summary["run_id"])[0]
+    db.close()
+    assert refits[0] > 0 and len(critics) == 1 + sum(1 for pairs in refits if pairs)
+    assert all(c.status == "done" for c in critics) and summary["metrics"]["critic_checkpoint_id"] == newest.id
+    saved = [torch.load(state_file(step_1.path, rank), weights_only=False)["critic_id"] for rank in (0, 1)]
+    assert saved == [after_step_1.id, after_step_1.id]
+
+
 def test_oracle_credit_reads_each_stored_turn_in_its_place(tiny_model_dir, tmp_path):
     """--turn-credit oracle (backend-lite's ground truth for single turns) runs on the step's own turns."""
     db = Database(f"sqlite:///{tmp_path / 'oracle.db'}")
