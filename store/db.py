@@ -41,6 +41,26 @@ def database_url(explicit: str | None = None) -> str:
     return url
 
 
+def _write_ahead_log(cursor) -> None:
+    """Put the file in WAL mode (it stays so). Two processes opening a new file at once both switch it, each holding
+    a shared lock and wanting an exclusive one: SQLite answers one "database is locked" at once, without waiting
+    (waiting could deadlock), so that one reads the mode again and tries again until the busy timeout."""
+    import random
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(random.uniform(0.005, 0.05))
+
+
 def _tune_sqlite(engine: Engine, read_only: bool = False) -> None:
     @event.listens_for(engine, "connect")
     def on_connect(dbapi_connection, _record):
@@ -50,7 +70,7 @@ def _tune_sqlite(engine: Engine, read_only: bool = False) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
         if not read_only:
-            cursor.execute("PRAGMA journal_mode = WAL")
+            _write_ahead_log(cursor)
             cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
