@@ -45,12 +45,12 @@ from colbench.training import sequences as S
 from colbench.training.config import CriticConfig, DataError, PolicyConfig
 from colbench.training.lifecycle import training_run
 from colbench.training.losses import clipped_policy_loss, group_advantages
-from colbench.training.snapshots import on_main
 from colbench.training.modeling import (
     adapter_disabled,
     is_peft,
     means_over_processes,
     model_to_train,
+    on_main,
     optimizer_step,
     prepare_training,
 )
@@ -618,7 +618,7 @@ def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base
     from accelerate import PartialState
 
     from colbench.model_refs import get_checkpoint
-    from colbench.training.checkpoints import check_artifact_root, check_name_free, fail_stale_runs
+    from colbench.training.checkpoints import check_artifact_root, check_name_free, stopped_run
 
     algo = estimator
     config = (config or PolicyConfig()).for_algo(algo)
@@ -639,15 +639,13 @@ def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base
     check_artifact_root(db, config.out)
     processes = PartialState(cpu=config.on_cpu)
 
-    def stopped_run() -> int | None:
-        fail_stale_runs(db)
-        with db.read() as session:
-            earlier = queries.unfinished_run(session, f"policy:{algo}", settings, name=config.name)
+    def stopped() -> int | None:
+        earlier = stopped_run(db, f"policy:{algo}", settings, config.name)
         if earlier is None:
             check_name_free(db, config.name)
         return earlier.id if earlier else None
 
-    earlier = on_main(processes, stopped_run)
+    earlier = on_main(processes, stopped)
     start, checkpoint, state = resume_point(db, earlier, processes.process_index)
     with training_run(db, kind=f"policy:{algo}", base_model=base_model,
                       parent_checkpoint_id=parent[0].id if parent else None, settings=settings, name=config.name,

@@ -16,6 +16,9 @@ locked" without waiting).
 from __future__ import annotations
 
 import os
+import random
+import sqlite3
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -45,10 +48,6 @@ def _write_ahead_log(cursor) -> None:
     """Put the file in WAL mode (it stays so). Two processes opening a new file at once both switch it, each holding
     a shared lock and wanting an exclusive one: SQLite answers one "database is locked" at once, without waiting
     (waiting could deadlock), so that one reads the mode again and tries again until the busy timeout."""
-    import random
-    import sqlite3
-    import time
-
     deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
     while True:
         try:

@@ -48,7 +48,7 @@ def weights(folder: str) -> dict[str, torch.Tensor]:
     return load_file(str(Path(folder) / "adapter_model.safetensors"))
 
 
-def assert_same_weights(resumed: str, uninterrupted: str, start: str | None = None) -> None:
+def assert_same_weights(resumed: str, uninterrupted: str) -> None:
     a, b = weights(resumed), weights(uninterrupted)
     assert a.keys() == b.keys()
     for name in a:
@@ -73,13 +73,17 @@ def stopped(db, kind: str) -> TrainingRun:
     return runs[0]
 
 
-def test_a_stopped_critic_continues_to_the_uninterrupted_weights(tmp_path, tiny_model_dir):
+def stopped_critic(tmp_path, tiny_model_dir, at: int):
+    """A store whose critic fit (a snapshot after every step) Ctrl-C stopped at step ``at``: (db, config, the run)."""
     db, _ = graded_store(tmp_path)
     config = CriticConfig(**CRITIC, snapshot_minutes=EVERY_STEP)
-    first: list[int] = []
     with pytest.raises(Stop):
-        fit_critic(db, config, base_model=str(tiny_model_dir), on_progress=stopping_at(5, first))
-    failed = stopped(db, "critic")
+        fit_critic(db, config, base_model=str(tiny_model_dir), on_progress=stopping_at(at, []))
+    return db, config, stopped(db, "critic")
+
+
+def test_a_stopped_critic_continues_to_the_uninterrupted_weights(tmp_path, tiny_model_dir):
+    db, config, failed = stopped_critic(tmp_path, tiny_model_dir, at=5)
     saved = latest(snapshot_folder(db, "critic", failed.id, None))
     assert saved["step"] == 4 and saved["epoch"] == 0 and saved["batches"] == 4  # the first epoch's last step
 
@@ -130,11 +134,7 @@ def test_a_stopped_sweet_policy_continues_to_the_uninterrupted_weights(tmp_path,
 def test_a_rerun_on_other_data_starts_a_new_run(tmp_path, tiny_model_dir):
     from colbench.official import import_trajectories
 
-    db, _ = graded_store(tmp_path)
-    config = CriticConfig(**CRITIC, snapshot_minutes=EVERY_STEP)
-    with pytest.raises(Stop):
-        fit_critic(db, config, base_model=str(tiny_model_dir), on_progress=stopping_at(3, []))
-    failed = stopped(db, "critic")
+    db, config, failed = stopped_critic(tmp_path, tiny_model_dir, at=3)
     task = backend_task(9)
     import_trajectories(db, write_jsonl(tmp_path / "more.jsonl", [trajectory(task, 2, 1.0), trajectory(task, 3, 0.0)]))
     fresh = fit_critic(db, config, base_model=str(tiny_model_dir))
@@ -175,11 +175,7 @@ def test_a_critic_killed_mid_run_continues_under_its_own_id(tmp_path, tiny_model
 def test_a_damaged_snapshot_is_refused_in_one_line_and_the_run_kept(tmp_path, tiny_model_dir):
     from colbench.training.config import DataError
 
-    db, _ = graded_store(tmp_path)
-    config = CriticConfig(**CRITIC, snapshot_minutes=EVERY_STEP)
-    with pytest.raises(Stop):
-        fit_critic(db, config, base_model=str(tiny_model_dir), on_progress=stopping_at(3, []))
-    failed = stopped(db, "critic")
+    db, config, failed = stopped_critic(tmp_path, tiny_model_dir, at=3)
     folder = snapshot_folder(db, "critic", failed.id, None)
     for shard in (folder / latest(folder)["folder"]).glob("*.distcp"):
         shard.write_bytes(b"")  # e.g. a disk that filled as it was written

@@ -186,6 +186,14 @@ def fail_stale_runs(db) -> list[int]:
         return queries.fail_stale_runs(session, run_is_gone)
 
 
+def stopped_run(db, kind: str, settings: dict, name: str | None):
+    """The newest failed run of ``kind`` with these settings (and name): what a rerun of the same command may
+    continue. A run whose process is gone (kill -9) is failed first."""
+    fail_stale_runs(db)
+    with db.read() as session:
+        return queries.unfinished_run(session, kind, settings, name=name)
+
+
 @contextmanager
 def heartbeat(db, run_id: int | None, every_s: float = RUN_HEARTBEAT_S):
     """Beat the run's row every ``every_s`` while the block runs (a thread: training holds the

@@ -40,11 +40,10 @@ from colbench.training import data as D
 from colbench.training import sequences as S
 from colbench.training.checkpoints import (
     check_artifact_root,
-    check_name_free,
     save_trained,
 )
 from colbench.training.lifecycle import training_run
-from colbench.training.snapshots import Snapshots, check_name, on_main, remaining, stopped_run, walk
+from colbench.training.snapshots import Snapshots, check_name, continued_run, remaining, walk
 from colbench.training.steplog import StepLog
 from colbench.training.config import CriticConfig
 from colbench.training.losses import bradley_terry_loss, critic_scores
@@ -60,6 +59,7 @@ from colbench.training.modeling import (
     lockstep_batches,
     means_over_processes,
     model_to_train,
+    on_main,
     optimizer_step,
     prepare_training,
     sharded_scorer,
@@ -223,13 +223,12 @@ class CriticRecipe:
                     micro = []
                     if self.on_progress and acc.is_main_process:
                         self.on_progress("train", step, self.total_steps, {"epoch": epoch + 1, "loss": losses[-1]})
-                    if snapshots and snapshots.due(step, self.total_steps):
-                        if steplog is not None:  # the curve up to the snapshot is stored before it
-                            steplog.write()
+                    if snapshots:
                         loop = {"step": step, "seconds": time.perf_counter() - started, "tokens": tokens,
                                 "metrics": self.metrics, "losses": losses, "correct": correct, "seen": seen}
-                        snapshots.save(self.scorer, self.optimizer, self.scheduler, step=step, epoch=epoch,
-                                       batches=len(losses), loop=loop)
+                        snapshots.after_step(step, self.total_steps, steplog,
+                                             (self.scorer, self.optimizer, self.scheduler), epoch=epoch,
+                                             batches=len(losses), loop=loop)
             sums = summed_over_processes(acc,
                                          {"loss": sum(losses), "batches": len(losses), "correct": correct,
                                           "seen": seen})
@@ -340,7 +339,8 @@ def fit_critic(
     base_model = base_model or DEFAULT_MODEL
     check_artifact_root(db, config.out)
     settings = config.to_json() | {"from_scratch": from_scratch}
-    check_name(db, "critic", settings, config.name)
+    processes = PartialState(cpu=config.on_cpu)
+    on_main(processes, lambda: check_name(db, "critic", settings, config.name))
 
     data = D.read_pairs(db, family=config.family, split=config.split, watermark=watermark, rule=config.pairs,
                         policies=config.policy_list)
@@ -358,10 +358,8 @@ def fit_critic(
             )
         )
 
-    earlier = on_main(PartialState(cpu=config.on_cpu), lambda: stopped_run(
+    earlier = on_main(processes, lambda: continued_run(
         db, "critic", settings, name=config.name, out=config.out, watermark=data.watermark))
-    if earlier is None:
-        check_name_free(db, config.name)
     recipe = CriticRecipe(db, config, base_model, parent, data, on_progress)
     with training_run(db, kind="critic", base_model=base_model, parent_checkpoint_id=parent[0].id if parent else None,
                       settings=settings, name=config.name, tags=config.tags, report_to=config.report_to,

@@ -385,6 +385,24 @@ def held_bytes(accelerator, scorer, optimizer) -> dict:
     return {k: [f[k] for f in found] for k in mine}
 
 
+def on_main(state, work):
+    """``work()`` run on the main process (``state``: an Accelerator or PartialState), its result handed to every
+    process, or the error it raised raised on every process (the others would otherwise wait for it forever)."""
+    result, error = None, None
+    if state.is_main_process:
+        try:
+            result = work()
+        except Exception as exc:
+            error = exc
+    if state.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        result, error = broadcast_object_list([result, error])
+    if error is not None:
+        raise error
+    return result
+
+
 def summed_over_processes(accelerator, values: dict[str, float]) -> dict[str, float]:
     """Each number summed over the processes of an ``accelerate launch`` (every process
     calls it with the same keys): a run's figures are the run's, not one process's share."""

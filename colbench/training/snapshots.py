@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from colbench.store import queries
-from colbench.training.checkpoints import check_name_free, checkpoint_folder, fail_stale_runs
+from colbench.training.checkpoints import check_name_free, checkpoint_folder, stopped_run
 from colbench.training.config import DataError
 from colbench.training.modeling import summed_over_processes
 
@@ -48,35 +48,26 @@ def latest(folder: Path) -> dict | None:
         return None
 
 
-def stopped_run(db, kind: str, settings: dict, *, name: str | None, out: str | None, watermark) -> int | None:
-    """The run a rerun continues: the newest failed run of ``kind`` with these settings (and name), whose
-    snapshot was taken on data up to the same ``watermark``; None when there is none."""
-    fail_stale_runs(db)  # a run whose process was killed (-9) is failed first
-    with db.read() as session:
-        run = queries.unfinished_run(session, kind, settings, name=name)
-    if run is None:
-        return None
-    saved = latest(snapshot_folder(db, kind, run.id, out))
-    return run.id if saved is not None and saved["watermark"] == watermark else None
+def continued_run(db, kind: str, settings: dict, *, name: str | None, out: str | None, watermark) -> int | None:
+    """The run a rerun continues: the stopped run of ``kind`` with these settings (and name), when its snapshot
+    was taken on data up to the same ``watermark``; None when there is none, and then ``name`` must be free. The
+    main process asks (modeling.on_main): it alone writes runs, so another would find the run it reopens running."""
+    run = stopped_run(db, kind, settings, name)
+    saved = latest(snapshot_folder(db, kind, run.id, out)) if run is not None else None
+    if saved is not None and saved["watermark"] == watermark:
+        return run.id
+    check_name_free(db, name)
+    return None
 
 
 def check_name(db, kind: str, settings: dict, name: str | None) -> None:
-    """Before any data is read: ``name`` must be free, or the name of a stopped run this command may continue."""
+    """Before any data is read: ``name`` must be free, or the name of a stopped run this command may continue
+    (asked on the main process, as continued_run is)."""
     if name:
         with db.read() as session:
             continued = queries.unfinished_run(session, kind, settings, name=name)
         if continued is None:
             check_name_free(db, name)
-
-
-def on_main(state, work):
-    """``work()`` run on the main process, its result handed to every process."""
-    result = work() if state.is_main_process else None
-    if state.num_processes > 1:
-        from accelerate.utils import broadcast_object_list
-
-        result = broadcast_object_list([result])[0]
-    return result
 
 
 @dataclass
@@ -105,6 +96,16 @@ class Snapshots:
             return False
         late = time.monotonic() - self.last >= self.every_s
         return summed_over_processes(self.accelerator, {"late": float(late)})["late"] > 0
+
+    def after_step(self, step: int, total: int, steplog, parts: tuple, *, epoch: int, batches: int,
+                   loop: dict) -> None:
+        """At the end of optimiser step ``step`` of ``total``: a snapshot of ``parts`` (scorer, optimiser, schedule)
+        when one is due, the step log written first so that the stored curve reaches it."""
+        if not self.due(step, total):
+            return
+        if steplog is not None:
+            steplog.write()
+        self.save(*parts, step=step, epoch=epoch, batches=batches, loop=loop)
 
     def save(self, scorer, optimizer, scheduler, *, step: int, epoch: int, batches: int, loop: dict) -> None:
         import torch.distributed.checkpoint as dcp

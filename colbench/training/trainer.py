@@ -35,13 +35,12 @@ from colbench.training import data as D
 from colbench.training import sequences as S
 from colbench.training.checkpoints import (
     check_artifact_root,
-    check_name_free,
     save_trained,
 )
 from colbench.training.algorithms import others_settings
 from colbench.training.config import PolicyConfig
 from colbench.training.lifecycle import training_run
-from colbench.training.snapshots import Snapshots, check_name, on_main, remaining, stopped_run, walk
+from colbench.training.snapshots import Snapshots, check_name, continued_run, remaining, walk
 from colbench.training.steplog import StepLog
 from colbench.training.losses import by_owner, policy_dpo_loss, sequence_logps, sft_loss
 from colbench.training.modeling import (
@@ -54,6 +53,7 @@ from colbench.training.modeling import (
     lockstep_batches,
     means_over_processes,
     model_to_train,
+    on_main,
     optimizer_step,
     prepare_training,
     sharded_scorer,
@@ -256,13 +256,12 @@ class PolicyTrainer:
                         self.metrics["stopped_early"] = displaced(acc, steps, cfg.stop_on_displacement)
                         if self.metrics["stopped_early"]:
                             break
-                    if snapshots and snapshots.due(step, self.total_steps):
-                        if steplog is not None:  # the curve up to the snapshot is stored before it
-                            steplog.write()
+                    if snapshots:
                         loop = {"step": step, "tokens": tokens, "steps": steps, "history": history,
                                 "seconds": time.perf_counter() - started, "metrics": self.metrics}
-                        snapshots.save(self.scorer, self.optimizer, self.scheduler, step=step, epoch=epoch,
-                                       batches=len(history), loop=loop)
+                        snapshots.after_step(step, self.total_steps, steplog,
+                                             (self.scorer, self.optimizer, self.scheduler), epoch=epoch,
+                                             batches=len(history), loop=loop)
             keys = sorted(history[0]) if history else []
             sums = summed_over_processes(acc, {k: sum(h[k] for h in history) for k in keys} | {"batches": len(history)})
             mean = {k: sums[k] / sums["batches"] for k in keys} if sums["batches"] else {}
@@ -400,13 +399,12 @@ def train_policy(
     base_model, parent, watermark, source = starting_point(db, config, base_model, parent_checkpoint, from_scratch)
     check_artifact_root(db, config.out)
     kind, settings = f"policy:{algo}", run_settings(config, algo, critic) | {"from_scratch": from_scratch}
-    check_name(db, kind, settings, config.name)
+    processes = PartialState(cpu=config.on_cpu)
+    on_main(processes, lambda: check_name(db, kind, settings, config.name))
 
     gathered = gather(db, config, watermark, load_tokenizer(source))
-    earlier = on_main(PartialState(cpu=config.on_cpu), lambda: stopped_run(
+    earlier = on_main(processes, lambda: continued_run(
         db, kind, settings, name=config.name, out=config.out, watermark=gathered.watermark))
-    if earlier is None:
-        check_name_free(db, config.name)
     with training_run(db, kind=kind, base_model=base_model, parent_checkpoint_id=parent[0].id if parent else None,
                       settings=settings, name=config.name, tags=config.tags, report_to=config.report_to,
                       out=config.out, on_cpu=config.on_cpu, resume=earlier) as run:
