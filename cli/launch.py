@@ -4,7 +4,9 @@ It picks the launcher's flags (one process per GPU, or CPU processes over gloo: 
 own `--cpu --num_processes N` runs a single process) and owns Ctrl-C. The launcher runs in
 a session of its own, so a terminal's Ctrl-C reaches only this process, which stops the
 trainers with SIGTERM (each marks its run failed and exits 130), waits for them, and says
-so in one line instead of the launcher's traceback.
+so in one line instead of the launcher's traceback. A trainer that fails says why in one line
+(`error: ...`); the same line from the other processes and the launcher's report that follows
+are not relayed.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import typer
 from colbench.cli.common import INTERRUPTED, fail, state
 
 TRAINING_COMMANDS = (("critic", "fit"), ("policy", "fit"))
+ERROR_PREFIX = "error: "  # how common.fail starts a failure's one line (uncoloured: the trainers write to a pipe)
 
 
 def register(app: typer.Typer) -> None:
@@ -46,7 +49,8 @@ def launch(
         fail(f"--processes {processes} needs {processes} GPUs; this machine has {torch.cuda.device_count()}")
     command = [
         str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes", str(processes),
-        "--num_machines", "1", "--mixed_precision", "no", "--main_process_port", str(_free_port()),
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+        "--main_process_port", str(_free_port()),
         "-m", "colbench.cli.app", *args,
     ]
     env = dict(os.environ)
@@ -63,13 +67,15 @@ def launch(
 def _run_owning_interrupts(command: list[str], env: dict) -> int:
     """Run the launcher; on Ctrl-C or SIGTERM, stop its processes and return 130."""
     child = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    stopping = threading.Event()
+    stopping, failed = threading.Event(), threading.Event()
 
-    def relay() -> None:  # the trainers' and launcher's stderr, until a stop makes it noise
+    def relay() -> None:  # the trainers' and launcher's stderr, until a stop or a trainer's error makes it noise
         for line in child.stderr:
-            if not stopping.is_set():
+            if not (stopping.is_set() or failed.is_set()):
                 sys.stderr.write(line)
                 sys.stderr.flush()
+            if line.startswith(ERROR_PREFIX):
+                failed.set()
 
     relaying = threading.Thread(target=relay, daemon=True)
     relaying.start()

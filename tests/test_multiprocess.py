@@ -157,3 +157,20 @@ def test_launch_runs_only_training_commands(store):
     result = run(COLBENCH, url, "launch", "-n", "2", "rollout", "--model", "smollm2")
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode != 0 and len(lines) == 1 and "critic fit" in lines[0]
+
+
+def test_a_taken_name_under_launch_is_refused_by_every_process_in_one_line(store, tiny_model_dir):
+    """The name is checked on the main process alone and its refusal handed to the others: every process stops
+    (none left waiting at the broadcast, which would hang the launch), with one line, and no run is added."""
+    db, url = store
+    command = ["policy", "fit", "--algo", "rft", "--model", str(tiny_model_dir), "--epochs", "1", *TINY]
+    first = run(COLBENCH, url, *command, "--name", "taken-under-launch")
+    assert first.returncode == 0, first.stderr[-3000:]
+    with db.read() as session:
+        before = len(session.exec(select(TrainingRun)).all())
+    two = run(COLBENCH, url, "launch", "-n", "2", *command, "--name", "taken-under-launch")
+    lines = [line for line in two.stderr.splitlines() if line.strip()]
+    assert two.returncode != 0 and "Traceback" not in two.stderr, two.stderr[-3000:]
+    assert len(lines) == 1 and "'taken-under-launch' is taken" in lines[0], lines
+    with db.read() as session:
+        assert len(session.exec(select(TrainingRun)).all()) == before
