@@ -6,11 +6,13 @@ a session of its own, so a terminal's Ctrl-C reaches only this process, which st
 trainers with SIGTERM (each marks its run failed and exits 130), waits for them, and says
 so in one line instead of the launcher's traceback. A trainer that fails says why in one line
 (`error: ...`); the same line from the other processes and the launcher's report that follows
-are not relayed.
+are not relayed. A trainer that dies without a word (kill -9, the kernel's OOM killer) gets one
+line made from the launcher's report. COLBENCH_DEBUG=1 relays everything.
 """
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -24,6 +26,8 @@ from colbench.cli.common import INTERRUPTED, fail, state
 
 TRAINING_COMMANDS = (("critic", "fit"), ("policy", "fit"))
 ERROR_PREFIX = "error: "  # how common.fail starts a failure's one line (uncoloured: the trainers write to a pipe)
+LAUNCHER_LOG = re.compile(r"[IWE]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ")  # torch elastic's own log lines
+LAUNCHER_REPORT = "Traceback (most recent call last):"  # the launcher raising ChildFailedError: its report follows
 
 
 def register(app: typer.Typer) -> None:
@@ -58,23 +62,35 @@ def launch(
         env["COLBENCH_DB"] = state.db_url
     if state.artifacts:
         env["COLBENCH_ARTIFACTS"] = state.artifacts
-    code = _run_owning_interrupts(command, env)
+    code, report = _run_owning_interrupts(command, env)
     if code == 130:
         fail(INTERRUPTED, code=130)
+    if code and report:
+        fail(_died(report), code=code)
     raise typer.Exit(code)
 
 
-def _run_owning_interrupts(command: list[str], env: dict) -> int:
-    """Run the launcher; on Ctrl-C or SIGTERM, stop its processes and return 130."""
+def _run_owning_interrupts(command: list[str], env: dict) -> tuple[int, list[str]]:
+    """Run the launcher; on Ctrl-C or SIGTERM, stop its processes and return 130. Also returns the launcher's
+    report of a failed process where no trainer said why (else [])."""
     child = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
     stopping, failed = threading.Event(), threading.Event()
+    report: list[str] = []
+    everything = bool(os.environ.get("COLBENCH_DEBUG"))
 
     def relay() -> None:  # the trainers' and launcher's stderr, until a stop or a trainer's error makes it noise
         for line in child.stderr:
-            if not (stopping.is_set() or failed.is_set()):
+            # A trainer interrupted without our Ctrl-C was stopped by the launcher because another died: the
+            # launcher's report says which and how.
+            interrupted = line.startswith(ERROR_PREFIX + INTERRUPTED)
+            if everything:
                 sys.stderr.write(line)
-                sys.stderr.flush()
-            if line.startswith(ERROR_PREFIX):
+            elif report or line.startswith(LAUNCHER_REPORT):
+                report.append(line)
+            elif not (stopping.is_set() or failed.is_set() or interrupted or LAUNCHER_LOG.match(line)):
+                sys.stderr.write(line)
+            sys.stderr.flush()
+            if line.startswith(ERROR_PREFIX) and not interrupted:
                 failed.set()
 
     relaying = threading.Thread(target=relay, daemon=True)
@@ -94,7 +110,20 @@ def _run_owning_interrupts(command: list[str], env: dict) -> int:
         for s, handler in previous.items():
             signal.signal(s, handler)
     relaying.join(timeout=5)
-    return 130 if stopping.is_set() else code
+    return (130, []) if stopping.is_set() else (code, [] if failed.is_set() else report)
+
+
+def _died(report: list[str]) -> str:
+    """One line from the launcher's report: which process died first, and how."""
+    cause = "".join(report).partition("Root Cause")[2]
+    field = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in cause.splitlines()) if v}
+    rank = field.get("rank", "?").split()[0]
+    how = field.get("traceback", "")
+    code = field.get("exitcode", "?").split()[0]
+    if code == "130":  # stopped by a signal of its own, as Ctrl-C stops it
+        return INTERRUPTED
+    how = how if how.startswith("Signal") else f"exit code {code}"
+    return f"training process {rank} died without an error line ({how}); the launch stopped the others"
 
 
 def _free_port() -> int:

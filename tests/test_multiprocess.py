@@ -174,3 +174,29 @@ def test_a_taken_name_under_launch_is_refused_by_every_process_in_one_line(store
     assert len(lines) == 1 and "'taken-under-launch' is taken" in lines[0], lines
     with db.read() as session:
         assert len(session.exec(select(TrainingRun)).all()) == before
+
+
+def test_a_trainer_killed_under_launch_is_reported_in_one_line(store, tiny_model_dir):
+    """kill -9 of one trainer: the launcher stops the other and reports with a traceback; colbench says which
+    process died and how, in one line, and the run does not stay running."""
+    db, url = store
+    env = dict(os.environ, NO_COLOR="1", OMP_NUM_THREADS="1")
+    env.pop("COLBENCH_DEBUG", None)
+    process = subprocess.Popen(
+        COLBENCH + ["--db", url, "launch", "-n", "2", "policy", "fit", "--algo", "rft", "--model", str(tiny_model_dir),
+                    "--epochs", "400", *TINY],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    running = running_runs(db)
+    assert running
+    launcher = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+    trainers = subprocess.run(["pgrep", "-P", launcher[0]], capture_output=True, text=True).stdout.split()
+    assert len(trainers) == 2
+    os.kill(int(trainers[1]), signal.SIGKILL)
+    out, err = process.communicate(timeout=120)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert process.returncode not in (0, 130) and "Traceback" not in err and "torch/distributed" not in err, err
+    assert lines[-1].startswith("error: training process") and "SIGKILL" in lines[-1], lines[-3:]
+    list_checkpoints(db)  # any look at the runs notices a dead worker
+    with db.read() as session:
+        assert session.get(TrainingRun, running[0].id).status == "failed"
