@@ -16,6 +16,7 @@ from rich.text import Text
 from colbench.families import DEFAULT_FAMILY, help_text as family_help, names as family_names
 
 INTERRUPTED = "interrupted; everything finished before the interrupt is stored, rerun to go on"
+ERROR = "error: "  # how every failure's one line on stderr starts (`colbench launch` looks for it)
 
 def _console(stderr: bool = False) -> Console:
     """A terminal's own width; piped or redirected output (80 columns to Rich) gets $COLUMNS or 200,
@@ -61,7 +62,7 @@ def fail(message: str, code: int = 1) -> NoReturn:
     from rich.markup import escape
 
     err_console.print(
-        f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True
+        f"[bold red]{ERROR.strip()}[/] {escape(message)}", highlight=False, soft_wrap=True
     )  # user text is never markup
     sys.exit(code)
 

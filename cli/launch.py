@@ -22,10 +22,9 @@ from pathlib import Path
 
 import typer
 
-from colbench.cli.common import INTERRUPTED, fail, state
+from colbench.cli.common import ERROR, INTERRUPTED, fail, state
 
 TRAINING_COMMANDS = (("critic", "fit"), ("policy", "fit"))
-ERROR_PREFIX = "error: "  # how common.fail starts a failure's one line (uncoloured: the trainers write to a pipe)
 LAUNCHER_LOG = re.compile(r"[IWE]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ")  # torch elastic's own log lines
 LAUNCHER_REPORT = "Traceback (most recent call last):"  # the launcher raising ChildFailedError: its report follows
 
@@ -82,7 +81,7 @@ def _run_owning_interrupts(command: list[str], env: dict) -> tuple[int, list[str
         for line in child.stderr:
             # A trainer interrupted without our Ctrl-C was stopped by the launcher because another died: the
             # launcher's report says which and how.
-            interrupted = line.startswith(ERROR_PREFIX + INTERRUPTED)
+            interrupted = line.startswith(ERROR + INTERRUPTED)  # uncoloured: the trainers write to a pipe
             if everything:
                 sys.stderr.write(line)
             elif report or line.startswith(LAUNCHER_REPORT):
@@ -90,7 +89,7 @@ def _run_owning_interrupts(command: list[str], env: dict) -> tuple[int, list[str
             elif not (stopping.is_set() or failed.is_set() or interrupted or LAUNCHER_LOG.match(line)):
                 sys.stderr.write(line)
             sys.stderr.flush()
-            if line.startswith(ERROR_PREFIX) and not interrupted:
+            if line.startswith(ERROR) and not interrupted:
                 failed.set()
 
     relaying = threading.Thread(target=relay, daemon=True)
@@ -117,12 +116,11 @@ def _died(report: list[str]) -> str:
     """One line from the launcher's report: which process died first, and how."""
     cause = "".join(report).partition("Root Cause")[2]
     field = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in cause.splitlines()) if v}
-    rank = field.get("rank", "?").split()[0]
-    how = field.get("traceback", "")
-    code = field.get("exitcode", "?").split()[0]
+    rank, code = field.get("rank", "?").split()[0], field.get("exitcode", "?").split()[0]
     if code == "130":  # stopped by a signal of its own, as Ctrl-C stops it
         return INTERRUPTED
-    how = how if how.startswith("Signal") else f"exit code {code}"
+    killed = field.get("traceback", "")  # "Signal 9 (SIGKILL) received by PID ..." when a signal ended it
+    how = killed if killed.startswith("Signal") else f"exit code {code}"
     return f"training process {rank} died without an error line ({how}); the launch stopped the others"
 
 

@@ -62,6 +62,17 @@ def lineage_of(db: Database, run_id: int) -> list[tuple[int, int | None]]:
         )
 
 
+def launched_long_fit(url: str, model: Path, epochs: int) -> subprocess.Popen:
+    """`colbench launch -n 2 policy fit` of rejection fine-tuning for ``epochs`` epochs, started, not awaited."""
+    env = dict(os.environ, NO_COLOR="1", OMP_NUM_THREADS="1")
+    env.pop("COLBENCH_DEBUG", None)
+    return subprocess.Popen(
+        COLBENCH + ["--db", url, "launch", "-n", "2", "policy", "fit", "--algo", "rft", "--model", str(model),
+                    "--epochs", str(epochs), *TINY],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+
+
 @pytest.fixture(scope="module")
 def store(tiny_model_dir, tmp_path_factory):
     return graded_store(tmp_path_factory.mktemp("multiprocess"))
@@ -127,13 +138,7 @@ def test_a_run_whose_process_was_killed_is_marked_failed(store, tiny_model_dir):
 
 def test_launch_stops_every_process_on_ctrl_c_in_one_line(store, tiny_model_dir):
     db, url = store
-    env = dict(os.environ, NO_COLOR="1", OMP_NUM_THREADS="1")
-    env.pop("COLBENCH_DEBUG", None)
-    process = subprocess.Popen(
-        COLBENCH + ["--db", url, "launch", "-n", "2", "policy", "fit", "--algo", "rft", "--model", str(tiny_model_dir),
-                    "--epochs", "500", *TINY],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
+    process = launched_long_fit(url, tiny_model_dir, epochs=500)
     running = running_runs(db)
     assert running
     time.sleep(3)  # into training
@@ -180,13 +185,7 @@ def test_a_trainer_killed_under_launch_is_reported_in_one_line(store, tiny_model
     """kill -9 of one trainer: the launcher stops the other and reports with a traceback; colbench says which
     process died and how, in one line, and the run does not stay running."""
     db, url = store
-    env = dict(os.environ, NO_COLOR="1", OMP_NUM_THREADS="1")
-    env.pop("COLBENCH_DEBUG", None)
-    process = subprocess.Popen(
-        COLBENCH + ["--db", url, "launch", "-n", "2", "policy", "fit", "--algo", "rft", "--model", str(tiny_model_dir),
-                    "--epochs", "400", *TINY],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
+    process = launched_long_fit(url, tiny_model_dir, epochs=400)
     running = running_runs(db)
     assert running
     launcher = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
