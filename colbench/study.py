@@ -41,6 +41,9 @@ PAIRS = "pairs.jsonl"
 # each B − A read on the final label; the secondary ones Holm-corrected together.
 COMPARISONS = "comparisons.json"
 FINAL = "final"  # the label of the test-set evaluation
+# A stage retrained because its store was lost records its read under its label plus this suffix, beside the
+# original read (the evidence its choice rests on): the two are different training runs of one configuration.
+REBUILT = "-rebuilt"
 VALIDATION_SPLITS = (LITE_SPLITS["val"],)  # where the search is read; the test sets only under FINAL
 # SWEET-RL is measured against these, Holm-corrected over the three (the issue's goal).
 SWEET_RIVALS = ("zero-shot", "rft", "mtdpo")
@@ -245,7 +248,7 @@ def report(folder: Path) -> dict:
     for (split, label, arm), mine in sorted(
         groups.items(), key=lambda item: (item[0][0], item[0][1] != FINAL, item[0][1], _arm_key(item[0][2]))
     ):
-        base = groups.get((split, label, "zero-shot")) or _any_zero_shot(groups, split)
+        base = groups.get((split, label, "zero-shot")) or _any_zero_shot(groups, split, label)
         facts = [r["facts_obtained"] for r in mine if r.get("facts_obtained") is not None]
         informed = [r for r in mine if r.get("facts_obtained") is not None and r["facts_obtained"] >= 1.0]
         results.append(ArmResult(
@@ -364,10 +367,11 @@ def _distinct_pairs(lines: list[dict]) -> list[dict]:
     return list(rows.values())
 
 
-def _any_zero_shot(groups: dict, split: str) -> list[dict] | None:
-    """Zero-shot is the same policy under every label: its rows under any label of the split."""
-    for (s, _, arm), rows in groups.items():
-        if s == split and arm == "zero-shot":
+def _any_zero_shot(groups: dict, split: str, label: str) -> list[dict] | None:
+    """Zero-shot is the same policy under every label of one build: its rows under any label of the split, from a
+    rebuilt warm start for a rebuilt label and from the original one otherwise."""
+    for (s, other, arm), rows in groups.items():
+        if s == split and arm == "zero-shot" and other.endswith(REBUILT) == label.endswith(REBUILT):
             return rows
     return None
 

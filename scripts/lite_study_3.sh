@@ -8,19 +8,30 @@
 #   bash scripts/lite_study_3.sh round2 sweet-c 3e-6   # configuration (c): question turns, at (a)'s or (b)'s step
 #   bash scripts/lite_study_3.sh final                 # the fresh split, once per read that chosen.sh lists
 #   bash scripts/lite_study_3.sh online grpo 1e-6      # an online arm from rft: grpo, grpo-critic or grpo-oracle, LR
+#   bash scripts/lite_study_3.sh rebuilt round2 sweet-a  # a stage retrained after its store was lost (below)
 #
 # STORE (default lite-study-3) holds the store and checkpoints, never committed; the study's files go to
 # studies/backend-lite-3, from which `colbench study report studies/backend-lite-3` recomputes every table.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-stage=${1:?usage: lite_study_3.sh base|rft|round2 LABEL|final|online ARM LR}
+stage=${1:?usage: lite_study_3.sh [rebuilt] base|rft|round2 LABEL|final|online ARM LR}
+# `rebuilt STAGE ...`: the stage after its store was lost (plan.md, stopping rules), retrained where the store lacks
+# it; its reads are recorded under LABEL-rebuilt (colbench/study.py's REBUILT), beside the original reads that the
+# committed choices rest on. The final reads happen once, on whatever build the store holds: never `rebuilt final`.
+suffix=""
+if [ "$stage" = rebuilt ]; then
+  suffix=-rebuilt
+  shift
+  stage=${1:?usage: lite_study_3.sh rebuilt rft|round2 LABEL}
+  case "$stage" in rft | round2) ;; *) echo "rebuilt: only rft or round2 stages record validation reads" >&2; exit 2 ;; esac
+fi
 # shellcheck source=scripts/study_env.sh
 source "$here/scripts/study_env.sh" lite-study-3 backend-lite-3
 
 # The plan's shared settings: 100 train tasks x 4 samples a round, every lite-val task x 4 samples, 256 tokens a
 # turn, full fine-tunes, the second study's critic, 8 SWEET candidates a turn.
 experiment() {
-  local label=$1; shift
+  local label=$1$suffix; shift
   timed "$label $*" "$colbench" experiment backend --tasks backend-lite --dir "$files" --label "$label" \
     --train-tasks 100 -k 4 --test-tasks 200 --test-samples 4 --max-new-tokens 256 --sandbox bwrap --device cpu \
     --critic-full --critic-lr 1e-5 --critic-epochs 2 --critic-batch-size 4 --critic-grad-accum 2 \

@@ -29,6 +29,18 @@ def test_holm_by_hand():
     assert holm({"a": 0.6, "b": 0.9}) == {"a": 1.0, "b": 1.0}
 
 
+def test_a_rebuilt_stage_is_paired_with_the_rebuilt_warm_start(tmp_path):
+    """A store lost between sessions: the warm start retrained reads differently from the original, and a rebuilt
+    round-2 arm (which records no zero-shot of its own) is paired with the warm start it descends from."""
+    record(tmp_path, "zero-shot", "rft", rows(set(range(2)), "lite-val"))
+    record(tmp_path, "zero-shot", "rft-rebuilt", rows(set(range(6)), "lite-val"))
+    record(tmp_path, "rft-2", "rft2-1e-5", rows(set(range(10)), "lite-val"))
+    record(tmp_path, "rft-2", "rft2-1e-5-rebuilt", rows(set(range(10)), "lite-val"))
+    by = {(a["label"], a["arm"]): a["versus_zero_shot"] for a in report(tmp_path)["arms"]}
+    assert by[("rft2-1e-5", "rft-2")]["difference"]["mean"] == pytest.approx(8 / TASKS)
+    assert by[("rft2-1e-5-rebuilt", "rft-2")]["difference"]["mean"] == pytest.approx(4 / TASKS)
+
+
 def test_the_report_pairs_arms_by_task_and_holm_corrects_sweets_comparisons(tmp_path, capsys, monkeypatch):
     arms = {"zero-shot": set(range(5)), "rft": set(range(6)), "mtdpo": set(range(4, 11)), "sweet": set(range(15)),
             "sweet-no-c": set(range(3, 9))}
@@ -312,3 +324,28 @@ def test_study_3_reads_its_primary_arms_at_their_best_configuration_with_two_see
             assert flags.get("--policy-turns", "all") == (best[arm]["turns"] or "all"), line
         seeds.setdefault(arm, set()).add(int(flags.get("--trainer-seed", 0)))
     assert seeds[critic] == seeds[rival] == {0, 1}
+
+
+def test_study_3_records_a_rebuilt_stage_under_its_own_label(tmp_path):
+    """scripts/lite_study_3.sh `rebuilt STAGE`: the same experiment, its reads recorded under LABEL-rebuilt beside
+    the original ones; the final reads are never 'rebuilt'. COLBENCH is a command that writes its arguments down
+    (the script's part is the command line it assembles; the experiment itself is tested in test_experiment)."""
+    import subprocess
+
+    args = tmp_path / "args"
+    command = tmp_path / "colbench"
+    command.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {args}\n')
+    command.chmod(0o755)
+    scripts = tmp_path / "checkout" / "scripts"  # a copy: the script writes times.log into its checkout's study
+    scripts.mkdir(parents=True)
+    for name in ("lite_study_3.sh", "study_env.sh"):
+        (scripts / name).write_text((Path(__file__).parent.parent / "scripts" / name).read_text())
+    script = scripts / "lite_study_3.sh"
+    env = {"PATH": "/usr/bin:/bin", "COLBENCH": str(command), "STORE": str(tmp_path / "store")}
+    done = subprocess.run(["bash", str(script), "rebuilt", "rft"], env=env, capture_output=True, text=True)
+    words = args.read_text().splitlines()
+    assert done.returncode == 0 and words[words.index("--label") + 1] == "rft-rebuilt"
+    assert "start rft-rebuilt" in (tmp_path / "checkout" / "studies" / "backend-lite-3" / "times.log").read_text()
+    assert words[words.index("--model") + 1] == "ckpt:warm" and words[words.index("--policy-lr") + 1] == "3e-5"
+    refused = subprocess.run(["bash", str(script), "rebuilt", "final"], env=env, capture_output=True, text=True)
+    assert refused.returncode == 2 and "only rft or round2" in refused.stderr
