@@ -50,7 +50,7 @@ print(next(r["model"] for r in rows if r["arm"] == sys.argv[2] and r["label"] ==
 # rft is rft's own (label rft): not recorded again.
 round2() {
   local label=$1; shift
-  experiment "$label" --model "$(model_of rft rft)" --train-offset 100 --critic-policy ckpt:warm \
+  experiment "$label" --model "$(model_of rft "rft$suffix")" --train-offset 100 --critic-policy ckpt:warm \
     --record-arm zero-shot= --record-arm rft=rft-2 --record-arm sweet=rft+sweet \
     --record-arm sweet-oracle=rft+sweet-oracle "$@"
 }

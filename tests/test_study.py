@@ -347,5 +347,15 @@ def test_study_3_records_a_rebuilt_stage_under_its_own_label(tmp_path):
     assert done.returncode == 0 and words[words.index("--label") + 1] == "rft-rebuilt"
     assert "start rft-rebuilt" in (tmp_path / "checkout" / "studies" / "backend-lite-3" / "times.log").read_text()
     assert words[words.index("--model") + 1] == "ckpt:warm" and words[words.index("--policy-lr") + 1] == "3e-5"
+    # A rebuilt round-2 stage starts from the rebuilt rft, whichever checkpoint id the rebuilt store gave it.
+    (tmp_path / "checkout" / "studies" / "backend-lite-3" / "validation.jsonl").write_text(
+        '{"arm": "rft", "label": "rft", "model": "ckpt:2"}\n'
+        '{"arm": "rft", "label": "rft-rebuilt", "model": "ckpt:9"}\n')
+    args.unlink()
+    done = subprocess.run(["bash", str(script), "rebuilt", "round2", "rft2-1e-5"], env=env, capture_output=True,
+                          text=True)
+    words = args.read_text().splitlines()
+    assert done.returncode == 0 and words[words.index("--label") + 1] == "rft2-1e-5-rebuilt"
+    assert words[words.index("--model") + 1] == "ckpt:9"
     refused = subprocess.run(["bash", str(script), "rebuilt", "final"], env=env, capture_output=True, text=True)
     assert refused.returncode == 2 and "only rft or round2" in refused.stderr
