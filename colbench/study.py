@@ -326,7 +326,8 @@ def declared(folder: Path, groups: dict[tuple[str, str, str], list[dict]]) -> di
 def search(validation: dict[tuple[str, str], dict], results: list[ArmResult]) -> list[dict]:
     """Every configuration tried on validation, one row per arm and label, with what set it apart
     (learning rate, NLL weight, candidates a turn, N), its figures and its cost; ``best`` marks
-    each arm's highest success, the configuration its search chose."""
+    each arm's highest success, the configuration its search chose. A rebuilt stage's read
+    (label ``...-rebuilt``) is a row too but never the best: the choice was made on the first reads."""
     found = {(r.arm, r.label): r for r in results if r.split in VALIDATION_SPLITS}
     rows = []
     for (arm, label), line in validation.items():
@@ -345,9 +346,11 @@ def search(validation: dict[tuple[str, str], dict], results: list[ArmResult]) ->
             "policy_minutes": policy.get("minutes"), "critic_minutes": critic.get("minutes"),
         })
     rows.sort(key=lambda r: (_arm_key(r["arm"]), r["label"]))
+    for r in rows:
+        r["best"] = False
     for arm in {r["arm"] for r in rows}:
-        mine = [r for r in rows if r["arm"] == arm]
-        top = max(r["success"]["mean"] for r in mine)
+        mine = [r for r in rows if r["arm"] == arm and not r["label"].endswith(REBUILT)]
+        top = max((r["success"]["mean"] for r in mine), default=None)
         for r in mine:
             r["best"] = r["success"]["mean"] == top
     return rows

@@ -202,9 +202,12 @@ def test_the_search_table_lists_every_configuration_tried_and_marks_each_arms_be
     record(tmp_path, "sweet", "qs", rows(set(range(3)), "lite-val"), policy("sweet", 3e-6, 30.0, turns="questions"))
     record(tmp_path, "rft", "rft-3e-5", rows(set(range(7)), "lite-val"), policy("rft", 3e-5, 11.0))
     record(tmp_path, "sweet", FINAL, rows(set(range(9))))  # the test set is no configuration of the search
+    # a retrained stage read again after a lost store: listed, never the choice, even where it reads higher
+    record(tmp_path, "rft", "rft-3e-5-rebuilt", rows(set(range(9)), "lite-val"), policy("rft", 3e-5, 20.0))
     found = report(tmp_path)["search"]
-    assert [(r["arm"], r["label"]) for r in found] == [("rft", "rft-3e-5"), ("sweet", "c16"), ("sweet", "nll1"),
-                                                       ("sweet", "qs"), ("sweet", "small"), ("sweet", "tiny")]
+    assert [(r["arm"], r["label"]) for r in found] == [("rft", "rft-3e-5"), ("rft", "rft-3e-5-rebuilt"),
+                                                       ("sweet", "c16"), ("sweet", "nll1"), ("sweet", "qs"),
+                                                       ("sweet", "small"), ("sweet", "tiny")]
     by = {r["label"]: r for r in found}
     assert [label for label, r in by.items() if r["best"]] == ["rft-3e-5", "small"]
     assert by["small"]["versus_zero_shot"]["difference"]["mean"] == pytest.approx(7 / 20)
