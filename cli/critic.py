@@ -130,7 +130,7 @@ def evaluate(
     """How well the critic ranks held-out trajectories (pair accuracy) and credits the turns that
     obtained a hidden fact (backend-lite: rank correlation and within-dialogue AUC)."""
     from colbench.model_refs import stored_ref
-    from colbench.training.critic_eval import evaluate_critic
+    from colbench.training.critic_eval import describe, evaluate_critic
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
     with reporting("critic eval", enabled=not as_json) as on_progress:
@@ -140,16 +140,10 @@ def evaluate(
         print_json(result.as_dict())
         return
 
-    def shown(value, fmt):
-        return "n/a" if value is None else format(value, fmt)
-
     info = "with" if result.training_info else "without"
     console.print(
         f"critic {result.checkpoint} ({info} training-time information) on {result.trajectories} trajectories of"
-        f" {result.tasks}: pair accuracy {shown(result.pair_accuracy, '.1%')} over {result.pairs} pairs; turn credit"
-        f" over {result.labelled_turns} turns ({result.fact_turns} obtained a fact): Spearman"
-        f" {shown(result.turn_spearman, '+.3f')}, within-dialogue AUC"
-        f" {shown(result.turn_auc, '.3f')} ({result.auc_trajectories} dialogues)",
+        f" {result.tasks}: {describe(result.as_dict())}",
         markup=False,
     )
 

@@ -51,6 +51,25 @@ def first_questions(db) -> list:
         return [next(t for t in queries.turns_of(session, e.id) if t.role == "assistant") for e in expert]
 
 
+def scripted_scores(db, checkpoint_id: int) -> dict[tuple[str, int], list[float]]:
+    """(policy, task id) → the stored critic scores of the demonstrations' turns (the expert's and early@0's),
+    by one critic checkpoint."""
+    from sqlmodel import select
+
+    from colbench.store import queries
+    from colbench.store.models import Trajectory
+
+    with db.read() as session:
+        scripted = session.exec(
+            select(Trajectory).where(Trajectory.policy.in_(["scripted:expert", "scripted:early@0"]))
+        ).all()
+        return {
+            (t.policy, t.task_id): [score for scores in queries.critic_scores_of(session, t.id).values()
+                                    for checkpoint, score in scores if checkpoint == checkpoint_id]
+            for t in scripted
+        }
+
+
 def mean_logprob(engine: HFEngine, turn) -> float:
     """Mean log-prob per token of a stored agent turn's tokens after its stored prompt."""
     [logps] = engine.logprobs([turn.prompt], [turn.token_ids])
@@ -205,6 +224,15 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
         assert figures["labelled_turns"] == figures["fact_turns"] + 6
         assert 0.0 <= figures["pair_accuracy"] <= 1.0 and -1.0 <= figures["turn_spearman"] <= 1.0
         assert figures["auc_trajectories"] == 3 and 0.0 <= figures["turn_auc"] <= 1.0
+        # Every expert question obtains a fact (no question to rank it against), and early@0's one-turn answer is
+        # never as long as the expert's dialogue.
+        assert figures["question_auc_trajectories"] == 0 and figures["same_length_pairs"] == 0
+        # The advantages judged are the ones stored: they order the expert against early@0 as the pair accuracy says.
+        stored = scripted_scores(db, int(figures["checkpoint"].removeprefix("ckpt:")))
+        assert sum(len(turns) for turns in stored.values()) == figures["labelled_turns"]
+        expert_won = [sum(stored[("scripted:expert", t)]) > sum(stored[("scripted:early@0", t)])
+                      for t in {t for _, t in stored}]
+        assert len(expert_won) == 3 and sum(expert_won) / 3 == pytest.approx(figures["pair_accuracy"])
 
 
 def test_turn_credit_figures_by_hand():
@@ -217,6 +245,28 @@ def test_turn_credit_figures_by_hand():
     # Dialogue 1: the fact turn outranks both others (1.0); dialogue 2: one of two (0.5); dialogue 3 has no fact turn.
     scored = [(0.9, 1, 1), (0.1, 0, 1), (0.2, 0, 1), (0.3, 1, 2), (0.1, 0, 2), (0.5, 0, 2), (0.7, 0, 3)]
     assert within_trajectory_auc(scored) == (pytest.approx(0.75), 2)
+
+
+def test_question_credit_leaves_answers_out_and_pairs_of_like_length_are_counted_apart():
+    from colbench.families.lite_truth import ANSWER, NEW, NOTHING, REPEAT
+    from colbench.training.critic_eval import describe, figures
+    from colbench.training.data import Pair
+
+    # Both dialogues rank their fact question above the other question but below the answer.
+    advantages = {1: [0.5, 0.1, 0.9], 2: [0.1, 0.2, 0.6], 3: [0.3]}
+    kinds = {1: [NEW, NOTHING, ANSWER], 2: [REPEAT, NEW, ANSWER], 3: [ANSWER]}
+    # Σ_t A_t: 1.5, 0.9, 0.3. The one-turn dialogue loses to the three-turn one it beat; 1 and 2 are as long.
+    pairs = [Pair(7, chosen=3, rejected=1), Pair(8, chosen=1, rejected=2)]
+    judged = figures(advantages, pairs, kinds)
+    assert judged["turn_auc"] == pytest.approx(0.5) and judged["auc_trajectories"] == 2
+    assert judged["question_auc"] == pytest.approx(1.0) and judged["question_auc_trajectories"] == 2
+    assert judged["labelled_turns"] == 7 and judged["fact_turns"] == 2
+    assert (judged["pairs"], judged["pair_accuracy"]) == (2, 0.5)
+    assert (judged["same_length_pairs"], judged["same_length_pair_accuracy"]) == (1, 1.0)
+    assert "as long: 100.0% of 1" in describe(judged) and "among questions 1.00 (2 dialogues)" in describe(judged)
+    # A judgement stored before these figures existed still reads.
+    old = {k: v for k, v in judged.items() if not k.startswith(("same_length", "question"))}
+    assert "as long" not in describe(old) and "within-dialogue AUC 0.50" in describe(old)
 
 
 def test_the_first_tasks_of_each_lite_split_are_spread_over_its_templates(sqlite_url):

@@ -387,8 +387,14 @@ def test_mtdpo_uses_the_critics_pairs_without_training_info(trained, tiny_model_
         assert (
             len({t for row in item.chosen for t in row.turn_ids if t >= 0}) == 2
         )  # both agent turns of the correct trajectory
-    result = fit_policy(db, PolicyConfig(**SMALL), "mtdpo", base_model=str(tiny_model_dir))
+    progress = []
+    result = fit_policy(db, PolicyConfig(**SMALL), "mtdpo", base_model=str(tiny_model_dir),
+                        on_progress=lambda *report: progress.append(report[:3]))
     assert result.metrics["pairs"] == 4 and result.metrics["steps"] == 1
+    # The reference pass before the first step (minutes at a study's scale) reports its batches too.
+    batches = -(-4 // SMALL["batch_size"])
+    assert [r for r in progress if r[0] == "reference"] == [("reference", n, batches) for n in range(1, batches + 1)]
+    assert progress.index(("reference", batches, batches)) < progress.index(("train", 1, 1))
     assert "train_reward_margin" in result.metrics and result.metrics["train_dpo_loss"] == pytest.approx(
         0.6931, abs=1e-3
     )

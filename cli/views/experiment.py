@@ -5,6 +5,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from colbench.recipe import deviations
+from colbench.training.critic_eval import describe
 
 
 def _tests(arm: dict) -> dict:
@@ -125,14 +126,8 @@ def study_notes(payload: dict) -> list[str]:
         )
         judged = critic.get("eval")
         if judged:
-            def fmt(value, spec):
-                return "n/a" if value is None else format(value, spec)
-            lines.append(
-                f"critic {name} judged on {judged['trajectories']} dialogues of {judged['tasks']} by a scripted agent:"
-                f" pair accuracy {fmt(judged['pair_accuracy'], '.0%')} of {judged['pairs']}; turn credit (did the turn"
-                f" obtain a fact?) Spearman {fmt(judged['turn_spearman'], '+.2f')}, within-dialogue AUC"
-                f" {fmt(judged['turn_auc'], '.2f')} over {judged['labelled_turns']} turns"
-            )
+            lines.append(f"critic {name} judged on {judged['trajectories']} dialogues of {judged['tasks']} by a"
+                         f" scripted agent: {describe(judged)}")
     if any(any((arm.get("vs_zero_shot") or {}).values()) for arm in payload["arms"]):
         lines.append(
             f"{VERSUS}: the mean over the test tasks of the arm's success minus the zero-shot policy's on the same "

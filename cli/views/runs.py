@@ -11,6 +11,7 @@ from rich.text import Text
 from colbench.cli.views.cells import STATUS_STYLE
 from colbench.curves import curve_names
 from colbench.runs import headline, named, progress, what
+from colbench.training.critic_eval import describe
 
 SPARKS = "▁▂▃▄▅▆▇█"
 
@@ -116,11 +117,8 @@ def diagnostic_lines(metrics: dict) -> list[str]:
             f"held-out pair accuracy {metrics['heldout_accuracy']:.1%} of {metrics.get('heldout_pairs')} pairs"
         )
     judged = metrics.get("eval") or {}
-    if judged.get("turn_auc") is not None:
-        lines.append(
-            f"turn credit on {judged.get('trajectories')} dialogues: within-dialogue AUC {judged['turn_auc']:.2f}, "
-            f"Spearman {judged.get('turn_spearman', float('nan')):+.2f} (did the turn obtain a fact?)"
-        )
+    if judged:
+        lines.append(f"judged on {judged.get('trajectories')} dialogues of {judged.get('tasks')}: {describe(judged)}")
     if "pairs_answer_over_reask" in metrics:
         lines.append(
             f"its pairs chose answering over re-asking a stated fact {metrics['pairs_answer_over_reask']} times, the"

@@ -308,10 +308,24 @@ def score_turns(
         with db.read() as session:
             trajectory_ids = queries.finished_trajectory_ids(session, family=critic.family, policy=policy, limit=limit)
     ids = sorted(trajectory_ids)
-    written, turns_scored = 0, 0
-    total = len(ids)
-    done = 0
-    for chunk in _batches(ids, max(critic.batch_size * 4, 1)):
+    written, turns_scored, done, total = 0, 0, 0, len(ids)
+    for chunk, advantages in stored_advantages(db, critic, ids):
+        written += sum(value is not None for values in advantages for value in values)
+        turns_scored += sum(len(values) for values in advantages)
+        done += len(chunk)
+        if on_progress:
+            on_progress("score", done, total, {})
+    return {"checkpoint_id": critic.checkpoint_id, "trajectories": total, "agent_turns": turns_scored,
+            "scores_written": written}
+
+
+def stored_advantages(db, critic: CriticModel, trajectory_ids: list[int]):
+    """Yield (trajectory ids, A of each one's agent turns, None where truncated away) a batch at a time,
+    each batch written into critic_score first (replacing the scores those turns had from this critic):
+    every figure computed from a critic's advantages can be checked against the stored ones."""
+    if critic.checkpoint_id is None:
+        raise ValueError("scores are stored per checkpoint: load the critic from one")
+    for chunk in _batches(list(trajectory_ids), max(critic.batch_size * 4, 1)):
         examples = D.load_examples(db, critic.tokenizer, chunk, training_info=critic.training_info,
                                    max_len=critic.max_len)
         ordered = [examples[i] for i in chunk]
@@ -324,10 +338,4 @@ def score_turns(
         ]
         with db.write() as session:
             queries.replace_critic_scores(session, critic.checkpoint_id, rows)
-        written += len(rows)
-        turns_scored += sum(len(e.turn_rows) for e in ordered)
-        done += len(chunk)
-        if on_progress:
-            on_progress("score", done, total, {})
-    return {"checkpoint_id": critic.checkpoint_id, "trajectories": total, "agent_turns": turns_scored,
-            "scores_written": written}
+        yield chunk, advantages

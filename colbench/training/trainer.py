@@ -182,16 +182,17 @@ class PolicyTrainer:
         acc = self.accelerator
         scorer = self.sharded_scorer or TokenLogProbs(self.model, autocast=self.config.autocast_dtype(self.device))
         found: dict[int, tuple[float, float]] = {}
+        batches = lockstep_batches(acc, list(range(len(self.items))), self.config.batch_size, self.sharded)
         with evaluating(scorer):
-            for chunk, keep in lockstep_batches(
-                acc, list(range(len(self.items))), self.config.batch_size, self.sharded
-            ):
+            for done, (chunk, keep) in enumerate(batches, 1):
                 rows, owner = pair_rows([self.items[i] for i in chunk])
                 ids, mask, turns = (t.to(self.device) for t in D.collate(rows, self.tokenizer.pad_token_id))
                 per_row = sequence_logps(scorer(ids, mask, turns >= 0), turns >= 0).float()
                 sides = by_owner(per_row, torch.tensor(owner, device=per_row.device), 2 * len(chunk)).cpu().tolist()
                 for k, i in enumerate(chunk if keep else []):
                     found[i] = (sides[k], sides[len(chunk) + k])
+                if self.on_progress and acc.is_main_process:  # minutes on a CPU for a few hundred pairs
+                    self.on_progress("reference", done, len(batches), {})
         if acc.num_processes > 1:
             merged: dict[int, tuple[float, float]] = {}
             for part in gather_object([found]):
