@@ -35,8 +35,10 @@ class Stop(KeyboardInterrupt):
     """Ctrl-C, at a chosen optimiser step."""
 
 
-def stopping_at(step: int, seen: list):
+def stopping_at(step: int, seen: list, stages: list | None = None):
     def progress(stage, done, total, figures):
+        if stages is not None:
+            stages.append(stage)
         if stage == "train":
             seen.append(done)
             if done == step:
@@ -107,16 +109,21 @@ def test_a_stopped_sweet_policy_continues_to_the_uninterrupted_weights(tmp_path,
     critic = fit_critic(db, CriticConfig(**CRITIC), base_model=str(tiny_model_dir)).checkpoint_id
     config = PolicyConfig(**SWEET, snapshot_minutes=EVERY_STEP)
     first: list[int] = []
+    first_stages: list[str] = []
     with pytest.raises(Stop):
         fit_policy(db, config, "sweet", base_model=str(tiny_model_dir), critic_checkpoint=critic,
-                   on_progress=stopping_at(4, first))
+                   on_progress=stopping_at(4, first, first_stages))
     failed = stopped(db, "policy:sweet")
     assert latest(snapshot_folder(db, "policy", failed.id, None))["step"] == 3
 
     second: list[int] = []
+    second_stages: list[str] = []
     resumed = fit_policy(db, config, "sweet", base_model=str(tiny_model_dir), critic_checkpoint=critic,
-                         on_progress=stopping_at(0, second))
+                         on_progress=stopping_at(0, second, second_stages))
     assert resumed.run_id == failed.id and run_row(db, failed.id).status == "done"
+    # The reference log-probs came back from the snapshot: no second pass over the pairs (the weights below
+    # show they are the uninterrupted run's).
+    assert "reference" in first_stages and "reference" not in second_stages
     assert second[0] == 4 and resumed.metrics["resumed_at_step"] == 3
     assert resumed.metrics["turns_sampled"] == 0  # its candidates were stored before it stopped
     with db.read() as session:

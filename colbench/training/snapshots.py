@@ -1,17 +1,19 @@
 """Snapshots that let a stopped offline run (the critic, a policy recipe) continue where it stopped.
 
-Every ``--snapshot-minutes`` of training, at the end of an optimiser step, a run writes
-``<its checkpoint folder>-resume/step-<n>/``: the trainable weights and the optimiser's state through
-torch.distributed.checkpoint (each process writes its own shards, so a sharded run snapshots as it
-trains, without gathering), the learning-rate schedule, and where its loop stands (epoch, batches of it
-done, the figures so far, one file per process). ``latest.json`` then names it (written under another
-name and renamed, so a run killed while writing keeps its previous snapshot) and the older one is removed.
+Every ``--snapshot-minutes`` of training, at the end of an optimiser step, a run writes ``<its checkpoint
+folder>-resume/step-<n>/``: the trainable weights and the optimiser's state through
+torch.distributed.checkpoint (each process writes its own shards, so a sharded run snapshots as it trains,
+without gathering), the learning-rate schedule, where its loop stands (epoch, batches of it done, the figures
+so far, one file per process) and, for DPO, each pair's reference log-probs. ``latest.json`` then names it
+(written under another name and renamed, so a run killed while writing keeps its previous snapshot) and the
+older one is removed.
 
-A rerun of the same command finds the newest failed run of the same kind, settings and name whose
-snapshot was taken on the same data (the same watermark), reopens it, prepares as a new run does (the
-data, SWEET's candidates, the reference log-probs, all from the starting policy), loads the snapshot and
-replays the data order to the batch it stopped at: the run continues as the one run, to the weights an
-uninterrupted run reaches. The snapshots are removed when it finishes.
+A rerun of the same command finds the newest failed run of the same kind, settings and name whose snapshot was
+taken on the same data (the same watermark), reopens it, prepares as a new run does (the data, SWEET's
+candidates, all from the starting policy; the reference log-probs, a pass over every pair that takes minutes
+on a CPU, are read from the snapshot instead), loads the snapshot and replays the data order to the batch it
+stopped at: the run continues as the one run, to the weights an uninterrupted run reaches. The snapshots are
+removed when it finishes.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from colbench.training.config import DataError
 from colbench.training.modeling import summed_over_processes
 
 LATEST = "latest.json"
+REFERENCE = "reference.pt"
 
 
 def snapshot_folder(db, kind: str, run_id: int, out: str | None) -> Path:
@@ -98,16 +101,17 @@ class Snapshots:
         return summed_over_processes(self.accelerator, {"late": float(late)})["late"] > 0
 
     def after_step(self, step: int, total: int, steplog, parts: tuple, *, epoch: int, batches: int,
-                   loop: dict) -> None:
+                   loop: dict, reference: list | None = None) -> None:
         """At the end of optimiser step ``step`` of ``total``: a snapshot of ``parts`` (scorer, optimiser, schedule)
         when one is due, the step log written first so that the stored curve reaches it."""
         if not self.due(step, total):
             return
         if steplog is not None:
             steplog.write()
-        self.save(*parts, step=step, epoch=epoch, batches=batches, loop=loop)
+        self.save(*parts, step=step, epoch=epoch, batches=batches, loop=loop, reference=reference)
 
-    def save(self, scorer, optimizer, scheduler, *, step: int, epoch: int, batches: int, loop: dict) -> None:
+    def save(self, scorer, optimizer, scheduler, *, step: int, epoch: int, batches: int, loop: dict,
+             reference: list | None = None) -> None:
         import torch.distributed.checkpoint as dcp
 
         acc = self.accelerator
@@ -122,6 +126,8 @@ class Snapshots:
         torch.save(loop, target / f"loop-{acc.process_index}.pt")
         if acc.is_main_process:
             torch.save(scheduler.state_dict(), target / "scheduler.pt")
+            if reference is not None:
+                torch.save(reference, target / REFERENCE)
         acc.wait_for_everyone()  # every process's part is written before the snapshot is named
         if acc.is_main_process:
             before = latest(self.folder)
@@ -133,6 +139,13 @@ class Snapshots:
             if before is not None and before["folder"] != name:
                 shutil.rmtree(self.folder / before["folder"], ignore_errors=True)
         self.last = time.monotonic()
+
+    def reference(self) -> list | None:
+        """The reference log-probs the newest snapshot kept (one pair of floats per DPO item, in the items'
+        order), or None: no snapshot, or one written before they were kept."""
+        saved = latest(self.folder)
+        path = self.folder / saved["folder"] / REFERENCE if saved is not None else None
+        return torch.load(path, weights_only=True) if path is not None and path.exists() else None
 
     def load(self, scorer, optimizer, scheduler) -> Resumed | None:
         """Load the newest snapshot into the prepared scorer, optimiser and schedule; None when there is none."""

@@ -158,11 +158,16 @@ class PolicyTrainer:
     def release_starting_policy(self) -> None:
         self._start_copy = None
 
-    def setup_training(self, items: list) -> None:
+    def setup_training(self, items: list, reference: list | None = None) -> None:
+        """``reference``: the items' reference log-probs as a snapshot kept them (a continued DPO run), else
+        computed here."""
         cfg = self.config
         self.items = items
         self.dpo = isinstance(items[0], PairItem)
-        if self.dpo:
+        if self.dpo and reference is not None and len(reference) == len(items):
+            for item, (chosen, rejected) in zip(items, reference):
+                item.ref = (chosen, rejected)
+        elif self.dpo:
             self._reference_logps()
         self.epochs = cfg.epochs_for(self.algo)
         self.scorer, self.optimizer, self.loader, self.scheduler, self.total_steps = prepare_training(
@@ -262,7 +267,8 @@ class PolicyTrainer:
                                 "seconds": time.perf_counter() - started, "metrics": self.metrics}
                         snapshots.after_step(step, self.total_steps, steplog,
                                              (self.scorer, self.optimizer, self.scheduler), epoch=epoch,
-                                             batches=len(history), loop=loop)
+                                             batches=len(history), loop=loop,
+                                             reference=[list(it.ref) for it in self.items] if self.dpo else None)
             keys = sorted(history[0]) if history else []
             sums = summed_over_processes(acc, {k: sum(h[k] for h in history) for k in keys} | {"batches": len(history)})
             mean = {k: sums[k] / sums["batches"] for k in keys} if sums["batches"] else {}
@@ -417,8 +423,8 @@ def train_policy(
             lineage = sorted({(i, None) for it in items for i in _trajectories_of(it.source)})
         else:
             items, extra, lineage = build(db, trainer, gathered, run.id)
-        trainer.setup_training(items)
         snapshots = Snapshots(run, trainer.accelerator, config.snapshot_minutes, gathered.watermark)
+        trainer.setup_training(items, reference=snapshots.reference())
         with run.step_log() as steps:
             trainer.train(steps, snapshots)
         size = {"pairs": len(items)} if trainer.dpo else {"trajectories": len({it.source for it in items})}
