@@ -302,8 +302,6 @@ def score_turns(
     """
     if not isinstance(critic, CriticModel):
         critic = CriticModel.from_checkpoint(db, critic, device=device)
-    if critic.checkpoint_id is None:
-        raise ValueError("scores are stored per checkpoint: load the critic from one")
     if trajectory_ids is None:
         with db.read() as session:
             trajectory_ids = queries.finished_trajectory_ids(session, family=critic.family, policy=policy, limit=limit)

@@ -240,6 +240,8 @@ class PolicyTrainer:
                                                                                   "metrics"))
             self.metrics["resumed_at_step"] = resumed.step
         started = time.perf_counter() - spent
+        # Fixed before training: built once, kept by each snapshot.
+        reference = [list(it.ref) for it in self.items] if self.dpo else None
         for epoch in range(self.epochs):
             if resumed and epoch < resumed.epoch:
                 walk(self.loader)
@@ -267,8 +269,7 @@ class PolicyTrainer:
                                 "seconds": time.perf_counter() - started, "metrics": self.metrics}
                         snapshots.after_step(step, self.total_steps, steplog,
                                              (self.scorer, self.optimizer, self.scheduler), epoch=epoch,
-                                             batches=len(history), loop=loop,
-                                             reference=[list(it.ref) for it in self.items] if self.dpo else None)
+                                             batches=len(history), loop=loop, reference=reference)
             keys = sorted(history[0]) if history else []
             sums = summed_over_processes(acc, {k: sum(h[k] for h in history) for k in keys} | {"batches": len(history)})
             mean = {k: sums[k] / sums["batches"] for k in keys} if sums["batches"] else {}
