@@ -362,3 +362,40 @@ def test_study_3_records_a_rebuilt_stage_under_its_own_label(tmp_path):
     assert words[words.index("--model") + 1] == "ckpt:9"
     refused = subprocess.run(["bash", str(script), "rebuilt", "final"], env=env, capture_output=True, text=True)
     assert refused.returncode == 2 and "only rft or round2" in refused.stderr
+
+
+def test_study_3_final_reads_only_the_first_lines_it_is_given(tmp_path):
+    """`lite_study_3.sh final N` runs chosen.sh's first N reads and no later one (the plan reads the last ones only
+    within its budget); a count that is not a positive number is refused before anything runs. COLBENCH writes its
+    arguments down, as above."""
+    import subprocess
+
+    args = tmp_path / "args"
+    command = tmp_path / "colbench"
+    command.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {args}\necho >> {args}\n')
+    command.chmod(0o755)
+    scripts = tmp_path / "checkout" / "scripts"
+    scripts.mkdir(parents=True)
+    for name in ("lite_study_3.sh", "study_env.sh"):
+        (scripts / name).write_text((Path(__file__).parent.parent / "scripts" / name).read_text())
+    files = tmp_path / "checkout" / "studies" / "backend-lite-3"
+    files.mkdir(parents=True)
+    (files / "chosen.sh").write_text((STUDY_3 / "chosen.sh").read_text())
+    (files / "validation.jsonl").write_text('{"arm": "rft", "label": "rft", "model": "ckpt:2"}\n')
+    env = {"PATH": "/usr/bin:/bin", "COLBENCH": str(command), "STORE": str(tmp_path / "store")}
+    script = str(scripts / "lite_study_3.sh")
+
+    def runs(*words: str) -> list[list[str]]:
+        args.unlink(missing_ok=True)
+        done = subprocess.run(["bash", script, "final", *words], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return [call.splitlines() for call in args.read_text().strip("\n").split("\n\n")]
+
+    every = runs()
+    assert len(every) == 6 and all(call[call.index("--label") + 1] == "final" for call in every)
+    first = runs("5")
+    assert first == every[:5]
+    assert "--trainer-seed" in first[-1] and "sweet-oracle" in every[-1] and "sweet-oracle" not in sum(first, [])
+    for bad in ("0", "x", "-1"):
+        refused = subprocess.run(["bash", script, "final", bad], env=env, capture_output=True, text=True)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "count" in refused.stderr
