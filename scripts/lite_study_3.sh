@@ -8,6 +8,7 @@
 #   bash scripts/lite_study_3.sh round2 sweet-c 3e-6   # configuration (c): question turns, at (a)'s or (b)'s step
 #   bash scripts/lite_study_3.sh final                 # the fresh split, once per read that chosen.sh lists
 #   bash scripts/lite_study_3.sh final 5               # chosen.sh's first 5 lines only (the rest past the budget)
+#   bash scripts/lite_study_3.sh novel 5               # the same arms (seed 0) on lite-novel: facts and asking only
 #   bash scripts/lite_study_3.sh online grpo 1e-6      # an online arm from rft: grpo, grpo-critic or grpo-oracle, LR
 #   bash scripts/lite_study_3.sh rebuilt round2 sweet-a  # a stage retrained after its store was lost (below)
 #
@@ -15,7 +16,7 @@
 # studies/backend-lite-3, from which `colbench study report studies/backend-lite-3` recomputes every table.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-stage=${1:?usage: lite_study_3.sh [rebuilt] base|rft|round2 LABEL|final [N]|online ARM LR}
+stage=${1:?usage: lite_study_3.sh [rebuilt] base|rft|round2 LABEL|final [N]|novel [N]|online ARM LR}
 # `rebuilt STAGE ...`: the stage after its store was lost (plan.md, stopping rules), retrained where the store lacks
 # it; its reads are recorded under LABEL-rebuilt (colbench/study.py's REBUILT), beside the original reads that the
 # committed choices rest on. The final reads happen once, on whatever build the store holds: never `rebuilt final`.
@@ -83,24 +84,27 @@ round2)
   *) echo "unknown round2 label: $label" >&2; exit 2 ;;
   esac
   ;;
-final)
-  # The fresh split, read once per final read, in the order chosen.sh lists them (plan.md, "The final reads"): each
-  # line is `rft FLAGS` (the experiment from the warm start: it reads the warm start and rft) or `round2 FLAGS` (from
-  # rft), with --trainer-seed 1 for a second training seed. Every read: all 416 tasks x 3 samples, label final.
+final | novel)
+  # The final reads in the order chosen.sh lists them (plan.md, "The final reads"): each line is `rft FLAGS` (the
+  # experiment from the warm start: it reads the warm start and rft) or `round2 FLAGS` (from rft), with
+  # --trainer-seed 1 for a second training seed. `final`: lite-fresh, all 416 tasks x 3 samples, label final.
+  # `novel`: lite-novel, its 250 tasks x 1, the seed-0 lines only, label novel (plan.md, "lite-novel").
   # A count N runs only the first N lines: the plan reads the later ones only within its 6 h budget.
   chosen="$files/chosen.sh"
   [ -f "$chosen" ] || { echo "no $chosen: commit the validation choices first (plan.md, rule 4)" >&2; exit 2; }
   # shellcheck source=/dev/null
   source "$chosen"  # defines final_reads
-  fresh=(--evaluate-on fresh --test-tasks 416 --test-samples 3)
   reads=${2:-all}
-  [[ $reads = all || $reads =~ ^[1-9][0-9]*$ ]] || { echo "final: a count of reads, not '$reads'" >&2; exit 2; }
+  [[ $reads = all || $reads =~ ^[1-9][0-9]*$ ]] || { echo "$stage: a count of reads, not '$reads'" >&2; exit 2; }
   [ "$reads" = all ] || final_reads=$(grep -v '^$' <<< "$final_reads" | head -n "$reads")
+  split=(--evaluate-on fresh --test-tasks 416 --test-samples 3)
+  [ "$stage" = final ] || split=(--evaluate-on lite-novel --test-tasks 250 --test-samples 1)
   while read -r kind flags; do
+    [[ $stage = novel && $flags = *--trainer-seed* ]] && continue
     case "$kind" in
     "") ;;
-    rft) eval "experiment final --model ckpt:warm ${fresh[*]} $flags" ;;
-    round2) eval "round2 final ${fresh[*]} $flags" ;;
+    rft) eval "experiment $stage --model ckpt:warm ${split[*]} $flags" ;;
+    round2) eval "round2 $stage ${split[*]} $flags" ;;
     *) echo "chosen.sh: a final read is 'rft FLAGS' or 'round2 FLAGS', not '$kind'" >&2; exit 2 ;;
     esac
   done <<< "$final_reads"
@@ -116,5 +120,5 @@ online)
     --record-arm grpo=grpo --record-arm grpo-critic=grpo+critic --record-arm grpo-oracle=grpo+oracle
   ;;
 *)
-  echo "usage: lite_study_3.sh base|rft|round2 LABEL|final [N]|online ARM LR" >&2; exit 2 ;;
+  echo "usage: lite_study_3.sh base|rft|round2 LABEL|final [N]|novel [N]|online ARM LR" >&2; exit 2 ;;
 esac

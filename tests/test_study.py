@@ -366,8 +366,8 @@ def test_study_3_records_a_rebuilt_stage_under_its_own_label(tmp_path):
 
 def test_study_3_final_reads_only_the_first_lines_it_is_given(tmp_path):
     """`lite_study_3.sh final N` runs chosen.sh's first N reads and no later one (the plan reads the last ones only
-    within its budget); a count that is not a positive number is refused before anything runs. COLBENCH writes its
-    arguments down, as above."""
+    within its budget), `novel N` their first-seed reads on lite-novel; a count that is not a positive number is
+    refused before anything runs. COLBENCH writes its arguments down, as above."""
     import subprocess
 
     args = tmp_path / "args"
@@ -387,15 +387,25 @@ def test_study_3_final_reads_only_the_first_lines_it_is_given(tmp_path):
 
     def runs(*words: str) -> list[list[str]]:
         args.unlink(missing_ok=True)
-        done = subprocess.run(["bash", script, "final", *words], env=env, capture_output=True, text=True)
+        done = subprocess.run(["bash", script, *words], env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         return [call.splitlines() for call in args.read_text().strip("\n").split("\n\n")]
 
-    every = runs()
-    assert len(every) == 6 and all(call[call.index("--label") + 1] == "final" for call in every)
-    first = runs("5")
+    def value(call: list[str], flag: str) -> str:  # the last one given: the one the command line keeps
+        return call[len(call) - 1 - call[::-1].index(flag) + 1]
+
+    every = runs("final")
+    assert len(every) == 6 and {(value(call, "--label"), value(call, "--evaluate-on")) for call in every} == {
+        ("final", "fresh")}
+    first = runs("final", "5")
     assert first == every[:5]
     assert "--trainer-seed" in first[-1] and "sweet-oracle" in every[-1] and "sweet-oracle" not in sum(first, [])
+    # lite-novel: the same reads at the first training seed, each task once, under their own label.
+    novel = runs("novel", "5")
+    assert [value(call, "--arm") for call in novel] == ["rft", "rft", "sweet"]
+    assert not any("--trainer-seed" in call for call in novel)
+    assert {(value(call, "--label"), value(call, "--evaluate-on"), value(call, "--test-samples")) for call in novel} \
+        == {("novel", "lite-novel", "1")}
     for bad in ("0", "x", "-1"):
         refused = subprocess.run(["bash", script, "final", bad], env=env, capture_output=True, text=True)
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "count" in refused.stderr
