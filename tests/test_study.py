@@ -329,22 +329,28 @@ def test_study_3_reads_its_primary_arms_at_their_best_configuration_with_two_see
     assert seeds[critic] == seeds[rival] == {0, 1}
 
 
-def test_study_3_records_a_rebuilt_stage_under_its_own_label(tmp_path):
-    """scripts/lite_study_3.sh `rebuilt STAGE`: the same experiment, its reads recorded under LABEL-rebuilt beside
-    the original ones; the final reads are never 'rebuilt'. COLBENCH is a command that writes its arguments down
-    (the script's part is the command line it assembles; the experiment itself is tested in test_experiment)."""
-    import subprocess
-
+def _study_3_checkout(tmp_path: Path) -> tuple[Path, dict, Path]:
+    """A copy of lite_study_3.sh (it writes times.log into its checkout's study) run with a COLBENCH that writes its
+    arguments down, one call after another with a blank line between: the script's part is the command line it
+    assembles; the experiment itself is tested in test_experiment. Returns the script, its env and the args file."""
     args = tmp_path / "args"
     command = tmp_path / "colbench"
-    command.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {args}\n')
+    command.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {args}\necho >> {args}\n')
     command.chmod(0o755)
-    scripts = tmp_path / "checkout" / "scripts"  # a copy: the script writes times.log into its checkout's study
+    scripts = tmp_path / "checkout" / "scripts"
     scripts.mkdir(parents=True)
     for name in ("lite_study_3.sh", "study_env.sh"):
         (scripts / name).write_text((Path(__file__).parent.parent / "scripts" / name).read_text())
-    script = scripts / "lite_study_3.sh"
     env = {"PATH": "/usr/bin:/bin", "COLBENCH": str(command), "STORE": str(tmp_path / "store")}
+    return scripts / "lite_study_3.sh", env, args
+
+
+def test_study_3_records_a_rebuilt_stage_under_its_own_label(tmp_path):
+    """scripts/lite_study_3.sh `rebuilt STAGE`: the same experiment, its reads recorded under LABEL-rebuilt beside
+    the original ones; the final reads are never 'rebuilt'."""
+    import subprocess
+
+    script, env, args = _study_3_checkout(tmp_path)
     done = subprocess.run(["bash", str(script), "rebuilt", "rft"], env=env, capture_output=True, text=True)
     words = args.read_text().splitlines()
     assert done.returncode == 0 and words[words.index("--label") + 1] == "rft-rebuilt"
@@ -367,23 +373,14 @@ def test_study_3_records_a_rebuilt_stage_under_its_own_label(tmp_path):
 def test_study_3_final_reads_only_the_first_lines_it_is_given(tmp_path):
     """`lite_study_3.sh final N` runs chosen.sh's first N reads and no later one (the plan reads the last ones only
     within its budget), `novel N` their first-seed reads on lite-novel; a count that is not a positive number is
-    refused before anything runs. COLBENCH writes its arguments down, as above."""
+    refused before anything runs."""
     import subprocess
 
-    args = tmp_path / "args"
-    command = tmp_path / "colbench"
-    command.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {args}\necho >> {args}\n')
-    command.chmod(0o755)
-    scripts = tmp_path / "checkout" / "scripts"
-    scripts.mkdir(parents=True)
-    for name in ("lite_study_3.sh", "study_env.sh"):
-        (scripts / name).write_text((Path(__file__).parent.parent / "scripts" / name).read_text())
+    script, env, args = _study_3_checkout(tmp_path)
     files = tmp_path / "checkout" / "studies" / "backend-lite-3"
     files.mkdir(parents=True)
     (files / "chosen.sh").write_text((STUDY_3 / "chosen.sh").read_text())
     (files / "validation.jsonl").write_text('{"arm": "rft", "label": "rft", "model": "ckpt:2"}\n')
-    env = {"PATH": "/usr/bin:/bin", "COLBENCH": str(command), "STORE": str(tmp_path / "store")}
-    script = str(scripts / "lite_study_3.sh")
 
     def runs(*words: str) -> list[list[str]]:
         args.unlink(missing_ok=True)
@@ -392,7 +389,7 @@ def test_study_3_final_reads_only_the_first_lines_it_is_given(tmp_path):
         return [call.splitlines() for call in args.read_text().strip("\n").split("\n\n")]
 
     def value(call: list[str], flag: str) -> str:  # the last one given: the one the command line keeps
-        return call[len(call) - 1 - call[::-1].index(flag) + 1]
+        return call[len(call) - call[::-1].index(flag)]
 
     every = runs("final")
     assert len(every) == 6 and {(value(call, "--label"), value(call, "--evaluate-on")) for call in every} == {
