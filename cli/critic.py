@@ -189,8 +189,11 @@ def pairs(
         fail(f"{run} trained on no SWEET-RL pairs (only `policy fit --algo sweet` runs have them)")
     if study_folder is not None:
         from colbench.study import record_pairs
+        from colbench.store.models import TrainingRun
 
-        record_pairs(study_folder, arm, label, result.as_dict())
+        with db.read() as session:  # the trainer's seed, as the study's trajectories carry it
+            seed = (session.get(TrainingRun, found.id).config or {}).get("seed", 0)
+        record_pairs(study_folder, arm, label, result.as_dict(), seed=seed)
     if as_json:
         print_json(result.as_dict())
         return

@@ -103,12 +103,13 @@ def record(folder: Path, arm: str, label: str, rows: list[dict], validation: dic
                  [{"arm": arm, "label": label} | validation])
 
 
-def record_pairs(folder: Path, arm: str, label: str, kinds: dict) -> None:
-    """Replace ``arm``/``label``'s line in the folder's pairs file with ``kinds``
-    (families.lite_truth.PairKinds.as_dict: what the arm's SWEET-RL training pairs preferred)."""
+def record_pairs(folder: Path, arm: str, label: str, kinds: dict, seed: int = 0) -> None:
+    """Replace ``arm``/``label``'s line at training ``seed`` in the folder's pairs file with ``kinds``
+    (families.lite_truth.PairKinds.as_dict: what the arm's SWEET-RL training pairs preferred). An arm
+    read at a second training seed keeps the first seed's line beside its own, as ``record`` does."""
     folder.mkdir(parents=True, exist_ok=True)
-    _replace(folder / PAIRS, lambda r: r["arm"] == arm and r["label"] == label,
-             [{"arm": arm, "label": label} | kinds])
+    _replace(folder / PAIRS, lambda r: r["arm"] == arm and r["label"] == label and r.get("seed", 0) == seed,
+             [{"arm": arm, "label": label, "seed": seed} | kinds])
 
 
 def _replace(path: Path, is_old, new: list[dict]) -> None:
@@ -359,14 +360,16 @@ def search(validation: dict[tuple[str, str], dict], results: list[ArmResult]) ->
 def _distinct_pairs(lines: list[dict]) -> list[dict]:
     """One row per set of pairs: runs that differ only in the actor's step (learning rate, NLL
     weight) train on the same candidates ranked the same way, so their pairs are counted once,
-    their labels listed."""
+    their labels listed (with the training seed past the first)."""
     rows: dict[tuple, dict] = {}
-    for kinds in sorted(lines, key=lambda r: (r["label"] != FINAL, r["label"], _arm_key(r["arm"]))):
+    for kinds in sorted(lines, key=lambda r: (r["label"] != FINAL, r["label"], r.get("seed", 0), _arm_key(r["arm"]))):
         key = (kinds["arm"], json.dumps([kinds["pairs"], kinds["kinds"], kinds.get("answers_graded")], sort_keys=True))
+        seed = kinds.get("seed", 0)
+        label = f"{kinds['label']} (seed {seed})" if seed else kinds["label"]
         if key in rows:
-            rows[key]["labels"].append(kinds["label"])
+            rows[key]["labels"].append(label)
         else:
-            rows[key] = against_ground_truth(kinds) | {"labels": [kinds["label"]]}
+            rows[key] = against_ground_truth(kinds) | {"labels": [label]}
     return list(rows.values())
 
 

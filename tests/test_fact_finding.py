@@ -12,6 +12,7 @@ from colbench.official import spec_of
 from colbench.study import PAIRS, read_jsonl
 from colbench.store import queries
 from colbench.store.db import Database
+from colbench.store.models import TrainingRun
 from colbench.tasks.lite import facts_of
 from colbench.wiring import select_tasks
 from tests.conftest import command_line
@@ -127,7 +128,14 @@ def test_critic_pairs_judges_each_side_against_the_dialogue_so_far(cli, sqlite_u
     code, _, err = cli("critic", "pairs", f"train:{run_id}", "--grade", "--sandbox", "bwrap", "--study", str(study),
                        "--arm", "sweet", "--label", "final")
     assert code == 0, err
-    assert read_jsonl(study / PAIRS) == [{"arm": "sweet", "label": "final"} | graded.as_dict()]
+    assert read_jsonl(study / PAIRS) == [{"arm": "sweet", "label": "final", "seed": 0} | graded.as_dict()]
+    # a second training seed's run (its trainer's seed in its config) keeps the first seed's line beside its own
+    with db.write() as session:
+        session.get(TrainingRun, run_id).config = {"seed": 1}
+    code, _, err = cli("critic", "pairs", f"train:{run_id}", "--grade", "--sandbox", "bwrap", "--study", str(study),
+                       "--arm", "sweet", "--label", "final")
+    assert code == 0, err
+    assert [(row["label"], row["seed"]) for row in read_jsonl(study / PAIRS)] == [("final", 0), ("final", 1)]
     code, _, err = cli("critic", "pairs", f"train:{run_id}", "--study", str(study), "--arm", "sweet", "--label", "x")
     assert code == 1 and "--study needs --grade" in err
     code, text, _ = cli("critic", "pairs", f"train:{run_id}")
