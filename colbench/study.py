@@ -360,11 +360,12 @@ def search(validation: dict[tuple[str, str], dict], results: list[ArmResult]) ->
 def _distinct_pairs(lines: list[dict]) -> list[dict]:
     """One row per set of pairs: runs that differ only in the actor's step (learning rate, NLL
     weight) train on the same candidates ranked the same way, so their pairs are counted once,
-    their labels listed (with the training seed past the first)."""
+    their labels listed (with the training seed past the first: a seed's pairs are its own)."""
     rows: dict[tuple, dict] = {}
     for kinds in sorted(lines, key=lambda r: (r["label"] != FINAL, r["label"], r.get("seed", 0), _arm_key(r["arm"]))):
-        key = (kinds["arm"], json.dumps([kinds["pairs"], kinds["kinds"], kinds.get("answers_graded")], sort_keys=True))
-        seed = kinds.get("seed", 0)
+        seed = kinds.get("seed", 0)  # another seed samples its own candidates: never the same pairs
+        key = (kinds["arm"], seed,
+               json.dumps([kinds["pairs"], kinds["kinds"], kinds.get("answers_graded")], sort_keys=True))
         label = f"{kinds['label']} (seed {seed})" if seed else kinds["label"]
         if key in rows:
             rows[key]["labels"].append(label)

@@ -118,12 +118,13 @@ def test_the_report_checks_each_sweet_arms_pairs_against_ground_truth(tmp_path):
     record_pairs(tmp_path, "sweet", FINAL, kinds)
     record_pairs(tmp_path, "sweet-no-c", FINAL, swapped)
     record_pairs(tmp_path, "sweet", FINAL, kinds)  # recording again replaces the line
-    record_pairs(tmp_path, "sweet", FINAL, swapped | {"run_id": 9}, seed=1)  # a second seed's line beside it
-    record_pairs(tmp_path, "sweet", FINAL, swapped | {"run_id": 9}, seed=1)
+    # a second seed's line beside the first's, its own row even where its counts are the same
+    record_pairs(tmp_path, "sweet", FINAL, kinds | {"run_id": 9}, seed=1)
+    record_pairs(tmp_path, "sweet", FINAL, kinds | {"run_id": 9}, seed=1)
     seeds = report(tmp_path)["pairs"]
     assert [(row["arm"], row["labels"]) for row in seeds] == [
         ("sweet", [FINAL]), ("sweet-no-c", [FINAL]), ("sweet", [f"{FINAL} (seed 1)"])]
-    assert [row["agreement"]["mean"] for row in seeds] == pytest.approx([12 / 16, 4 / 16, 4 / 16])
+    assert [row["agreement"]["mean"] for row in seeds] == pytest.approx([12 / 16, 4 / 16, 12 / 16])
     found = {row["arm"]: row for row in report(tmp_path)["pairs"] if row["labels"] == [FINAL]}
     assert list(found) == ["sweet", "sweet-no-c"]
     sweet, no_c = found["sweet"], found["sweet-no-c"]
