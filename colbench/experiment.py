@@ -514,7 +514,8 @@ class BackendExperiment:
             with Grader(sandbox=cfg.sandbox) as grader:
                 for arm in sweet:
                     study.record_pairs(self.folder, cfg.recorded_name(arm.key), cfg.label,
-                                       pair_kinds(self.db, arm.training["run_id"], grader=grader).as_dict())
+                                       pair_kinds(self.db, arm.training["run_id"], grader=grader).as_dict(),
+                                       seed=cfg.training_seed)
         for arm in arms:
             name = cfg.recorded_name(arm.key)
             if not name:

@@ -191,7 +191,7 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
     for arm in ("sweet", "sweet-no-c"):
         run = next(a for a in again["arms"] if a["arm"] == arm)["training"]["run_id"]
         judged = cli("--db", db_url, "critic", "pairs", f"train:{run}", "--grade", "--sandbox", "bwrap", "--json")
-        assert judged["pairs"] > 0 and recorded[(arm, "final")] == {"arm": arm, "label": "final"} | judged
+        assert judged["pairs"] > 0 and recorded[(arm, "final")] == {"arm": arm, "label": "final", "seed": 0} | judged
 
     # A rerun under the same label keeps those lines: the same runs' pairs are not graded again.
     def graded_again(*args, **kwargs):
