@@ -10,7 +10,7 @@ from colbench.store.db import Database
 from colbench.official import spec_of
 from colbench.tasks.lite import NOVEL_TEMPLATES, facts_of, template_of
 from colbench.model_refs import checkpoint_lookup
-from colbench.study import PAIRS, read_jsonl
+from colbench.study import PAIRS, TRAJECTORIES, read_jsonl
 from colbench.wiring import select_tasks
 from conftest import command_line
 
@@ -21,6 +21,7 @@ STUDY = [
     "--policy-lr", "1e-3",
     "--critic-lora-rank", "4", "--policy-lora-rank", "4", "--critic-max-len", "256", "--policy-max-len", "256",
     "--sandbox", "bwrap", "--device", "cpu", "--no-on-policy", "--best-of", "2",
+    "--trainer-seed", "1",  # a second training seed: the study's files must say which seed each line is
 ]
 FIT = ["--split", "lite-train", "--lora-rank", "8", "--lr", "5e-3", "--max-len", "512", "--device", "cpu",
        "--batch-size", "1"]
@@ -186,12 +187,13 @@ def test_warm_start_learns_to_ask_and_the_study_runs_on_both_lite_test_sets(tiny
     assert {a["arm"]: a["training"].get("run_id") for a in again["arms"]} == trained and trained["sweet"]
     # Under a label it keeps the study's files, among them what each SWEET-RL arm's pairs preferred, as
     # `critic pairs --grade` judges them against the built-in human and the sandbox.
+    assert {r["seed"] for r in read_jsonl(folder / TRAJECTORIES)} == {1}
     recorded = {(r["arm"], r["label"]): r for r in read_jsonl(folder / PAIRS)}
     assert set(recorded) == {("sweet", "final"), ("sweet-no-c", "final")}
     for arm in ("sweet", "sweet-no-c"):
         run = next(a for a in again["arms"] if a["arm"] == arm)["training"]["run_id"]
         judged = cli("--db", db_url, "critic", "pairs", f"train:{run}", "--grade", "--sandbox", "bwrap", "--json")
-        assert judged["pairs"] > 0 and recorded[(arm, "final")] == {"arm": arm, "label": "final", "seed": 0} | judged
+        assert judged["pairs"] > 0 and recorded[(arm, "final")] == {"arm": arm, "label": "final", "seed": 1} | judged
 
     # A rerun under the same label keeps those lines: the same runs' pairs are not graded again.
     def graded_again(*args, **kwargs):
