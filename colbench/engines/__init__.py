@@ -49,10 +49,11 @@ def _ct2(model, **options) -> Engine:
 
 
 @ENGINES.register("vllm", "GPUs, many samples at once", local=True)
-def _vllm(model, *, max_batch_size=None, compute_type=None, **options) -> Engine:
+def _vllm(model, *, max_batch_size=None, compute_type=None, device=None, **options) -> Engine:
     from colbench.engines.vllm import VLLMEngine
 
-    return VLLMEngine(model, **options)  # vLLM schedules its own batches
+    # vLLM schedules its own batches and picks its device from the build it is (CUDA, or the CPU build).
+    return VLLMEngine(model, **options)
 
 
 @ENGINES.register("openai", "any OpenAI-compatible server; --model is the served model's name", served=True)

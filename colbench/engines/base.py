@@ -96,6 +96,11 @@ class Engine(ABC):
         that two runs on different machines can be told apart; {} where nothing more is known."""
         return {}
 
+    def sampling_fields(self) -> dict:
+        """The sampling settings this engine fixes beyond temperature, length, n and seed (a server's, sent with
+        every request), recorded with a rollout run; {} where it samples the model's distribution as it is."""
+        return {}
+
     def stop(self) -> None:
         """Make a generate under way return soon, its output no longer wanted (Ctrl-C)."""
 

@@ -29,6 +29,7 @@ from colbench.openai_client import (
     ChatCompletion,
     EndpointError,
     OpenAIClient,
+    UNFILTERED_TOP_P,
     TokenCompletion,
     dumps_messages
 )
@@ -116,8 +117,10 @@ class OpenAIEngine(TokenizerEngine):
         return self._generation(conversation, params, completion, start)
 
     def _sampling(self, params: SamplingParams) -> dict:
+        # top_p 1: a vLLM server would otherwise take the model's generation config's (the chat path cannot send
+        # vLLM's own fields, top_k and min_p: another server may refuse them; serve with --generation-config vllm).
         return {"temperature": params.temperature, "max_tokens": params.max_new_tokens, "n": params.n,
-                "seed": params.seed, "logprobs": self.logprobs}
+                "seed": params.seed, "logprobs": self.logprobs, "top_p": UNFILTERED_TOP_P}
 
     def _generation(self, conversation: list[Message], params: SamplingParams, completion: ChatCompletion,
                     start: float) -> Generation:
@@ -184,6 +187,13 @@ class OpenAIEngine(TokenizerEngine):
                                   finish_reason="length" if choice.finish_reason == "length" else "stop"))
         return Generation(prompt_text=prompt, prompt_tokens=len(prompt_ids), samples=samples,
                           latency_s=time.monotonic() - start)
+
+    def sampling_fields(self) -> dict:
+        from colbench.openai_client import UNFILTERED_SAMPLING
+
+        if self.tokenizer is None:  # the chat path: a server that may not be vLLM gets the standard fields only
+            return {"top_p": UNFILTERED_TOP_P}
+        return {"top_p": UNFILTERED_TOP_P, **UNFILTERED_SAMPLING}
 
     async def aclose(self) -> None:
         await self._async.close()

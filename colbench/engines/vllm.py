@@ -1,26 +1,43 @@
-"""Generation with vLLM's offline engine, across every visible GPU.
+"""Generation with vLLM's offline engine, across every visible GPU (or on the CPU build's cores).
 
-vLLM is an optional dependency (``pip install 'colbench[vllm]'``, CUDA only): it is
-imported only when this engine is built. A checkpoint's LoRA adapter is served with a
-``LoRARequest`` on top of the base weights, without merging.
+vLLM is an optional dependency (``pip install 'colbench[vllm]'`` on a GPU): it is imported only
+when this engine is built. Its CPU build lives in an environment of its own (.venv-vllm), where
+this engine runs too (tests/test_vllm_real.py); from colbench's own environment a CPU machine
+serves it instead (`colbench serve`, --engine openai). It computes in float32 unless asked,
+and a policy sampled in another type is stored under its own name (policy_name). A checkpoint's
+LoRA adapter is served with a ``LoRARequest`` on top of the base weights, without merging.
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 from colbench.engines.base import Engine, EngineError, Generation, Message, Sample, SamplingParams
+from colbench.engines.vllm_server import CPU_ENGINE_ARGS, DEFAULT_MAX_MODEL_LEN, cpu_environment
 from colbench.model_refs import ModelSource, resolve_model
 
 MISSING = "vLLM is not installed: pip install 'colbench[vllm]'"
+# The CPU build cannot share colbench's environment (engines/vllm_server.py): it is served, not imported.
+ELSEWHERE = ("vLLM is not in this environment; its CPU build is, in {python}, which cannot hold colbench's"
+             " transformers: serve the policy with `colbench serve` and use --engine openai")
 
 
 def import_vllm():
     try:
         import vllm
     except ImportError:
-        raise EngineError(MISSING) from None
+        from colbench.engines.vllm_server import repo_venv
+
+        python = repo_venv() / "bin" / "python"
+        raise EngineError(ELSEWHERE.format(python=python) if python.exists() else MISSING) from None
     return vllm
+
+
+def policy_name(ref: str, dtype: str) -> str:
+    """The stored policy name of ``ref`` sampled in ``dtype``: float32 is the policy itself; another type samples a
+    slightly different model, stored apart (as ct2's int8: ``vllm-bfloat16:smollm2``)."""
+    return ref if dtype == "float32" else f"vllm-{dtype}:{ref}"
 
 
 class VLLMEngine(Engine):
@@ -34,7 +51,7 @@ class VLLMEngine(Engine):
         gpu_memory_utilization: float = 0.85,
         max_model_len: int | None = None,
         max_lora_rank: int = 64,
-        dtype: str = "auto",
+        dtype: str = "float32",
         model_ref: str | None = None,
         checkpoint_lookup=None,
         **llm_options,
@@ -45,7 +62,7 @@ class VLLMEngine(Engine):
         if not isinstance(source, ModelSource):
             source = resolve_model(source, checkpoint_lookup)
         self.source = source
-        self.model_ref = model_ref or source.ref
+        self.model_ref = model_ref or policy_name(source.ref, dtype)
         if tensor_parallel_size is None:
             import torch
 
@@ -58,6 +75,14 @@ class VLLMEngine(Engine):
             enable_lora=source.adapter is not None,
             **llm_options,
         )
+        from vllm.platforms import current_platform
+
+        if current_platform.is_cpu():  # the CPU build's seed-safe scheduling and its memory (vllm_server)
+            max_model_len = max_model_len or DEFAULT_MAX_MODEL_LEN
+            options = CPU_ENGINE_ARGS | {"max_num_batched_tokens": max_model_len} | options
+            options.pop("gpu_memory_utilization")
+            for name, value in cpu_environment().items():  # the engine's processes read them at start
+                os.environ.setdefault(name, value)
         if max_model_len:
             options["max_model_len"] = max_model_len
         if source.adapter:
@@ -89,7 +114,7 @@ class VLLMEngine(Engine):
         sampling = vllm.SamplingParams(
             n=1 if greedy else params.n,  # some vLLM versions refuse n > 1 when greedy
             temperature=0.0 if greedy else params.temperature,
-            top_p=1.0,
+            top_p=1.0, top_k=-1, min_p=0.0, repetition_penalty=1.0,  # every filter off: the log-probs' distribution
             max_tokens=params.max_new_tokens,
             seed=params.seed,
             logprobs=0,  # 0 = only the sampled token's log-prob
@@ -125,6 +150,8 @@ class VLLMEngine(Engine):
         return generations
 
     def close(self) -> None:
+        if self.llm is not None:  # its engine core and workers are processes of their own: stop them now
+            self.llm.llm_engine.engine_core.shutdown()
         self.llm = None
         try:
             import torch
