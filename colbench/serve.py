@@ -7,6 +7,7 @@ else as its LoRA adapter on top of its base, under the checkpoint's name (``ckpt
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,10 @@ class ServeConfig:
         " process may use."
     ))
     log_requests: bool = option(False, "Log each request's sampling parameters as vLLM applied them.")
+    vllm_args: str = option("", (
+        "Further vLLM server flags, passed as written after colbench's, e.g. '--tensor-parallel-size 4"
+        " --gpu-memory-utilization 0.25' on a GPU node."
+    ))
     log: str | None = option(None, "The server's log file. Default: colbench-vllm-<port>.log in the temp folder.")
     vllm_python: str | None = option(None, (
         "The Python whose environment holds vLLM. Default: $COLBENCH_VLLM_PYTHON, else the checkout's .venv-vllm"
@@ -57,6 +62,10 @@ class ServeConfig:
 
     def __post_init__(self):
         check(self)
+        try:
+            shlex.split(self.vllm_args)
+        except ValueError as error:
+            raise ValueError(f"vllm_args cannot be read as flags ({error}): {self.vllm_args!r}") from None
 
 
 def served_name_of(ref: str) -> str:
@@ -84,7 +93,7 @@ def server_spec(config: ServeConfig, checkpoint_lookup=None) -> ServerSpec:
     return ServerSpec(model=source.base, served_name=base_name, host=config.host, port=config.port,
                       adapters=adapters, lora=config.lora, max_lora_rank=rank, max_model_len=config.max_model_len,
                       dtype=config.dtype, kv_cache_gib=config.kv_cache_gib, threads=config.threads,
-                      log_requests=config.log_requests)
+                      log_requests=config.log_requests, extra_args=tuple(shlex.split(config.vllm_args)))
 
 
 def request_name(config: ServeConfig, spec: ServerSpec) -> str:

@@ -26,7 +26,11 @@ ENGINES = Registry("engine", error=EngineError, entry_points="colbench.engines",
 
 #: --engine auto, beside the registered engines: the builder picks one (default_engine).
 AUTO = "auto"
-AUTO_HELP = "ct2 on a CPU for the embedded model and Llama-family local models, hf otherwise"
+AUTO_HELP = (
+    "ct2 on a CPU for the embedded model and Llama-family local models, hf otherwise; in process, as auto cannot"
+    " assume a server: for many dialogues at once, `colbench serve` and --engine openai are faster"
+    " (docs/performance.md: 3x ct2 on a backend-lite rollout on 2 cores)"
+)
 
 
 def engine_help() -> str:

