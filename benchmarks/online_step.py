@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 
 
+MISMATCH = ("mismatch_mean", "mismatch_max", "mismatch_kl", "tis_capped", "sampler_ratio")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=2)
@@ -62,6 +65,10 @@ def main() -> None:
         for number, values in enumerate(steps, start=1):
             print(f"{number:>4}  " + "  ".join(f"{values.get(k, 0):10.2f}" for k in keys)
                   + f"  {values['tokens_per_turn']:11.1f}  {values['agent_turns_per_dialogue']:14.1f}")
+        # How far the engine's log-probs are from the trainer's on the same weights (π_sampler against π_old).
+        print("step  " + "  ".join(f"{k:>14}" for k in MISMATCH))
+        for number, values in enumerate(steps, start=1):
+            print(f"{number:>4}  " + "  ".join(f"{values.get(k, 0):14.2e}" for k in MISMATCH))
         tokens = sum(v["tokens_per_turn"] * v["agent_turns_per_dialogue"] * dialogues / args.steps for v in steps)
         rolling = sum(v["rollout_s"] for v in steps)
         print(f"online run: {wall:.1f} s for {dialogues} dialogues (model load and sandbox start included);"

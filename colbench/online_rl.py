@@ -11,9 +11,11 @@ A run is ``steps`` online steps. Step k (1-based):
    their prompts, sampled token ids and the sampler's log-probs. A stopped run's step is continued, never redone.
 3. **Advantages**: each dialogue's reward against its group (losses.group_advantages); with ``turn_credit``, each
    agent turn adds its normalised credit (the critic's A(o_t, a_t, c) with the reference c, or the oracle's).
-4. **Update**: ``epochs`` passes over the step's dialogues in minibatches of ``batch_size`` dialogues, every agent
-   token trained with PPO's clipped ratio to the stored sampler log-probs (losses.clipped_policy_loss); the
-   simulator's and the prompt's tokens are masked.
+4. **Update**: first π_old, the trainer's own log-probs of the sampled tokens on the step's starting weights, and
+   the sampler–trainer mismatch against the stored sampler log-probs (figures, and a truncated importance weight
+   min(π_old/π_sampler, tis_cap) per token or turn); then ``epochs`` passes over the step's dialogues in minibatches
+   of ``batch_size`` dialogues, every agent token trained with PPO's clipped ratio to π_old, weighted
+   (losses.clipped_policy_loss); the simulator's and the prompt's tokens are masked.
 5. Every ``save_every`` steps a checkpoint (with the optimiser's state: a rerun of the same command continues from
    it, replaying the later steps' updates on their stored dialogues); every ``critic_refit_every`` steps the critic
    is continued on the pairs the run's own groups make.
@@ -120,6 +122,16 @@ class Dialogue:
     advantage: list[list[float]]
     agent_turns: int
     tokens: int
+    # Set by the update before its first step (old_policy_logps): the sampler's stored log-probs (``old`` then holds
+    # the trainer's, π_old) and per position the truncated importance weight min(π_old/π_sampler, C).
+    sampled: list[list[float]] | None = None
+    weight: list[list[float]] | None = None
+    masked_turns: int = 0  # agent turns left out because --max-len cut their context (mask_cut_context)
+
+    def training_rows(self) -> list[tuple]:
+        """(row, π_old, advantages, importance weights) per row, as policy_backward reads them."""
+        weight = self.weight or [[1.0] * len(row.turn_ids) for row in self.rows]
+        return list(zip(self.rows, self.old, self.advantage, weight))
 
 
 def read_dialogues(db, tokenizer, family: str, trajectories, max_len: int) -> tuple[list[Dialogue], dict[int, list]]:
@@ -140,10 +152,23 @@ def read_dialogues(db, tokenizer, family: str, trajectories, max_len: int) -> tu
         packed = S.pack(agent, (), max_len)
         logps = [list(turn.token_logprobs) for turn in rows]
         old = [_per_position(row, logps) for row in packed]
+        masked = mask_cut_context(packed)
         found.append(Dialogue(t.id, t.task_id, float(t.reward), packed, old, [[0.0] * len(r.input_ids) for r in packed],
-                              len(agent), sum(len(a.completion_ids) for a in agent)))
+                              len(agent), sum(len(a.completion_ids) for a in agent), masked_turns=masked))
         agent_rows[t.id] = rows
     return found, agent_rows
+
+
+def mask_cut_context(rows: list[S.Seq]) -> int:
+    """Leave out of training the agent turns whose context --max-len cut (their row keeps the prompt's last tokens,
+    without the system prompt): they were sampled from the whole context, so neither their ratio nor their gradient
+    would be the policy's. Returns how many turns it left out."""
+    masked = 0
+    for row in rows:
+        if row.truncated:
+            masked += len({turn for turn in row.turn_ids if turn >= 0})
+            row.turn_ids = [-1] * len(row.turn_ids)
+    return masked
 
 
 def _per_position(row: S.Seq, per_turn: list[list[float]]) -> list[float]:
@@ -179,34 +204,97 @@ def _padded(values: list[list[float]], width: int) -> torch.Tensor:
 
 
 def policy_backward(scorer, rows: list[tuple], passes: int, reference, backward, *, pad_id: int, device, clip: float,
-                    kl_beta: float) -> dict:
-    """The clipped loss's gradient over ``rows`` (each a packed row, its sampler log-probs and its advantages per
-    position), computed in ``passes`` forward and backward passes of consecutive rows: each pass's token mean is
-    weighted by its share of the tokens, so the gradients add up to one pass's over every row (memory grows with a
-    pass's rows, ~2 GB per 1,000-token row of a 135M model on a CPU). A pass left without rows repeats the first at
-    zero weight (every process runs as many). Returns the loss's figures, token-weighted over the passes."""
+                    kl_beta: float, clip_high: float | None = None, denominator: float | None = None) -> dict:
+    """The clipped loss's gradient over ``rows`` (each a packed row, π_old's log-probs, its advantages per position
+    and, optionally fourth, its importance weights), computed in ``passes`` forward and backward passes of consecutive
+    rows: each pass's token mean is weighted by its share of the tokens, so the gradients add up to one pass's over
+    every row (memory grows with a pass's rows, ~2 GB per 1,000-token row of a 135M model on a CPU). A pass left
+    without rows repeats the first at zero weight (every process runs as many). ``denominator``: the tokens the
+    loss's mean divides by (default: these rows'; under several processes the minibatch's over the process count,
+    since DDP averages the processes' gradients: every token of the minibatch then weighs the same, on whichever
+    process). Returns the loss's figures, token-weighted over the passes."""
     per_pass = -(-len(rows) // passes)
     chunks = [rows[i * per_pass : (i + 1) * per_pass] for i in range(passes)]
-    tokens = [sum(seq.agent_tokens for seq, _, _ in chunk) for chunk in chunks]
+    tokens = [sum(row[0].agent_tokens for row in chunk) for chunk in chunks]
     total = max(sum(tokens), 1)
+    divide = max(denominator, 1e-9) if denominator is not None else total
     figures: dict[str, float] = {}
     for chunk, count in zip(chunks, tokens):
-        seqs, olds, advantages = zip(*(chunk or rows[:1]))
+        columns = list(zip(*(chunk or rows[:1])))
+        seqs, olds, advantages = columns[:3]
         ids, mask, turns = (t.to(device) for t in D.collate(seqs, pad_id))
         width = ids.shape[1]
         old = _padded(list(olds), width).to(device)
         advantage = _padded(list(advantages), width).to(device)
+        weights = _padded(list(columns[3]), width).to(device) if len(columns) > 3 else None
         target = turns >= 0
         ref_logps = None
         if reference is not None:
             ref_scorer, context = reference
             with torch.no_grad(), context():
                 ref_logps = ref_scorer(ids, mask, target)
-        loss, stats = clipped_policy_loss(scorer(ids, mask, target), old, advantage, target, clip, ref_logps, kl_beta)
-        backward(loss * (count / total))
+        loss, stats = clipped_policy_loss(scorer(ids, mask, target), old, advantage, target, clip, ref_logps, kl_beta,
+                                          clip_high=clip_high, sampler_weights=weights)
+        backward(loss * (count / divide))
         for key, value in stats.items():
             figures[key] = figures.get(key, 0.0) + value * count / total
     return figures
+
+
+def old_policy_logps(scorer, dialogues: list[Dialogue], calls: int, *, pad_id: int, device, pass_rows: int,
+                     cap: float, level: str, spare: Dialogue) -> dict:
+    """π_old: the trainer's log-probs of ``dialogues``' sampled tokens on the weights the step starts from, computed
+    in ``calls`` forward passes of up to ``pass_rows`` rows (every process makes as many: a sharded model's forward
+    is collective). Each dialogue's ``old`` becomes π_old, ``sampled`` keeps the sampler's, and ``weight`` is the
+    truncated importance weight min(π_old/π_sampler, cap) per token (``level`` 'token') or per agent turn (the
+    product of its tokens' ratios, 'sequence'); cap 0: weight 1. ``spare``: the row a process with nothing of its
+    own runs. Returns this process's mismatch figures."""
+    rows = [(d, r) for d in dialogues for r in range(len(d.rows))]
+    groups = [rows[i : i + pass_rows] for i in range(0, len(rows), pass_rows)]
+    sums = {"tokens": 0.0, "gap": 0.0, "kl": 0.0, "ratio": 0.0, "capped": 0.0, "entropy": 0.0}
+    gap_max = 0.0
+    with torch.no_grad():
+        for call in range(calls):
+            group = groups[call] if call < len(groups) else [(spare, 0)]
+            ids, mask, turns = (t.to(device) for t in D.collate([d.rows[r] for d, r in group], pad_id))
+            values = scorer(ids, mask, turns >= 0).float().cpu()
+            if call >= len(groups):  # a repeat that keeps the collective in step: its values are not used
+                continue
+            for g, (dialogue, r) in enumerate(group):
+                if dialogue.sampled is None:
+                    dialogue.sampled = [list(row) for row in dialogue.old]
+                turn_ids = dialogue.rows[r].turn_ids
+                agent = [p for p, turn in enumerate(turn_ids) if turn >= 0]
+                sampled = torch.tensor([dialogue.sampled[r][p] for p in agent])
+                trainer = values[g, agent]
+                gap = trainer - sampled  # log π_old − log π_sampler per token
+                if level == "sequence":
+                    turn_of = torch.tensor([turn_ids[p] for p in agent])
+                    log_weight = torch.zeros_like(gap)
+                    for turn in turn_of.unique():
+                        log_weight[turn_of == turn] = gap[turn_of == turn].sum()
+                else:
+                    log_weight = gap
+                weight = log_weight.exp().clamp(max=cap) if cap > 0 else torch.ones_like(gap)
+                old_row, weight_row = [0.0] * len(turn_ids), [0.0] * len(turn_ids)
+                for p, value, w in zip(agent, trainer.tolist(), weight.tolist()):
+                    old_row[p], weight_row[p] = value, w
+                dialogue.old[r] = old_row
+                if dialogue.weight is None:
+                    dialogue.weight = [[0.0] * len(row.turn_ids) for row in dialogue.rows]
+                dialogue.weight[r] = weight_row
+                sums["tokens"] += len(agent)
+                sums["gap"] += float(gap.abs().sum())
+                sums["kl"] += float((gap.exp() - gap - 1).sum())  # k3 of KL(π_sampler ‖ π_old), sampled from π_sampler
+                sums["ratio"] += float(gap.exp().sum())
+                sums["capped"] += float((log_weight.exp() > cap).sum()) if cap > 0 else 0.0
+                sums["entropy"] += float(-trainer.sum())
+                gap_max = max(gap_max, float(gap.abs().max()) if len(agent) else 0.0)
+    n = max(sums["tokens"], 1.0)
+    return {"mismatch_mean": sums["gap"] / n, "mismatch_max": gap_max, "mismatch_kl": sums["kl"] / n,
+            "sampler_ratio": sums["ratio"] / n, "tis_capped": sums["capped"] / n,
+            # The sampled tokens' mean −log π_old estimates the step's policy's entropy, before any of its updates.
+            "entropy": sums["entropy"] / n}
 
 
 class TimedEnv:
@@ -274,7 +362,7 @@ class OnlineRecipe:
         # One optimiser and schedule over the whole run: epochs passes over each step's dialogues, every step.
         trainer.scorer, trainer.optimizer, trainer.loader, trainer.scheduler, trainer.total_steps = prepare_training(
             trainer.accelerator, trainer.model, cfg, self.dialogues_per_step, cfg.epochs * cfg.steps,
-            scorer=trainer.sharded_scorer)
+            scorer=trainer.sharded_scorer, processes=1)  # every process trains a share of each minibatch
         if state is not None:
             trainer.optimizer.load_state_dict(state["optimizer"])
             trainer.scheduler.load_state_dict(state["scheduler"])
@@ -519,43 +607,57 @@ class OnlineRecipe:
     def update(self, dialogues: list[Dialogue]) -> dict:
         cfg, trainer = self.config, self.trainer
         acc = trainer.accelerator
-        history: list[dict] = []
-        reference = self.reference()
-        for _ in range(cfg.epochs):
+        # Every epoch's minibatches and each process's share of them, drawn before any update.
+        plan = []
+        for epoch in range(cfg.epochs):
             order = list(range(len(dialogues)))
-            random.Random(f"{cfg.seed}:{len(history)}:{dialogues[0].trajectory_id}").shuffle(order)
+            random.Random(f"{cfg.seed}:{epoch * -(-len(order) // cfg.batch_size)}:{dialogues[0].trajectory_id}"
+                          ).shuffle(order)
             for start in range(0, len(order), cfg.batch_size):
                 batch = [dialogues[i] for i in order[start : start + cfg.batch_size]]
-                # Every process takes its share, in as many passes as the busiest one needs (DDP and FSDP2
-                # synchronise each backward); a pass with nothing of its own repeats a row at zero weight.
-                shares = [batch[rank :: acc.num_processes] for rank in range(acc.num_processes)]
-                passes = max(-(-sum(len(d.rows) for d in share) // cfg.pass_rows) for share in shares)
-                mine = shares[acc.process_index]
-                rows = [row for d in (mine or batch[:1]) for row in zip(d.rows, d.old, d.advantage)]
-                scale = 1.0 if mine else 0.0
-                with acc.accumulate(trainer.scorer):
-                    stats = policy_backward(
-                        trainer.scorer, rows, max(passes, 1), reference,
-                        lambda loss, scale=scale: acc.backward(loss * scale),
-                        pad_id=trainer.tokenizer.pad_token_id, device=trainer.device, clip=cfg.clip,
-                        kl_beta=cfg.kl_beta)
-                    stats |= optimizer_step(acc, trainer.scorer, trainer.optimizer, trainer.scheduler, None,
-                                            cfg.max_grad_norm)
-                history.append(stats)
+                plan.append([batch[rank :: acc.num_processes] for rank in range(acc.num_processes)])
+        # π_old, before the first update, on the dialogues this process will train (as many calls on every process).
+        trained = [{id(d): d for shares in plan for d in shares[rank]} for rank in range(acc.num_processes)]
+        calls = max(-(-sum(len(d.rows) for d in share.values()) // cfg.pass_rows) for share in trained)
+        figures = old_policy_logps(trainer.scorer, list(trained[acc.process_index].values()), calls,
+                                   pad_id=trainer.tokenizer.pad_token_id, device=trainer.device,
+                                   pass_rows=cfg.pass_rows, cap=cfg.tis_cap, level=cfg.tis_level,
+                                   spare=dialogues[0])
+        gap_max = max_over_processes(acc, figures.pop("mismatch_max"))
+        history: list[dict] = []
+        reference = self.reference()
+        for shares in plan:
+            # Every process takes its share, in as many passes as the busiest one needs (DDP and FSDP2 synchronise
+            # each backward); a pass with nothing of its own repeats a row at zero weight.
+            passes = max(-(-sum(len(d.rows) for d in share) // cfg.pass_rows) for share in shares)
+            tokens = sum(row.agent_tokens for share in shares for d in share for row in d.rows)
+            mine = shares[acc.process_index]
+            rows = [row for d in (mine or [shares[0][0]]) for row in d.training_rows()]
+            scale = 1.0 if mine else 0.0
+            with acc.accumulate(trainer.scorer):
+                stats = policy_backward(
+                    trainer.scorer, rows, max(passes, 1), reference,
+                    lambda loss, scale=scale: acc.backward(loss * scale),
+                    pad_id=trainer.tokenizer.pad_token_id, device=trainer.device, clip=cfg.clip,
+                    kl_beta=cfg.kl_beta, clip_high=cfg.clip_high, denominator=tokens / acc.num_processes)
+                stats |= optimizer_step(acc, trainer.scorer, trainer.optimizer, trainer.scheduler, None,
+                                        cfg.max_grad_norm)
+            history.append(stats)
         means = {k: sum(h[k] for h in history if k in h) / sum(1 for h in history if k in h) for k in history[-1]}
-        # The first minibatch's ratio, before the step's first update: how the trainer's log-probs differ from the
-        # sampler's on the same weights (1 on one CPU engine; bf16 kernels or a server move it).
-        means["sampler_ratio"] = history[0]["ratio_mean"]
-        return means_over_processes(acc, means)
+        return means_over_processes(acc, means | figures) | {"mismatch_max": gap_max}
 
     def reference(self):
         """(scorer, context factory) computing the policy as the run started, or None where that would take a second
-        copy of full weights no KL term needs."""
+        copy of the weights no KL term needs."""
         trainer, cfg = self.trainer, self.config
-        if is_peft(trainer.model):  # LoRA: the weights under the adapter
+        parent_adapter = self.start_parent is not None and bool(self.start_parent[0].adapter)
+        if is_peft(trainer.model) and not parent_adapter:
+            # A fresh adapter over the base (or a full-weight parent): the run started from the weights under it.
             return trainer.scorer, lambda: adapter_disabled(trainer.model)
         if cfg.kl_beta == 0:
             return None
+        # A LoRA parent's adapter is the one being trained, so switching it off would give the bare base: the
+        # reference is a frozen copy of the parent (the base once more, with the parent's adapter).
         if self.reference_copy is None:
             from colbench.training.modeling import TokenLogProbs
 
@@ -574,6 +676,7 @@ class OnlineRecipe:
             "dialogues": len(trajectories),
             "agent_turns_per_dialogue": turns / len(dialogues),
             "tokens_per_turn": sum(d.tokens for d in dialogues) / max(turns, 1),
+            "turns_cut_context": sum(d.masked_turns for d in dialogues),
         }
 
     # -------------------------------------------------- checkpoints
@@ -592,6 +695,16 @@ class OnlineRecipe:
             return adapter, digest
 
         self.run.checkpoint(save, step=k, metrics=figures)
+
+
+def max_over_processes(accelerator, value: float) -> float:
+    if accelerator.num_processes == 1:
+        return value
+    import torch.distributed as dist
+
+    found = torch.tensor([value], device=accelerator.device)
+    dist.all_reduce(found, op=dist.ReduceOp.MAX)
+    return float(found)
 
 
 def resume_point(db, run_id: int | None, rank: int):
@@ -624,6 +737,11 @@ def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base
     config = (config or PolicyConfig()).for_algo(algo)
     if config.turn_credit == "critic" and critic_checkpoint is None:
         raise DataError("--turn-credit critic needs --critic ckpt:<id>")
+    if config.temperature != 1.0:
+        # Engines return the log-probs of the untempered distribution, which the trainer scores: at T ≠ 1 the ratio
+        # would read 1 while the update is off-policy.
+        raise DataError(f"online RL samples at temperature 1 (its ratio is to the untempered policy); got"
+                        f" --temperature {config.temperature:g}")
     if config.engine == "openai" and (config.full or not config.base_url):
         raise DataError("--engine openai needs --base-url and a LoRA policy (a running vLLM loads adapters only)")
     if critic_checkpoint is not None and "," in str(critic_checkpoint):

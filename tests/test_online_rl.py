@@ -75,8 +75,8 @@ def test_clipped_loss_by_hand_ratios_clipping_and_masks():
     loss, stats = clipped_policy_loss(logps, old, advantages, mask, clip=0.2)
     e = math.exp(0.5)
     assert float(loss.detach()) == pytest.approx(-(1.2 + 1 / e - e) / 3, rel=1e-6)
-    assert stats["clip_fraction"] == pytest.approx(1.0)  # every ratio is beyond [0.8, 1.2]
-    assert stats["entropy"] == pytest.approx(4 / 3)  # mean −log p of the three agent tokens
+    # Every ratio is beyond [0.8, 1.2], but clipping binds (cuts the gradient) on the first token only.
+    assert stats["clip_fraction"] == pytest.approx(1 / 3)
     loss.backward()
     # The clipped token gets no gradient, the masked one none either; the others ∓ratio·A/3.
     assert logps.grad.tolist()[0] == pytest.approx([0.0, -(1 / e) / 3, e / 3, 0.0], rel=1e-6)
@@ -85,7 +85,125 @@ def test_clipped_loss_by_hand_ratios_clipping_and_masks():
     with_kl, stats = clipped_policy_loss(logps.detach(), old, advantages, mask, clip=0.2, ref_logps=ref, kl_beta=0.5)
     k3 = [0.0, math.exp(1) - 1 - 1, math.exp(-1) + 1 - 1]
     assert stats["kl"] == pytest.approx(sum(k3) / 3, rel=1e-6)
-    assert float(with_kl) == pytest.approx(float(loss.detach()) + 0.5 * sum(k3) / 3, rel=1e-6)
+    k2 = [0.0, 0.5, 0.5]  # the loss: ½(logp − ref)²
+    assert float(with_kl) == pytest.approx(float(loss.detach()) + 0.5 * sum(k2) / 3, rel=1e-6)
+
+
+def test_clip_high_lets_a_rewarded_token_grow_further_and_weights_scale_each_tokens_gradient():
+    logps = torch.tensor([[-1.0, -1.0, -2.0]], requires_grad=True)
+    old = torch.tensor([[-1.5, -1.5, -1.5]])  # ratios e^.5 = 1.65, 1.65, e^-.5
+    advantages = torch.tensor([[1.0, 1.0, 1.0]])
+    mask = torch.ones(1, 3, dtype=torch.bool)
+    e = math.exp(0.5)
+    loss, stats = clipped_policy_loss(logps, old, advantages, mask, clip=0.2)
+    loss.backward()
+    assert logps.grad.tolist()[0] == pytest.approx([0.0, 0.0, -(1 / e) / 3])
+    assert stats["clip_fraction"] == pytest.approx(2 / 3)
+    logps.grad = None
+    loss, stats = clipped_policy_loss(logps, old, advantages, mask, clip=0.2, clip_high=0.7,
+                                      sampler_weights=torch.tensor([[2.0, 0.5, 1.0]]))
+    loss.backward()
+    # Within [0.8, 1.7] nothing binds; each token's gradient is its weight times −ratio·A/3.
+    assert logps.grad.tolist()[0] == pytest.approx([-2 * e / 3, -0.5 * e / 3, -(1 / e) / 3], rel=1e-6)
+    assert stats["clip_fraction"] == 0.0
+
+
+def test_the_kl_terms_gradient_is_that_of_kl_from_the_policy_to_the_reference():
+    """Over a whole vocabulary, the KL term's gradient averaged over tokens drawn from π equals the exact gradient of
+    KL(π‖π_ref) (k3 used as a loss would give KL(π_ref‖π)'s instead)."""
+    torch.manual_seed(0)
+    theta = torch.randn(6, requires_grad=True)
+    ref = torch.log_softmax(torch.randn(6), 0)
+    policy = torch.log_softmax(theta, 0)
+    exact = torch.autograd.grad((policy.exp() * (policy - ref)).sum(), theta, retain_graph=True)[0]
+    probs = policy.detach().exp()
+    expected = torch.zeros(6)
+    for v in range(6):
+        logp = torch.log_softmax(theta, 0)[v].reshape(1, 1)
+        loss, _ = clipped_policy_loss(logp, logp.detach(), torch.zeros(1, 1), torch.ones(1, 1, dtype=torch.bool),
+                                      ref_logps=ref[v].reshape(1, 1), kl_beta=1.0)
+        expected += probs[v] * torch.autograd.grad(loss, theta)[0]
+    assert torch.allclose(expected, exact, atol=1e-6)
+    reverse = torch.autograd.grad((ref.exp() * (ref - policy)).sum(), theta)[0]
+    assert not torch.allclose(expected, reverse, atol=1e-3)
+
+
+def test_pi_old_replaces_the_samplers_logprobs_and_the_importance_weight_is_capped(tiny_model_dir, tokenizer):
+    """The trainer's own log-probs become π_old; the sampler's stored ones, here the trainer's shifted by known
+    amounts, give the mismatch figures and the truncated weights, per token and per turn."""
+    from transformers import AutoModelForCausalLM
+
+    from colbench.online_rl import Dialogue, old_policy_logps
+    from colbench.training.modeling import TokenLogProbs
+
+    ids = tokenizer("Should it accept floats? Yes, floats too, and ints.")["input_ids"]
+    turn_ids = [-1] * 3 + [0] * 3 + [-1] + [1] * (len(ids) - 7)
+    row = S.Seq(input_ids=ids, turn_ids=turn_ids)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    scorer = TokenLogProbs(model)
+    with torch.no_grad():
+        exact = scorer(torch.tensor([ids]), torch.ones(1, len(ids)), torch.tensor([turn_ids]) >= 0)[0].tolist()
+    # The sampler is 0.1 nats more confident on turn 0's tokens and 2 nats less on turn 1's first token.
+    shift = [0.0 if t < 0 else (0.1 if t == 0 else 0.0) for t in turn_ids]
+    shift[7] = -2.0
+    sampled = [e + d if t >= 0 else 0.0 for e, d, t in zip(exact, shift, turn_ids)]
+    agent = [p for p, t in enumerate(turn_ids) if t >= 0]
+    results = {}
+    for level in ("token", "sequence"):
+        dialogue = Dialogue(1, 1, 1.0, [row], [list(sampled)], [[0.0] * len(ids)], 2, len(agent))
+        figures = old_policy_logps(scorer, [dialogue], 1, pad_id=tokenizer.pad_token_id, device="cpu", pass_rows=2,
+                                   cap=2.0, level=level, spare=dialogue)
+        assert dialogue.sampled == [sampled]
+        assert [dialogue.old[0][p] for p in agent] == pytest.approx([exact[p] for p in agent], abs=1e-5)
+        results[level] = dialogue.weight[0], figures
+    weights, figures = results["token"]
+    # Per token: e^(−0.1) on turn 0, min(e^2, 2) = 2 on the shifted token, 1 elsewhere.
+    assert [weights[p] for p in agent] == pytest.approx(
+        [math.exp(-0.1)] * 3 + [2.0] + [1.0] * (len(agent) - 4), rel=1e-4)
+    assert figures["mismatch_max"] == pytest.approx(2.0, rel=1e-4)
+    assert figures["mismatch_mean"] == pytest.approx((0.3 + 2.0) / len(agent), rel=1e-3)
+    assert figures["tis_capped"] == pytest.approx(1 / len(agent))
+    assert figures["mismatch_kl"] == pytest.approx(
+        (3 * (math.exp(-0.1) + 0.1 - 1) + math.exp(2) - 2 - 1) / len(agent), rel=1e-3)
+    weights, _ = results["sequence"]
+    # Per turn: turn 0's product e^(−0.3); turn 1's e^2, capped at 2.
+    assert [weights[p] for p in agent] == pytest.approx([math.exp(-0.3)] * 3 + [2.0] * (len(agent) - 3), rel=1e-4)
+
+
+def test_turns_whose_context_max_len_cut_are_left_out_and_counted():
+    from colbench.online_rl import mask_cut_context
+
+    prompt = list(range(10, 40))
+    turns = [S.AgentTurn(None, prompt[:8], [1, 2]),
+             S.AgentTurn(None, prompt[:8] + [1, 2] + prompt[8:30], [3, 4, 5])]
+    rows = S.pack(turns, (), max_len=20)
+    assert [row.truncated for row in rows] == [False, True]  # the second turn's 32-token prompt was cut
+    assert mask_cut_context(rows) == 1
+    assert rows[0].turn_ids.count(0) == 2 and all(t < 0 for t in rows[1].turn_ids)
+
+
+def test_online_rl_refuses_a_temperature_its_ratio_would_ignore(tmp_path):
+    from colbench.training.config import DataError
+
+    db = Database(f"sqlite:///{tmp_path / 'online.db'}")
+    with pytest.raises(DataError, match="temperature 1 .* got --temperature 0.7"):
+        fit_policy(db, PolicyConfig(**SMALL | {"temperature": 0.7}), algo="grpo", base_model="smollm2")
+    db.close()
+
+
+def test_a_constant_schedule_keeps_its_rate_after_the_warm_up():
+    rates = {}
+    for schedule in ("cosine", "constant"):
+        config = PolicyConfig(lr_schedule=schedule, warmup_ratio=0.2, lr=1e-3)
+        optimizer, scheduler = config.optimizer([torch.nn.Parameter(torch.zeros(1))], 10)
+        seen = []
+        for _ in range(10):
+            seen.append(scheduler.get_last_lr()[0])
+            optimizer.step()
+            scheduler.step()
+        rates[schedule] = seen
+    assert rates["constant"][0] == 0.0 and rates["constant"][2:] == [pytest.approx(1e-3)] * 8
+    assert rates["cosine"][-1] < 1e-4
 
 
 def test_each_token_gets_its_dialogues_advantage_plus_its_turns_credit():
@@ -232,6 +350,7 @@ def test_a_run_stores_each_steps_dialogues_and_resumes_without_redoing_one(tiny_
     # The sampler's stored log-probs line up with the tokens: before the first update the ratio is 1.
     assert steps[0].values["sampler_ratio"] == pytest.approx(1.0, abs=1e-3)
     for key in ("reward", "success", "groups_with_spread", "kl", "clip_fraction", "entropy", "tokens_per_turn",
+                "mismatch_mean", "mismatch_max", "mismatch_kl", "tis_capped", "turns_cut_context",
                 "rollout_s", "grading_s", "train_s", "sync_s"):
         assert key in steps[-1].values, key
     db.close()
@@ -397,6 +516,30 @@ def test_the_reward_rises_over_steps_on_a_task_the_tiny_model_can_learn(tiny_mod
     assert last > first + 0.08, rewards
 
 
+@pytest.mark.parametrize("parent", ["lora", "full"])
+def test_the_kl_reference_is_the_policy_the_run_started_from(tiny_model_dir, tmp_path, parent):
+    """A run continued from a checkpoint has that checkpoint as its KL reference: before the first update the KL is
+    0, for a LoRA parent (whose adapter is the one trained on, so switching it off would give the bare base) and a
+    full-weight one (under a fresh adapter)."""
+    env = plugin_env(COLBENCH_DB=f"sqlite:///{tmp_path / 'kl.db'}")
+    common = ["--tasks", "brevity:train", "--steps", "1", "--tasks-per-step", "1", "--group", "8", "--max-new-tokens",
+              "4", "--device", "cpu", "--autocast", "off", "--batch-size", "8", "--warmup-ratio", "0"]
+    first = ["--lr", "5e-2"] + (["--lora-rank", "8"] if parent == "lora" else ["--full", "--lr", "1e-3"])
+    for args in (["--model", str(tiny_model_dir), *first, "--name", "parent"],
+                 ["--model", "ckpt:parent", "--kl-beta", "0.5", "--lr", "1e-3", "--name", "child"]):
+        done = subprocess.run([sys.executable, "-m", "colbench.cli.app", "policy", "fit", "--algo", "grpo", *common,
+                               *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+        assert done.returncode == 0, done.stderr[-2000:]
+    db = Database(env["COLBENCH_DB"])
+    with db.read() as session:
+        runs = {r.name: r for r in session.exec(select(TrainingRun)).all()}
+        moved = queries.training_steps(session, runs["parent"].id)[0].values
+        child = queries.training_steps(session, runs["child"].id)[0].values
+    db.close()
+    assert moved["grad_norm"] > 0  # the parent moved away from the base
+    assert child["kl"] == pytest.approx(0.0, abs=1e-6), child
+
+
 # One task a step (the tasks share their prompt: what a random model learns on one prompt shows on the next step's),
 # 16 dialogues of one message each.
 LEARNING = ["--steps", "10", "--tasks-per-step", "1", "--group", "16", "--max-new-tokens", "4", "--lr", "4e-3",
@@ -429,6 +572,10 @@ def test_two_processes_roll_out_once_and_train_together(tiny_model_dir, tmp_path
     assert [s.step for s in steps] == [1, 2] and [c.step for c in checkpoints] == [1, 2]
     assert steps[0].values["sampler_ratio"] == pytest.approx(1.0, abs=1e-3)  # both processes read the same tokens
     assert all(state_file(checkpoints[0].path, rank).exists() for rank in (0, 1))
+    # The schedule counts the run's 4 minibatches (2 a step), each shared by both processes: cosine from 1e-2 over 4
+    # optimiser steps, each step's lr the mean of its two minibatches'.
+    rates = [1e-2 * 0.5 * (1 + math.cos(math.pi * i / 4)) for i in range(4)]
+    assert [s.values["lr"] for s in steps] == pytest.approx([sum(rates[:2]) / 2, sum(rates[2:]) / 2], rel=1e-4)
     # Step 2 was sampled from the weights step 1 trained (the refreshed copy, under --shard full), not the start's.
     sampled, after_step_1, at_start = step_2_logps(db, per_step[2][0], tiny_model_dir, checkpoints[0].path)
     db.close()

@@ -92,9 +92,13 @@ class TrainingConfig:
     seed: int = option(0, "Seed for data selection, sampling, pair picks, data order and torch.")
     warmup_ratio: float = option(
         0.03,
-        "Linear warm-up as a share of the optimiser steps (rounded down), then cosine decay to 0 (paper: 3%).",
+        "Linear warm-up as a share of the optimiser steps (rounded down), then --lr-schedule (paper: 3%, cosine).",
         min=0.0
     )
+    lr_schedule: str = option("cosine", (
+        "After the warm-up: 'cosine' decay to 0 at the last optimiser step, or 'constant' (online RL's usual choice:"
+        " a run extended by more steps keeps its rate)."
+    ), choices=("cosine", "constant"))
     adam_betas: tuple[float, float] = option((0.9, 0.95), "AdamW betas (paper: 0.9, 0.95).")
     weight_decay: float = option(0.0, "AdamW weight decay.", min=0.0)
     max_grad_norm: float = option(1.0, "Gradient clipping by global norm (paper: 1.0); 0 turns it off.", min=0.0)
@@ -193,14 +197,17 @@ class TrainingConfig:
         return max(1, epochs * math.ceil(batches / self.grad_accum))
 
     def optimizer(self, params: Iterable, total_steps: int):
-        """AdamW with linear warm-up and cosine decay over ``total_steps`` optimiser steps."""
+        """AdamW with linear warm-up, then cosine decay over ``total_steps`` optimiser steps or a constant rate."""
         import torch
-        from transformers import get_cosine_schedule_with_warmup
+        from transformers import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
 
         optimizer = torch.optim.AdamW(params, lr=self.learning_rate, betas=self.adam_betas,
                                       weight_decay=self.weight_decay)
         # Rounded down: a run of a few steps starts at its peak rate rather than spending its first step at 0.
-        schedule = get_cosine_schedule_with_warmup(optimizer, int(self.warmup_ratio * total_steps), total_steps)
+        warmup = int(self.warmup_ratio * total_steps)
+        if self.lr_schedule == "constant":
+            return optimizer, get_constant_schedule_with_warmup(optimizer, warmup)
+        schedule = get_cosine_schedule_with_warmup(optimizer, warmup, total_steps)
         return optimizer, schedule
 
 
@@ -364,7 +371,8 @@ class PolicyConfig(TrainingConfig):
         " without repeats (paper: 4)."
     ), min=1)
     temperature: float = option(protocol.TEMPERATURE,
-                                "sweet: sampling temperature of the candidates (the protocol's, paper: 1.0).", min=0.0)
+                                "sweet: sampling temperature of the candidates (the protocol's, paper: 1.0); grpo,"
+                                " rloo: 1 only.", min=0.0)
     max_new_tokens: int = option(protocol.MAX_NEW_TOKENS,
                                  "sweet: most tokens per candidate (the protocol's turn limit, paper: 1024).", min=1)
     score: str = option(
@@ -419,13 +427,29 @@ class PolicyConfig(TrainingConfig):
         " (which over-weights groups that are nearly all right or all wrong)."
     ))
     clip: float = option(0.2, (
-        "grpo, rloo: PPO's ε: a token's probability ratio to the sampler that rolled it out is clipped to [1−ε, 1+ε]"
-        " (it leaves 1 once an update within the step has moved the policy, or where the engine computes"
-        " differently)."
+        "grpo, rloo: PPO's ε (the lower one where --clip-high is set): a token's probability ratio to π_old, the"
+        " policy as the step started (the trainer's log-probs, computed before the step's first update), is clipped"
+        " to [1−ε, 1+ε]; it leaves 1 once an update within the step has moved the policy."
     ), min=0.0)
+    clip_high: float | None = option(None, (
+        "grpo, rloo: the upper ε, clipping the ratio at 1+clip_high (DAPO's 'clip-higher': 0.28, which lets unlikely"
+        " tokens grow). Default: --clip."
+    ), min=0.0)
+    tis_cap: float = option(2.0, (
+        "grpo, rloo: truncated importance sampling against sampler-trainer mismatch: each token's loss is weighted by"
+        " min(π_old/π_sampler, C), detached, where π_sampler is what the engine (ct2, a vLLM server, bf16 kernels)"
+        " says it sampled from. 0: no weight. The step's mismatch_mean, mismatch_max, mismatch_kl and tis_capped say"
+        " how far the two are apart."
+    ), min=0.0)
+    tis_level: str = option("token", (
+        "grpo, rloo: the importance weight per token, or per agent turn ('sequence': the product of its tokens'"
+        " ratios, then capped)."
+    ), choices=("token", "sequence"))
     kl_beta: float = option(0.0, (
-        "grpo, rloo: weight of the KL term to the policy as the run started (k3 estimate, per agent token). 0: no term;"
-        " the KL is still measured with LoRA, whose reference is the adapter switched off."
+        "grpo, rloo: weight of the KL term to the policy as the run started (its loss ½(log π − log π_ref)², whose"
+        " gradient is KL(π‖π_ref)'s; the step's kl is the k3 estimate of its value). 0: no term; the KL is still"
+        " measured for a fresh LoRA adapter, whose reference is the adapter switched off. A LoRA parent's reference"
+        " is a frozen copy of it, loaded only where the term is on."
     ), min=0.0)
     turn_credit: str = option(
         "none",
@@ -467,7 +491,8 @@ class PolicyConfig(TrainingConfig):
     )
     max_len: int = option(2048, (
         "Most tokens of context an agent turn is trained with (the turn itself is never cut). A longer prompt keeps"
-        " its last max_len tokens, in a row of its own."
+        " its last max_len tokens, in a row of its own; grpo, rloo leave such turns out (the step's"
+        " turns_cut_context counts them)."
     ), min=16)
 
     def __post_init__(self):

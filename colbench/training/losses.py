@@ -243,33 +243,45 @@ def clipped_policy_loss(
     clip: float = 0.2,
     ref_logps: torch.Tensor | None = None,
     kl_beta: float = 0.0,
+    *,
+    clip_high: float | None = None,
+    sampler_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict]:
     """PPO's clipped surrogate on agent tokens, averaged over the masked tokens of the batch (every token weighs the
-    same, so a long turn is not diluted), plus ``kl_beta`` times the k3 estimate of KL(π‖π_ref).
+    same, so a long turn is not diluted), plus ``kl_beta`` times a KL term to the reference policy.
 
-    All inputs are ``[rows, positions]``: the policy's log-probs now, the sampler's log-probs when the dialogue was
-    rolled out, each token's advantage, and the tokens to train (agent tokens; the prompt's and the simulated
-    human's are not). Per token: ``ratio = exp(logp − old)``, loss ``−min(ratio·A, clip(ratio, 1−ε, 1+ε)·A)``.
+    All inputs are ``[rows, positions]``: the policy's log-probs now, π_old's (the policy as the step started, as the
+    trainer computes it; or the sampler's own), each token's advantage, and the tokens to train (agent tokens; the
+    prompt's and the simulated human's are not). Per token: ``ratio = exp(logp − old)``, loss
+    ``−w · min(ratio·A, clip(ratio, 1−clip, 1+clip_high)·A)``; ``clip_high`` defaults to ``clip`` (DAPO raises it
+    to let unlikely tokens grow). ``sampler_weights`` ``w`` (detached; default 1): the truncated importance weight
+    min(π_old/π_sampler, C) that corrects for the sampler computing another distribution than the trainer's.
+
+    The KL term's loss is k2 = ½(logp − ref)², whose gradient on tokens sampled from π is that of KL(π‖π_ref) (k3's,
+    used as a loss, is KL(π_ref‖π)'s); ``kl`` reports k3 = e^(ref−logp) − (ref−logp) − 1, the unbiased estimate of
+    KL(π‖π_ref)'s value. ``clip_fraction`` is the share of tokens where clipping binds (the gradient is cut), not of
+    those merely outside the band.
     """
+    clip_high = clip if clip_high is None else clip_high
     mask = mask.to(token_logps.dtype)
     tokens = mask.sum().clamp(min=1)
     log_ratio = (token_logps - old_logps) * mask
     ratio = log_ratio.exp()
     unclipped = ratio * advantages
-    clipped = ratio.clamp(1 - clip, 1 + clip) * advantages
-    surrogate = -(torch.minimum(unclipped, clipped) * mask).sum() / tokens
+    clipped = ratio.clamp(1 - clip, 1 + clip_high) * advantages
+    weights = mask if sampler_weights is None else sampler_weights.detach() * mask
+    surrogate = -(torch.minimum(unclipped, clipped) * weights).sum() / tokens
     loss = surrogate
+    binds = ((advantages > 0) & (ratio > 1 + clip_high)) | ((advantages < 0) & (ratio < 1 - clip))
     stats = {
         "policy_loss": float(surrogate.detach()),
-        "clip_fraction": float((((ratio - 1).abs() > clip).to(mask.dtype) * mask).sum() / tokens),
+        "clip_fraction": float((binds.to(mask.dtype) * mask).sum() / tokens),
         "ratio_mean": float((ratio.detach() * mask).sum() / tokens),
-        # The sampled tokens' mean -log p estimates the policy's entropy (the tokens were drawn from it at T=1).
-        "entropy": float(-(token_logps.detach() * mask).sum() / tokens),
     }
     if ref_logps is not None:
         to_ref = (ref_logps - token_logps) * mask
-        kl = ((to_ref.exp() - to_ref - 1) * mask).sum() / tokens
-        loss = loss + kl_beta * kl
-        stats["kl"] = float(kl.detach())
+        k2 = (0.5 * to_ref**2 * mask).sum() / tokens
+        loss = loss + kl_beta * k2
+        stats["kl"] = float((((to_ref.detach().exp() - to_ref.detach() - 1) * mask).sum() / tokens))
     stats["loss"] = float(loss.detach())
     return loss, stats

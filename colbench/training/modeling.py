@@ -177,7 +177,7 @@ def accelerator_for(config):
     return Accelerator(gradient_accumulation_steps=config.grad_accum, cpu=config.on_cpu)
 
 
-def prepare_training(accelerator, model, config, examples: int, epochs: int, scorer=None):
+def prepare_training(accelerator, model, config, examples: int, epochs: int, scorer=None, processes: int | None = None):
     """Everything a training loop steps: (scorer, optimizer, loader of example indices, scheduler,
     total optimiser steps), prepared by ``accelerator`` (activation checkpointing when configured).
 
@@ -185,7 +185,9 @@ def prepare_training(accelerator, model, config, examples: int, epochs: int, sco
     optimizer and the loader but not the scorer, which FSDP2 already distributes); else None, and the
     scorer is made here and wrapped by accelerate (DDP under several processes). The scheduler is
     stepped by :func:`optimizer_step`, once per optimiser step, never by accelerate (which would step it
-    once per process per step, running the schedule N times too fast under N processes)."""
+    once per process per step, running the schedule N times too fast under N processes). ``processes``: how many
+    processes the examples are split across (default: all of them; 1 where every process takes a share of each
+    minibatch, as online RL's update does, so that the schedule counts the minibatches)."""
     if config.gradient_checkpointing and scorer is None:
         enable_activation_checkpointing(model)
     model.train()
@@ -194,7 +196,7 @@ def prepare_training(accelerator, model, config, examples: int, epochs: int, sco
     params = trainable_parameters(scorer if scorer is not None else model)
     if not params:
         raise RuntimeError("the model has no trainable parameters")
-    total_steps = config.optimizer_steps(examples, epochs, accelerator.num_processes)
+    total_steps = config.optimizer_steps(examples, epochs, processes or accelerator.num_processes)
     optimizer, scheduler = config.optimizer(params, total_steps)
     generator = torch.Generator().manual_seed(config.seed)
     loader = torch.utils.data.DataLoader(list(range(examples)), batch_size=config.batch_size, shuffle=True,
