@@ -50,6 +50,7 @@ from colbench.training.losses import clipped_policy_loss, group_advantages
 from colbench.training.modeling import (
     adapter_disabled,
     is_peft,
+    max_over_processes,
     means_over_processes,
     model_to_train,
     on_main,
@@ -609,10 +610,9 @@ class OnlineRecipe:
         acc = trainer.accelerator
         # Every epoch's minibatches and each process's share of them, drawn before any update.
         plan = []
-        for epoch in range(cfg.epochs):
+        for _ in range(cfg.epochs):
             order = list(range(len(dialogues)))
-            random.Random(f"{cfg.seed}:{epoch * -(-len(order) // cfg.batch_size)}:{dialogues[0].trajectory_id}"
-                          ).shuffle(order)
+            random.Random(f"{cfg.seed}:{len(plan)}:{dialogues[0].trajectory_id}").shuffle(order)
             for start in range(0, len(order), cfg.batch_size):
                 batch = [dialogues[i] for i in order[start : start + cfg.batch_size]]
                 plan.append([batch[rank :: acc.num_processes] for rank in range(acc.num_processes)])
@@ -695,16 +695,6 @@ class OnlineRecipe:
             return adapter, digest
 
         self.run.checkpoint(save, step=k, metrics=figures)
-
-
-def max_over_processes(accelerator, value: float) -> float:
-    if accelerator.num_processes == 1:
-        return value
-    import torch.distributed as dist
-
-    found = torch.tensor([value], device=accelerator.device)
-    dist.all_reduce(found, op=dist.ReduceOp.MAX)
-    return float(found)
 
 
 def resume_point(db, run_id: int | None, rank: int):

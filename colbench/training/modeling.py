@@ -433,6 +433,17 @@ def optimizer_step(accelerator, scorer, optimizer, scheduler, loss, max_grad_nor
     return figures
 
 
+def max_over_processes(accelerator, value: float) -> float:
+    """The largest of the processes' ``value`` (every process calls it)."""
+    if accelerator.num_processes == 1:
+        return value
+    import torch.distributed as dist
+
+    found = torch.tensor([float(value)], dtype=torch.float64, device=accelerator.device)
+    dist.all_reduce(found, op=dist.ReduceOp.MAX)
+    return float(found)
+
+
 def means_over_processes(accelerator, values: dict[str, float]) -> dict[str, float]:
     """Each number averaged over the processes (every process calls it with the same keys): a step's
     loss statistics under several processes are the whole step's, not rank 0's share."""
