@@ -10,7 +10,9 @@ A run is ``steps`` online steps. Step k (1-based):
    ``tasks_per_step`` tasks, ``group`` dialogues each, stored under the policy name ``online:<run>:step-<k>`` with
    their prompts, sampled token ids and the sampler's log-probs. A stopped run's step is continued, never redone.
 3. **Advantages**: each dialogue's reward against its group (losses.group_advantages); with ``turn_credit``, each
-   agent turn adds its normalised credit (the critic's A(o_t, a_t, c) with the reference c, or the oracle's).
+   agent turn's value (the critic's A(o_t, a_t, c) with the reference c, or the oracle's), centred within its
+   dialogue and scaled to the step's advantages, moves the dialogue's advantage between its turns
+   (dialogue_credit).
 4. **Update**: first π_old, the trainer's own log-probs of the sampled tokens on the step's starting weights, and
    the sampler–trainer mismatch against the stored sampler log-probs (figures, and a truncated importance weight
    min(π_old/π_sampler, tis_cap) per token or turn); then ``epochs`` passes over the step's dialogues in minibatches
@@ -31,15 +33,17 @@ from __future__ import annotations
 
 import random
 import shutil
+import sys
 import threading
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from colbench import protocol
 from colbench.errors import ColbenchError
 from colbench.store import queries
 from colbench.training import data as D
@@ -48,6 +52,7 @@ from colbench.training.config import CriticConfig, DataError, PolicyConfig
 from colbench.training.lifecycle import training_run
 from colbench.training.losses import clipped_policy_loss, group_advantages
 from colbench.training.modeling import (
+    accumulating,
     adapter_disabled,
     is_peft,
     max_over_processes,
@@ -99,15 +104,41 @@ def step_tasks(task_ids: list[int], step: int, per_step: int, seed: int) -> list
     return chosen
 
 
-def normalised_credit(values: list[list[float | None]], weight: float) -> list[list[float]]:
-    """Per dialogue, per agent turn: ``weight`` times the turn's value standardised over every valued turn of the
-    step (mean 0, std 1; a step whose values are all equal gives 0). A turn without a value (cut away) gets 0."""
-    known = [v for turns in values for v in turns if v is not None]
-    if len(known) < 2:
+def dialogue_credit(values: list[list[float | None]], tokens: list[list[int]], advantages: list[float],
+                    weight: float) -> list[list[float]]:
+    """Per dialogue, per agent turn: the credit added to the turn's tokens on top of the dialogue's group advantage.
+
+    A turn's value (a critic's, an oracle's) is centred on its dialogue's token-weighted mean, so the credit only
+    moves the dialogue's advantage between its turns: the mean advantage over a dialogue's trained tokens stays its
+    group advantage, whatever the values' offset (Bradley-Terry pins a value only up to one), and the outcome's sign
+    over the whole dialogue is never overridden. The centred values are divided by their standard deviation over
+    the step's turns and multiplied by ``weight`` times the root mean square of the step's group advantages: in the
+    estimator's own units (GRPO's standardised ones, RLOO's and Dr. GRPO's reward units), weight 1 moving turns as
+    far as the outcome moves dialogues. A step whose groups have no spread learns nothing, credit included, as under
+    plain GRPO. ``tokens``: each turn's trained tokens (0: cut away or masked; such a turn, or one without a value,
+    gets 0 and no say in its dialogue's mean)."""
+    centred: list[list[float | None]] = []
+    for turns, counts in zip(values, tokens):
+        known = [(v, n) for v, n in zip(turns, counts) if v is not None and n > 0]
+        mass = sum(n for _, n in known)
+        mean = sum(v * n for v, n in known) / mass if mass else 0.0
+        centred.append([v - mean if v is not None and n > 0 else None for v, n in zip(turns, counts)])
+    spread = [c for turns in centred for c in turns if c is not None]
+    std = (sum(c * c for c in spread) / len(spread)) ** 0.5 if spread else 0.0
+    scale = (sum(a * a for a in advantages) / len(advantages)) ** 0.5 if advantages else 0.0
+    if std < 1e-12 or scale == 0.0:
         return [[0.0] * len(turns) for turns in values]
-    mean = sum(known) / len(known)
-    std = (sum((v - mean) ** 2 for v in known) / (len(known) - 1)) ** 0.5
-    return [[weight * (v - mean) / std if v is not None and std > 0 else 0.0 for v in turns] for turns in values]
+    return [[0.0 if c is None else weight * scale * c / std for c in turns] for turns in centred]
+
+
+def trained_tokens(dialogue: "Dialogue") -> list[int]:
+    """Per agent turn of ``dialogue``, how many of its tokens are trained (0 for a turn cut away or masked)."""
+    counts = [0] * dialogue.agent_turns
+    for row in dialogue.rows:
+        for turn in row.turn_ids:
+            if turn >= 0:
+                counts[turn] += 1
+    return counts
 
 
 @dataclass
@@ -128,19 +159,28 @@ class Dialogue:
     sampled: list[list[float]] | None = None
     weight: list[list[float]] | None = None
     masked_turns: int = 0  # agent turns left out because --max-len cut their context (mask_cut_context)
+    cut_turns: list[int] = field(default_factory=list)  # agent turns cut at --max-new-tokens (no end-of-turn token)
 
-    def training_rows(self) -> list[tuple]:
-        """(row, π_old, advantages, importance weights) per row, as policy_backward reads them."""
+    @property
+    def trained_tokens(self) -> int:
+        return sum(row.agent_tokens for row in self.rows)
+
+    def training_rows(self, factor: float = 1.0) -> list[tuple]:
+        """(row, π_old, advantages, weights) per row, as policy_backward reads them: each token's weight is its
+        truncated importance weight (1 before old_policy_logps) times ``factor`` (the loss aggregation's)."""
         weight = self.weight or [[1.0] * len(row.turn_ids) for row in self.rows]
-        return list(zip(self.rows, self.old, self.advantage, weight))
+        return list(zip(self.rows, self.old, self.advantage, [[w * factor for w in row] for row in weight]))
 
 
 def read_dialogues(db, tokenizer, family: str, trajectories, max_len: int) -> tuple[list[Dialogue], dict[int, list]]:
     """The step's graded dialogues as rows with their stored sampler log-probs (advantages still 0), and each one's
     agent turns (Turn rows). Refuses a dialogue whose turns lack log-probs: online RL's ratio needs them."""
+    from colbench.engines.base import end_of_turn_ids
+
     ids = [t.id for t in trajectories]
     with db.read() as session:
         turns = queries.turns_for(session, ids)
+    closing = end_of_turn_ids(tokenizer)
     found, agent_rows = [], {}
     for t in trajectories:
         rows = [turn for turn in turns[t.id] if turn.role == "assistant"]
@@ -154,8 +194,10 @@ def read_dialogues(db, tokenizer, family: str, trajectories, max_len: int) -> tu
         logps = [list(turn.token_logprobs) for turn in rows]
         old = [_per_position(row, logps) for row in packed]
         masked = mask_cut_context(packed)
+        cut = [i for i, a in enumerate(agent) if closing and a.completion_ids[-len(closing):] != closing]
         found.append(Dialogue(t.id, t.task_id, float(t.reward), packed, old, [[0.0] * len(r.input_ids) for r in packed],
-                              len(agent), sum(len(a.completion_ids) for a in agent), masked_turns=masked))
+                              len(agent), sum(len(a.completion_ids) for a in agent), masked_turns=masked,
+                              cut_turns=cut))
         agent_rows[t.id] = rows
     return found, agent_rows
 
@@ -170,6 +212,19 @@ def mask_cut_context(rows: list[S.Seq]) -> int:
             masked += len({turn for turn in row.turn_ids if turn >= 0})
             row.turn_ids = [-1] * len(row.turn_ids)
     return masked
+
+
+def mask_turns(dialogue: "Dialogue", turns: list[int]) -> None:
+    """Leave ``turns`` (agent turn indices) of ``dialogue`` out of the update."""
+    for row in dialogue.rows:
+        row.turn_ids = [-1 if turn in turns else turn for turn in row.turn_ids]
+
+
+def penalise_turns(dialogue: "Dialogue", turns: list[int], penalty: float) -> None:
+    """The tokens of ``turns`` get advantage min(A, 0) − ``penalty`` (set after set_advantages)."""
+    for r, row in enumerate(dialogue.rows):
+        dialogue.advantage[r] = [min(a, 0.0) - penalty if turn in turns else a
+                                 for a, turn in zip(dialogue.advantage[r], row.turn_ids)]
 
 
 def _per_position(row: S.Seq, per_turn: list[list[float]]) -> list[float]:
@@ -298,6 +353,65 @@ def old_policy_logps(scorer, dialogues: list[Dialogue], calls: int, *, pad_id: i
             "entropy": sums["entropy"] / n}
 
 
+@dataclass
+class Minibatch:
+    """One minibatch of a step's update: each process's share of its dialogues; whether the optimiser steps after
+    it (the last of its --grad-accum group); how many minibatches its group has."""
+
+    shares: list[list[Dialogue]]
+    boundary: bool
+    group: int
+
+
+LOSS_AGGREGATIONS = ("token-mean", "dialogue-mean", "constant")
+
+
+def aggregation_factors(how: str, dialogues: list[Dialogue], budget: int) -> dict[int, float]:
+    """Per dialogue (by id()), the factor on its tokens' losses that turns the minibatch's token mean into ``how``:
+    'token-mean' (every trained token weighs the same: 1), 'dialogue-mean' (every dialogue weighs the same, the
+    mean of its tokens' mean: N / (D·n_d)), 'constant' (Dr. GRPO: the sum of the tokens' losses over D times
+    ``budget``, the tokens a dialogue may sample: N / (D·budget)); N the minibatch's trained tokens, D its
+    dialogues, n_d the dialogue's."""
+    tokens = sum(d.trained_tokens for d in dialogues)
+    if how == "token-mean" or tokens == 0:
+        return {id(d): 1.0 for d in dialogues}
+    if how == "dialogue-mean":
+        return {id(d): tokens / (len(dialogues) * d.trained_tokens) if d.trained_tokens else 0.0 for d in dialogues}
+    return {id(d): tokens / (len(dialogues) * budget) for d in dialogues}
+
+
+def has_spread(rewards: list[float]) -> bool:
+    """Whether a group's rewards differ (else its advantages are all 0)."""
+    return bool(rewards) and max(rewards) > min(rewards)
+
+
+def turn_figures(dialogues: list[Dialogue]) -> dict:
+    """The trained dialogues' turn figures: agent turns and tokens, and the turns cut (context, token limit)."""
+    turns = sum(d.agent_turns for d in dialogues)
+    return {
+        "agent_turns_per_dialogue": turns / max(len(dialogues), 1),
+        "tokens_per_turn": sum(d.tokens for d in dialogues) / max(turns, 1),
+        "turns_cut_context": sum(d.masked_turns for d in dialogues),
+        "turns_cut_length": sum(len(d.cut_turns) for d in dialogues),
+    }
+
+
+def oracle_values(db, family: str, sandbox: str, ids: list[int], agent_rows: dict[int, list]) -> list[list[float]]:
+    """--turn-credit oracle: per dialogue of ``ids``, per agent turn (its stored Turn rows), the family's ground
+    truth for the turn in its place (backend-lite: a question that obtains a new fact 1, else 0; an answer its share
+    of tests passed)."""
+    from colbench.families import family as family_named
+
+    oracle = family_named(family).turn_oracle(db, ids, sandbox)
+    try:
+        found = oracle.values([(i, turn.id, [turn.raw if turn.raw is not None else turn.content])
+                               for i in ids for turn in agent_rows[i]])
+    finally:
+        oracle.close()
+    flat = iter(v[0] for v in found)
+    return [[next(flat) for _ in agent_rows[i]] for i in ids]
+
+
 class TimedEnv:
     """The family's environment, measuring the wall time during which some grade is under way (it overlaps the
     generation of other dialogues)."""
@@ -369,6 +483,14 @@ class OnlineRecipe:
             trainer.scheduler.load_state_dict(state["scheduler"])
         self.tasks = {t.id: t for t in select_tasks(self.db, f"{cfg.family}:{cfg.split}", None)}
         self.start_step = start_step
+        if cfg.eval_every:
+            from colbench.wiring import parse_task_selector
+
+            if not cfg.eval_tasks and not cfg.tasks:
+                raise DataError("--eval-every needs --eval-tasks (or --tasks, whose family's val split it reads)")
+            self.eval_selector = cfg.eval_tasks or f"{cfg.tasks.rsplit(':', 1)[0]}:val"
+            self.eval_split = parse_task_selector(self.eval_selector)
+            self.eval_tasks = select_tasks(self.db, self.eval_selector, cfg.eval_limit)
         if not self.main:  # the main process rolls out
             return
         env, self.close_env = build_env(self.db, cfg.family, sandbox=cfg.sandbox, workers=2, grading="official")
@@ -391,6 +513,7 @@ class OnlineRecipe:
     # -------------------------------------------------- one step
 
     def step(self, k: int) -> dict:
+        cfg = self.config
         figures: dict[str, float] = {}
         started = time.perf_counter()
         engine = self.engine_for(k)
@@ -398,32 +521,63 @@ class OnlineRecipe:
         figures |= self.from_main(lambda: self.rollout(k, engine))
         self.trainer.accelerator.wait_for_everyone()
         trajectories = self.step_dialogues(k)
-        dialogues, agent_rows = read_dialogues(self.db, self.trainer.tokenizer, self.config.family, trajectories,
-                                               self.config.max_len)
+        # The step's first draw is what its reward and success describe; dynamic sampling trains on the groups with
+        # spread, the first draw's first, then the replacements' in the order they were drawn.
+        first = step_tasks(sorted(self.tasks), k, cfg.tasks_per_step, cfg.seed)
+        drawn = [t for t in trajectories if t.task_id in first]
+        if cfg.dynamic_sampling:
+            order = first + self.refill_order(k)
+            spread = [task for task in order if has_spread([self.reward_of(t) for t in trajectories
+                                                            if t.task_id == task])]
+            kept = set(spread[: cfg.tasks_per_step])
+            tasks = {t.task_id for t in trajectories}
+            figures["groups_dropped"] = 1 - len(kept) / max(len(tasks), 1)
+            trajectories = [t for t in trajectories if t.task_id in kept]
+            if not trajectories:  # no group with spread, even after refilling: nothing to learn from this step
+                return figures | self.group_figures(drawn) | {"step_s": time.perf_counter() - started}
+        dialogues, agent_rows = read_dialogues(self.db, self.trainer.tokenizer, cfg.family, trajectories, cfg.max_len)
+        figures |= self.group_figures(drawn) | turn_figures(dialogues)
+        if cfg.cut_turns == "mask":
+            for dialogue in dialogues:
+                mask_turns(dialogue, dialogue.cut_turns)
         rewards = torch.tensor([self.reward_of(t) for t in trajectories])
         task_index = {task: i for i, task in enumerate(sorted({t.task_id for t in trajectories}))}
         groups = torch.tensor([task_index[t.task_id] for t in trajectories])
-        per_dialogue = group_advantages(rewards, groups, self.estimator, scale=not self.config.no_std).tolist()
+        per_dialogue = group_advantages(rewards, groups, self.estimator, scale=not cfg.no_std).tolist()
         credit_started = time.perf_counter()
-        credit = self.from_main(lambda: self.turn_credit(trajectories, agent_rows))
+        values = self.from_main(lambda: self.turn_values(trajectories, agent_rows))
+        credit = None if values is None else dialogue_credit(values, [trained_tokens(d) for d in dialogues],
+                                                             per_dialogue, cfg.turn_credit_weight)
         figures["credit_s"] = time.perf_counter() - credit_started
         set_advantages(dialogues, per_dialogue, credit)
-        figures |= self.group_figures(trajectories, rewards, groups, dialogues)
+        if cfg.cut_turns == "penalise":
+            for dialogue in dialogues:
+                penalise_turns(dialogue, dialogue.cut_turns, cfg.cut_penalty)
         train_started = time.perf_counter()
-        figures |= self.update(dialogues)
+        if any(d.trained_tokens for d in dialogues):
+            figures |= self.update(dialogues)
         figures["train_s"] = time.perf_counter() - train_started
-        if self.config.turn_credit == "critic" and self.config.critic_refit_every and \
-                k % self.config.critic_refit_every == 0:
-            figures["critic_pairs"] = self.refit_critic()
+        if cfg.turn_credit == "critic" and cfg.critic_refit_every and k % cfg.critic_refit_every == 0:
+            figures["critic_pairs"] = self.refit_critic(k)
         figures["step_s"] = time.perf_counter() - started
         return figures
 
-    def engine_for(self, k: int):
+    def refill_order(self, k: int) -> list[int]:
+        """The replacement tasks dynamic sampling may draw at step k, in order: the split's other tasks, shuffled by
+        the seed and the step."""
+        first = set(step_tasks(sorted(self.tasks), k, self.config.tasks_per_step, self.config.seed))
+        others = sorted(set(self.tasks) - first)
+        random.Random(f"online:{self.config.seed}:refill:{k}").shuffle(others)
+        return others
+
+    def engine_for(self, k: int, model_ref: str | None = None):
         """The engine that rolls step k out, on the policy's current weights (None off the main process, which takes
-        part in what is collective: gathering a sharded model's weights, saving an adapter)."""
+        part in what is collective: gathering a sharded model's weights, saving an adapter). ``model_ref``: the
+        policy name its dialogues are stored under (default: step k's)."""
         cfg, trainer = self.config, self.trainer
+        model_ref = model_ref or step_policy(self.run.id, k)
         if cfg.engine == "ct2":
-            return self.ct2_engine(k)
+            return self.ct2_engine(model_ref)
         if cfg.engine == "hf":
             from colbench.engines.hf import HFEngine
 
@@ -431,11 +585,11 @@ class OnlineRecipe:
             if model is None:
                 return None
             return HFEngine(model=model, tokenizer=trainer.tokenizer, max_batch_size=cfg.sample_batch_size,
-                            model_ref=step_policy(self.run.id, k))
+                            model_ref=model_ref)
         from colbench.engines.openai import OpenAIEngine
         from colbench.openai_client import OpenAIClient
 
-        name = f"colbench-online-{self.run.id}-step-{k}"
+        name = f"colbench-online-{self.run.id}-step-{k}" + ("" if model_ref == step_policy(self.run.id, k) else "-eval")
         folder = self.scratch("online-adapters", name)
         if not (folder / "adapter_config.json").exists():
             trainer.save(folder)
@@ -445,7 +599,7 @@ class OnlineRecipe:
             client.load_lora_adapter(name, str(folder.resolve()))
         self.unload_served()  # the last step's: its dialogues are done, and a server holds adapters in memory
         self.served = name
-        return OpenAIEngine(name, cfg.base_url, tokenizer=trainer.tokenizer, model_ref=step_policy(self.run.id, k))
+        return OpenAIEngine(name, cfg.base_url, tokenizer=trainer.tokenizer, model_ref=model_ref)
 
     def unload_served(self) -> None:
         """The adapter served for the step before, unloaded from the server and removed from disk (--engine openai)."""
@@ -462,7 +616,7 @@ class OnlineRecipe:
         """A folder under the artefact root (or --out) for files the run's steps need."""
         return Path(self.db.folder if not self.config.out else self.config.out).joinpath(*parts)
 
-    def ct2_engine(self, k: int):
+    def ct2_engine(self, model_ref: str):
         """CTranslate2 on step k's weights: written as a checkpoint is (an adapter, or full weights; every process
         takes part when they are sharded), converted in float32 (the same policy: its log-probs within 1e-3 nats of
         the trainer's, which `sampler_ratio` shows), the previous step's copies removed first (~2 x the weights on
@@ -482,7 +636,7 @@ class OnlineRecipe:
         source = ModelSource(base=self.trainer.source.base, adapter=weights) if adapter else ModelSource(base=weights)
         device = "cuda" if self.trainer.device.type == "cuda" else "cpu"
         self.engine = CT2Engine(source, device=device, cache_dir=folder / "converted",
-                                max_batch_size=self.config.sample_batch_size, model_ref=step_policy(self.run.id, k))
+                                max_batch_size=self.config.sample_batch_size, model_ref=model_ref)
         return self.engine
 
     def close_engine(self) -> None:
@@ -519,15 +673,28 @@ class OnlineRecipe:
             model=engine.model_ref, tasks=f"{cfg.family}:{cfg.split}", samples_per_task=cfg.group, seed=cfg.seed,
             temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.sample_batch_size,
             sandbox=cfg.sandbox, simulator=cfg.simulator, tags=[f"online:{self.run.id}"], **served)
-        chosen = [self.tasks[i] for i in step_tasks(sorted(self.tasks), k, cfg.tasks_per_step, cfg.seed)]
+        chosen = step_tasks(sorted(self.tasks), k, cfg.tasks_per_step, cfg.seed)
         model = self.trainer.model
         graded_before, started = self.env.seconds, time.perf_counter()
+        refills = iter(self.refill_order(k))
+        drawn = 0
         model.eval()
         try:
-            Rollout(self.db, engine, self.simulator, self.env, rollout_config).run(chosen)
+            while chosen:
+                Rollout(self.db, engine, self.simulator, self.env, rollout_config).run([self.tasks[i] for i in chosen])
+                # Dynamic sampling: replacements for the groups without spread, while the cap allows (a continued
+                # step finds them stored and draws the same ones).
+                rewards: dict[int, list[float]] = {}
+                for t in self.step_dialogues(k):
+                    rewards.setdefault(t.task_id, []).append(self.reward_of(t))
+                missing = cfg.tasks_per_step - sum(has_spread(r) for r in rewards.values())
+                room = min(missing, cfg.dynamic_sampling - drawn) if cfg.dynamic_sampling else 0
+                chosen = [task for _, task in zip(range(max(room, 0)), refills)]
+                drawn += len(chosen)
         finally:
             model.train()
-        return {"rollout_s": time.perf_counter() - started, "grading_s": self.env.seconds - graded_before}
+        return {"rollout_s": time.perf_counter() - started, "grading_s": self.env.seconds - graded_before,
+                "refill_tasks": drawn}
 
     def step_dialogues(self, k: int) -> list:
         """Step k's graded dialogues, as the store has them."""
@@ -539,12 +706,46 @@ class OnlineRecipe:
             raise DataError(f"step {k}: none of its {self.dialogues_per_step} dialogues could be graded")
         return sorted(found, key=lambda t: t.id)
 
+    def validate(self, k: int, checkpoint_id: int | None) -> dict:
+        """--eval-every: step k's weights (checkpoint ``checkpoint_id``) rolled out on the validation tasks, stored
+        under ``ckpt:<id>`` and evaluated as `colbench eval` does (the evaluation recorded); returns val_reward and
+        val_success. Every process takes part in what is collective (writing the weights); the main one rolls out."""
+        from colbench.eval import evaluate
+        from colbench.rollout import Rollout
+        from colbench.rollout_config import RolloutConfig
+
+        cfg = self.config
+        policy = self.from_main(lambda: f"ckpt:{checkpoint_id}")
+        engine = self.engine_for(k, model_ref=policy)
+        if not self.main:
+            return {}
+        family, split = self.eval_split
+        served = {"engine": "openai", "base_url": cfg.base_url} if cfg.engine == "openai" else {"engine": cfg.engine}
+        config = RolloutConfig(model=policy, tasks=self.eval_selector, samples_per_task=cfg.eval_samples,
+                               seed=cfg.seed, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
+                               batch_size=cfg.sample_batch_size, sandbox=cfg.sandbox, simulator=cfg.simulator,
+                               tags=[f"online:{self.run.id}", "validation"], **served)
+        model = self.trainer.model
+        model.eval()
+        try:
+            Rollout(self.db, engine, self.simulator, self.env, config).run(self.eval_tasks)
+        finally:
+            model.train()
+            if cfg.engine == "openai":
+                self.unload_served()
+        found = evaluate(self.db, family, split, policies=[policy])
+        if not found:
+            return {}
+        return {"val_reward": found[0].reward.mean,
+                "val_success": found[0].success.mean if found[0].success is not None else float("nan")}
+
     def reward_of(self, trajectory) -> float:
         return float(bool(trajectory.success)) if self.config.reward == "success" else float(trajectory.reward)
 
     # -------------------------------------------------- turn credit
 
-    def turn_credit(self, trajectories, agent_rows) -> list[list[float]] | None:
+    def turn_values(self, trajectories, agent_rows) -> list[list[float | None]] | None:
+        """Per dialogue, per agent turn: what --turn-credit says the turn is worth (None: no credit)."""
         cfg = self.config
         if cfg.turn_credit == "none":
             return None
@@ -555,17 +756,8 @@ class OnlineRecipe:
                                        max_len=critic.max_len)
             values = critic.turn_advantages([examples[i] for i in ids])
         else:
-            from colbench.families import family as family_named
-
-            oracle = family_named(cfg.family).turn_oracle(self.db, ids, cfg.sandbox)
-            try:
-                found = oracle.values([(i, turn.id, [turn.raw if turn.raw is not None else turn.content])
-                                       for i in ids for turn in agent_rows[i]])
-            finally:
-                oracle.close()
-            flat = iter(v[0] for v in found)
-            values = [[next(flat) for _ in agent_rows[i]] for i in ids]
-        return normalised_credit(values, cfg.turn_credit_weight)
+            values = oracle_values(self.db, cfg.family, cfg.sandbox, ids, agent_rows)
+        return values
 
     def loaded_critic(self):
         if self.critic is None:
@@ -576,9 +768,11 @@ class OnlineRecipe:
                                                       batch_size=self.config.sample_batch_size)
         return self.critic
 
-    def refit_critic(self) -> int:
-        """Continue the critic on the pairs of the run's own dialogues it has not read (its watermark), and rank with
-        it from now on. Returns the pairs it trained on (0: no group held both a correct and a failed dialogue)."""
+    def refit_critic(self, k: int) -> int:
+        """Continue the critic on the pairs of the run's own dialogues of steps 1..k it has not read (its watermark),
+        and rank with it from now on: a replayed step (a continued run) reads what the step read the first time, not
+        the later steps' dialogues already in the store. Returns the pairs it trained on (0: no group held both a
+        correct and a failed dialogue)."""
         from colbench.training import NothingToTrain
         from colbench.training.critic import fit_critic
 
@@ -587,7 +781,8 @@ class OnlineRecipe:
         known = {f.name for f in fields(CriticConfig)} - {"name", "tags", "out", "policies", "heldout_fraction",
                                                            "report_to"}
         settings = {k: v for k, v in (run.config or {}).items() if k in known}
-        config = CriticConfig(**settings | {"policies": run_policies(self.run.id), "heldout_fraction": 0.0,
+        steps = ",".join(step_policy(self.run.id, j) for j in range(1, k + 1))
+        config = CriticConfig(**settings | {"policies": steps, "heldout_fraction": 0.0,
                                             "family": self.config.family, "split": self.config.split})
         # accelerate keeps one gradient state per process: the critic's trainer sets its own accumulation there, which
         # the policy's accelerator would then train with (its --grad-accum silently the critic's). Put it back.
@@ -608,16 +803,22 @@ class OnlineRecipe:
     def update(self, dialogues: list[Dialogue]) -> dict:
         cfg, trainer = self.config, self.trainer
         acc = trainer.accelerator
-        # Every epoch's minibatches and each process's share of them, drawn before any update.
-        plan = []
+        # Every epoch's minibatches and each process's share of them, drawn before any update. Each epoch's
+        # minibatches fall into --grad-accum groups, its last group perhaps shorter, as the schedule counts them: the
+        # optimiser steps at the end of each group, so no gradient spills over into the next step.
+        plan: list[Minibatch] = []
         for _ in range(cfg.epochs):
             order = list(range(len(dialogues)))
             random.Random(f"{cfg.seed}:{len(plan)}:{dialogues[0].trajectory_id}").shuffle(order)
-            for start in range(0, len(order), cfg.batch_size):
-                batch = [dialogues[i] for i in order[start : start + cfg.batch_size]]
-                plan.append([batch[rank :: acc.num_processes] for rank in range(acc.num_processes)])
+            batches = [[dialogues[i] for i in order[at : at + cfg.batch_size]]
+                       for at in range(0, len(order), cfg.batch_size)]
+            for j, batch in enumerate(batches):
+                first = j - j % cfg.grad_accum
+                group = min(cfg.grad_accum, len(batches) - first)
+                plan.append(Minibatch([batch[rank :: acc.num_processes] for rank in range(acc.num_processes)],
+                                      boundary=j == first + group - 1, group=group))
         # π_old, before the first update, on the dialogues this process will train (as many calls on every process).
-        trained = [{id(d): d for shares in plan for d in shares[rank]} for rank in range(acc.num_processes)]
+        trained = [{id(d): d for mb in plan for d in mb.shares[rank]} for rank in range(acc.num_processes)]
         calls = max(-(-sum(len(d.rows) for d in share.values()) // cfg.pass_rows) for share in trained)
         figures = old_policy_logps(trainer.scorer, list(trained[acc.process_index].values()), calls,
                                    pad_id=trainer.tokenizer.pad_token_id, device=trainer.device,
@@ -626,15 +827,19 @@ class OnlineRecipe:
         gap_max = max_over_processes(acc, figures.pop("mismatch_max"))
         history: list[dict] = []
         reference = self.reference()
-        for shares in plan:
+        budget = cfg.max_new_tokens * protocol.MAX_AGENT_TURNS  # Dr. GRPO's constant: a dialogue's token budget
+        for mb in plan:
             # Every process takes its share, in as many passes as the busiest one needs (DDP and FSDP2 synchronise
             # each backward); a pass with nothing of its own repeats a row at zero weight.
-            passes = max(-(-sum(len(d.rows) for d in share) // cfg.pass_rows) for share in shares)
-            tokens = sum(row.agent_tokens for share in shares for d in share for row in d.rows)
-            mine = shares[acc.process_index]
-            rows = [row for d in (mine or [shares[0][0]]) for row in d.training_rows()]
-            scale = 1.0 if mine else 0.0
-            with acc.accumulate(trainer.scorer):
+            passes = max(-(-sum(len(d.rows) for d in share) // cfg.pass_rows) for share in mb.shares)
+            everyone = [d for share in mb.shares for d in share]
+            tokens = sum(d.trained_tokens for d in everyone)
+            factors = aggregation_factors(cfg.loss_aggregation, everyone, budget)
+            mine = mb.shares[acc.process_index]
+            rows = [row for d in (mine or [mb.shares[0][0]]) for row in d.training_rows(factors[id(d)])]
+            # accelerate divides each loss by --grad-accum: a shorter last group is scaled back to its own size.
+            scale = (cfg.grad_accum / mb.group) if mine else 0.0
+            with accumulating(acc, trainer.scorer, mb.boundary):
                 stats = policy_backward(
                     trainer.scorer, rows, max(passes, 1), reference,
                     lambda loss, scale=scale: acc.backward(loss * scale),
@@ -666,22 +871,23 @@ class OnlineRecipe:
             self.reference_copy = TokenLogProbs(model.eval(), autocast=cfg.autocast_dtype(trainer.device))
         return self.reference_copy, nullcontext
 
-    def group_figures(self, trajectories, rewards, groups, dialogues) -> dict:
-        spread = [bool(rewards[groups == g].max() > rewards[groups == g].min()) for g in groups.unique()]
-        turns = sum(d.agent_turns for d in dialogues)
+    def group_figures(self, trajectories) -> dict:
+        """The reward figures of ``trajectories`` (a step's first draw)."""
+        rewards: dict[int, list[float]] = {}
+        for t in trajectories:
+            rewards.setdefault(t.task_id, []).append(self.reward_of(t))
         return {
-            "reward": float(rewards.mean()),
-            "success": sum(bool(t.success) for t in trajectories) / len(trajectories),
-            "groups_with_spread": sum(spread) / len(spread),
+            "reward": sum(map(sum, rewards.values())) / max(len(trajectories), 1),
+            "success": sum(bool(t.success) for t in trajectories) / max(len(trajectories), 1),
+            "groups_with_spread": sum(has_spread(r) for r in rewards.values()) / max(len(rewards), 1),
             "dialogues": len(trajectories),
-            "agent_turns_per_dialogue": turns / len(dialogues),
-            "tokens_per_turn": sum(d.tokens for d in dialogues) / max(turns, 1),
-            "turns_cut_context": sum(d.masked_turns for d in dialogues),
         }
 
     # -------------------------------------------------- checkpoints
 
-    def save_step(self, k: int, figures: dict) -> None:
+    def save_step(self, k: int, figures: dict) -> int | None:
+        """Step k's checkpoint, with every process's optimiser state beside it. Returns its id (None off the main
+        process)."""
         trainer = self.trainer
 
         def save(folder: Path, card) -> tuple[bool, str | None]:
@@ -694,7 +900,19 @@ class OnlineRecipe:
             acc.wait_for_everyone()  # every process's state is written before the checkpoint is recorded
             return adapter, digest
 
-        self.run.checkpoint(save, step=k, metrics=figures)
+        return self.run.checkpoint(save, step=k, metrics=figures)[0]
+
+
+class Collapsed(ColbenchError):
+    """The collapse guard stopped the run (--on-collapse stop)."""
+
+
+def collapse_line(k: int, entropy: float | None, first: float | None, bound: float) -> str | None:
+    """The collapse guard's line for step k, or None: its entropy above ``bound`` times step 1's."""
+    if not bound or entropy is None or not first or entropy <= bound * first:
+        return None
+    return (f"step {k}: entropy {entropy:.3g} is {entropy / first:.1f}x step 1's {first:.3g} (past --collapse-entropy"
+            f" {bound:g}): the policy is collapsing")
 
 
 def resume_point(db, run_id: int | None, rank: int):
@@ -765,6 +983,11 @@ def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base
         recipe.setup(start, state)
         if state is not None:
             recipe.critic_id = state.get("critic_id", critic_id)
+        first_entropy = None
+        if start > 1:
+            with db.read() as session:
+                first_entropy = next((s.values.get("entropy") for s in queries.training_steps(session, run.id)
+                                      if s.step == 1), None)
         try:
             with run.step_log() as steps:
                 for k in range(1, config.steps + 1):
@@ -773,9 +996,20 @@ def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base
                     if k < start:
                         continue
                     figures = recipe.step(k)
+                    first_entropy = figures.get("entropy") if k == 1 else first_entropy
+                    saved = False
+                    if config.eval_every and k % config.eval_every == 0:
+                        checkpoint_id = recipe.save_step(k, figures)
+                        saved = True
+                        figures |= recipe.validate(k, checkpoint_id)
                     steps.record(k, 1, figures)  # the main process writes
-                    if k % config.save_every == 0 and k < config.steps:
+                    if k % config.save_every == 0 and k < config.steps and not saved:
                         recipe.save_step(k, figures)
+                    line = collapse_line(k, figures.get("entropy"), first_entropy, config.collapse_entropy)
+                    if line and config.on_collapse == "stop":
+                        raise Collapsed(line + "; the run stops (--on-collapse stop)")
+                    if line and recipe.main:
+                        print(f"warning: {line}", file=sys.stderr)
                 if on_progress:
                     on_progress("online", config.steps, config.steps, {})
         finally:

@@ -18,7 +18,15 @@ from sqlmodel import col, select
 
 from colbench.online_rl import (
     _per_position,
-    normalised_credit,
+    Dialogue,
+    aggregation_factors,
+    collapse_line,
+    dialogue_credit,
+    mask_turns,
+    oracle_values,
+    penalise_turns,
+    read_dialogues,
+    trained_tokens,
     policy_backward,
     run_policies,
     set_advantages,
@@ -222,13 +230,136 @@ def test_each_token_gets_its_dialogues_advantage_plus_its_turns_credit():
     assert _per_position(row, [[-0.1, -0.2], [-0.3, -0.4]]) == [0.0, 0.0, -0.1, -0.2, 0.0, -0.3, -0.4]
 
 
-def test_turn_credit_is_standardised_over_the_steps_turns_and_weighted():
-    values = [[1.0, 0.0, None], [0.0, 1.0]]
-    credit = normalised_credit(values, weight=2.0)
-    std = math.sqrt(sum((v - 0.5) ** 2 for v in (1, 0, 0, 1)) / 3)
-    assert credit == [[pytest.approx(2 * 0.5 / std), pytest.approx(-2 * 0.5 / std), 0.0],
-                      [pytest.approx(-2 * 0.5 / std), pytest.approx(2 * 0.5 / std)]]
-    assert normalised_credit([[0.3, 0.3], [0.3]], 1.0) == [[0.0, 0.0], [0.0]]  # no spread, no credit
+def test_turn_credit_only_moves_a_dialogues_advantage_between_its_turns():
+    values = [[1.0, 0.0, None], [0.0, 3.0], [5.0]]
+    tokens = [[1, 3, 2], [2, 2], [4]]
+    advantages = [1.0, -1.0, 0.0]
+    credit = dialogue_credit(values, tokens, advantages, weight=2.0)
+    # Centred on each dialogue's token-weighted mean: 1/4 in the first, 1.5 in the second; a lone turn has none.
+    centred = [0.75, -0.25, -1.5, 1.5, 0.0]
+    std = math.sqrt(sum(c * c for c in centred) / 5)
+    scale = 2.0 * math.sqrt((1 + 1 + 0) / 3) / std
+    assert credit == [[pytest.approx(0.75 * scale), pytest.approx(-0.25 * scale), 0.0],
+                      [pytest.approx(-1.5 * scale), pytest.approx(1.5 * scale)], [0.0]]
+    # The dialogue's mean advantage over its trained tokens is its group advantage, whatever the values' offset.
+    for turns, counts, a in zip(credit, tokens, advantages):
+        valued = [(c, n) for c, n in zip(turns, counts)]
+        assert sum((a + c) * n for c, n in valued) / sum(counts) == pytest.approx(a)
+    shifted = dialogue_credit([[v + 7 if v is not None else None for v in turns] for turns in values], tokens,
+                              advantages, weight=2.0)
+    assert shifted == [[pytest.approx(c) for c in turns] for turns in credit]
+    # A step without spread learns nothing, credit included; a turn with no trained tokens gets none.
+    assert dialogue_credit(values, tokens, [0.0, 0.0, 0.0], 1.0) == [[0.0] * 3, [0.0] * 2, [0.0]]
+    masked = dialogue_credit([[1.0, 0.0]], [[2, 0]], [1.0], 1.0)
+    assert masked == [[0.0, 0.0]]
+    row = S.Seq(input_ids=[1] * 6, turn_ids=[-1, 0, 0, -1, 1, -1])
+    assert trained_tokens(Dialogue(1, 1, 0.0, [row], [[0.0] * 6], [[0.0] * 6], 3, 3)) == [2, 1, 0]
+
+
+def test_a_turn_the_critic_credits_more_gains_log_prob_against_its_dialogues_other_turns(tiny_model_dir, tokenizer):
+    """Direction and placement: the same dialogue (one ask, one answer) and the same outcome, the critic's values
+    on its two turns in either order: the turn valued higher gains log-prob relative to the other, and swapping
+    (negating) the values reverses it."""
+    from transformers import AutoModelForCausalLM
+
+    from colbench.training.modeling import TokenLogProbs, attach_lora
+
+    ask = tokenizer("Should it accept floats?")["input_ids"]
+    answer = tokenizer("def f(x): return round(x, 2)")["input_ids"]
+    prompt = tokenizer("Write f.")["input_ids"]
+    ids = prompt + ask + prompt[:2] + answer
+    turns = [-1] * len(prompt) + [0] * len(ask) + [-1, -1] + [1] * len(answer)
+    moved = {}
+    for name, values in (("ask", [1.0, -1.0]), ("answer", [-1.0, 1.0])):
+        torch.manual_seed(0)
+        model = attach_lora(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32), 4, 8)
+        scorer = TokenLogProbs(model)
+        row = S.Seq(input_ids=ids, turn_ids=list(turns))
+        other = S.Seq(input_ids=ids, turn_ids=list(turns))
+        tensor = torch.tensor([ids])
+        mask, target = torch.ones_like(tensor), torch.tensor([turns]) >= 0
+        with torch.no_grad():
+            before = scorer(tensor, mask, target)[0]
+        dialogues = [Dialogue(1, 1, 1.0, [row], [before.tolist()], [[0.0] * len(ids)], 2, len(ask) + len(answer)),
+                     Dialogue(2, 1, 0.0, [other], [before.tolist()], [[0.0] * len(ids)], 2, len(ask) + len(answer))]
+        per_dialogue = group_advantages(torch.tensor([1.0, 0.0]), torch.tensor([0, 0])).tolist()
+        credit = dialogue_credit([values, [0.0, 0.0]], [trained_tokens(d) for d in dialogues], per_dialogue, 1.0)
+        set_advantages(dialogues[:1], per_dialogue[:1], credit[:1])  # the rewarded dialogue alone
+        optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.2)
+        for _ in range(3):
+            optimizer.zero_grad()
+            policy_backward(scorer, dialogues[0].training_rows(), 1, None, lambda loss: loss.backward(),
+                            pad_id=tokenizer.pad_token_id, device="cpu", clip=10.0, kl_beta=0.0)
+            optimizer.step()
+        with torch.no_grad():
+            gain = scorer(tensor, mask, target)[0] - before
+        per_turn = [float(gain[torch.tensor(turns) == t].mean()) for t in (0, 1)]
+        moved[name] = per_turn[0] - per_turn[1]  # the ask's gain over the answer's, per token
+    assert moved["ask"] > 0.05 and moved["answer"] < -0.05, moved
+
+
+def test_loss_aggregations_weigh_tokens_dialogues_or_a_constant(tiny_model_dir, tokenizer):
+    """'dialogue-mean' is the mean over dialogues of each one's token mean; 'constant' the tokens' sum over the
+    dialogues times their budget; 'token-mean' every token alike (by hand, and through the real loss)."""
+    from transformers import AutoModelForCausalLM
+
+    from colbench.training.modeling import TokenLogProbs, attach_lora
+
+    def dialogue(n: int, text: str, advantage: float) -> Dialogue:
+        ids = tokenizer(text)["input_ids"]
+        row = S.Seq(input_ids=ids, turn_ids=[-1] * (len(ids) - n) + [0] * n)
+        return Dialogue(n, 1, 0.0, [row], [[-2.0] * len(ids)], [[0.0] * (len(ids) - n) + [advantage] * n], 1, n)
+
+    short, long = dialogue(2, "Yes, floats.", 1.0), dialogue(6, "Round half up to two places, keep the sign.", -0.5)
+    assert aggregation_factors("token-mean", [short, long], 10) == {id(short): 1.0, id(long): 1.0}
+    assert aggregation_factors("dialogue-mean", [short, long], 10) == {id(short): 2.0, id(long): pytest.approx(8 / 12)}
+    assert aggregation_factors("constant", [short, long], 10) == {id(short): 0.4, id(long): 0.4}
+    torch.manual_seed(0)
+    scorer = TokenLogProbs(attach_lora(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32), 4, 8))
+
+    def loss(dialogues, factors=None):
+        rows = [r for d in dialogues for r in d.training_rows((factors or {}).get(id(d), 1.0))]
+        return policy_backward(scorer, rows, 1, None, lambda _: None, pad_id=tokenizer.pad_token_id, device="cpu",
+                               clip=0.2, kl_beta=0.0)["policy_loss"]
+
+    alone = [loss([short]), loss([long])]
+    assert loss([short, long], aggregation_factors("dialogue-mean", [short, long], 10)) == pytest.approx(
+        sum(alone) / 2, rel=1e-5)
+    assert loss([short, long]) == pytest.approx((alone[0] * 2 + alone[1] * 6) / 8, rel=1e-5)
+    assert loss([short, long], aggregation_factors("constant", [short, long], 10)) == pytest.approx(
+        (alone[0] * 2 + alone[1] * 6) / 20, rel=1e-5)
+
+
+def test_turns_cut_at_the_token_limit_are_found_masked_or_penalised(tiny_model_dir, tokenizer, tmp_path):
+    from colbench.rollout import run as rollout
+    from colbench.rollout_config import RolloutConfig
+
+    db = Database(f"sqlite:///{tmp_path / 'cut.db'}")
+    found = {}
+    for tokens in (4, 400):
+        rollout(db, RolloutConfig(engine="scripted:expert", tasks="backend-lite:train", limit=1, max_new_tokens=tokens,
+                                  sandbox="bwrap", name=f"cut-{tokens}"))
+        with db.read() as session:
+            trajectory = session.exec(select(Trajectory).order_by(col(Trajectory.id).desc())).first()
+        dialogues, _ = read_dialogues(db, tokenizer, "backend", [trajectory], 2048)
+        found[tokens] = dialogues[0]
+    db.close()
+    cut, whole = found[4], found[400]
+    assert whole.cut_turns == [] and cut.cut_turns == list(range(cut.agent_turns)) and cut.agent_turns >= 2
+    set_advantages([cut], [0.5], None)
+    penalise_turns(cut, [0], 1.0)
+    first = [a for a, t in zip(cut.advantage[0], cut.rows[0].turn_ids) if t == 0]
+    later = [a for a, t in zip(cut.advantage[0], cut.rows[0].turn_ids) if t == 1]
+    assert first and set(first) == {-1.0} and set(later) == {0.5}
+    mask_turns(cut, [0])
+    assert trained_tokens(cut)[0] == 0 and trained_tokens(cut)[1] > 0
+
+
+def test_the_collapse_guard_names_a_rising_entropy():
+    assert collapse_line(3, 2.0, 1.0, 2.0) is None
+    assert collapse_line(3, 2.5, 1.0, 0.0) is None  # not watched
+    assert collapse_line(3, 2.5, 1.0, 2.0) == ("step 3: entropy 2.5 is 2.5x step 1's 1 (past --collapse-entropy 2):"
+                                               " the policy is collapsing")
 
 
 def test_the_task_draw_covers_the_split_before_repeating_and_is_seeded():
@@ -356,9 +487,41 @@ def test_a_run_stores_each_steps_dialogues_and_resumes_without_redoing_one(tiny_
     db.close()
 
 
-def test_critic_credit_moves_an_update_that_equal_rewards_would_not(tiny_model_dir, tmp_path):
+def test_gradient_accumulation_ends_with_each_steps_pass_as_the_schedule_counts(tiny_model_dir, tmp_path):
+    """4 minibatches a step under --grad-accum 3: groups of 3 and 1, so 2 optimiser steps a step (the schedule's
+    count), none of them spilling over into the next step's update."""
+    db = Database(f"sqlite:///{tmp_path / 'accumulate.db'}")
+    fit_policy(db, PolicyConfig(**SMALL | {"batch_size": 1, "grad_accum": 3, "sandbox": "bwrap"}), algo="grpo",
+               base_model=str(tiny_model_dir))
+    with db.read() as session:
+        run = session.exec(select(TrainingRun)).one()
+        step_1 = queries.run_checkpoints(session, run.id)[0]
+    db.close()
+    state = torch.load(state_file(step_1.path, 0), weights_only=False)
+    assert step_1.step == 1 and state["scheduler"]["last_epoch"] == 2
+    assert state["scheduler"]["_step_count"] == 3  # the scheduler's own count: once at its start, then each step
+
+
+def test_dynamic_sampling_refills_groups_without_spread_up_to_its_cap(tiny_model_dir, tmp_path):
+    """The tiny model fails every backend-lite task, so no group has spread: dynamic sampling draws its 3
+    replacement tasks (group 2 each, stored under the step), drops every group, and trains on none; reward and
+    success describe the first draw."""
+    db = Database(f"sqlite:///{tmp_path / 'dynamic.db'}")
+    result = fit_policy(db, PolicyConfig(**SMALL | {"steps": 1, "dynamic_sampling": 3, "sandbox": "bwrap"}),
+                        algo="grpo", base_model=str(tiny_model_dir))
+    with db.read() as session:
+        step = queries.training_steps(session, result.run_id)[0].values
+    stored = step_dialogues(db, result.run_id)
+    db.close()
+    assert step["refill_tasks"] == 3 and step["groups_dropped"] == 1.0 and step["dialogues"] == 4
+    assert len(stored[1]) == (2 + 3) * 2 and "clip_fraction" not in step  # no update ran
+
+
+def test_critic_credit_redistributes_the_outcome_and_so_moves_nothing_when_rewards_are_equal(tiny_model_dir,
+                                                                                              tmp_path):
     """The tiny model solves no backend-lite task: every group's rewards are equal, so its group advantages are all 0
-    and plain grpo leaves the policy as it was. With the critic's turn credit the same run trains."""
+    and plain grpo leaves the policy as it was. The critic's credit only moves a dialogue's advantage between its
+    turns, so it leaves the policy as it was too (a critic whose values added to the outcome would train here)."""
     from safetensors.torch import load_file
 
     from colbench.rollout import run as rollout
@@ -382,8 +545,8 @@ def test_critic_credit_moves_an_update_that_equal_rewards_would_not(tiny_model_d
             rewards = [s.values["reward"] for s in queries.training_steps(session, result.run_id)]
             refits = [s.values.get("critic_pairs") for s in queries.training_steps(session, result.run_id)]
         assert rewards == [0.0]
-    assert all(float(w.abs().max()) == 0 for k, w in weights["none"].items() if "lora_B" in k)
-    assert any(float(w.abs().max()) > 0 for k, w in weights["critic"].items() if "lora_B" in k)
+    for credit in ("none", "critic"):
+        assert all(float(w.abs().max()) == 0 for k, w in weights[credit].items() if "lora_B" in k), credit
     # The critic's continuation reads only the run's own groups: they hold no correct dialogue, so no pair, although
     # the store holds the scripted dialogues' pairs.
     assert refits == [0]
@@ -450,6 +613,81 @@ def test_a_critic_refit_leaves_the_policy_its_own_gradient_accumulation(tiny_mod
         f"error: --critic {policy} is a policy:grpo checkpoint, not a critic"]
 
 
+# Records, in the process that trains, the trainable weights after each update and each refit's pairs; with
+# INTERRUPT set, a Ctrl-C as the second update starts (its step's dialogues stored, no checkpoint yet).
+RECORD_REPLAY = """
+import json, os, sys, torch
+from colbench import online_rl
+from colbench.cli.app import main
+
+out, updates, pairs = os.environ["RECORD"], [], []
+update, refit = online_rl.OnlineRecipe.update, online_rl.OnlineRecipe.refit_critic
+
+
+def recorded_update(self, dialogues):
+    if os.environ.get("INTERRUPT") and updates:
+        raise KeyboardInterrupt
+    figures = update(self, dialogues)
+    updates.append({k: v.detach().clone() for k, v in self.trainer.model.named_parameters() if v.requires_grad})
+    torch.save(updates, out + ".pt")
+    return figures
+
+
+def recorded_refit(self, k):
+    pairs.append(refit(self, k))
+    with open(out + ".json", "w") as f:
+        json.dump(pairs, f)
+    return pairs[-1]
+
+
+online_rl.OnlineRecipe.update, online_rl.OnlineRecipe.refit_critic = recorded_update, recorded_refit
+main()
+"""
+
+
+def test_a_continued_run_replays_an_update_to_the_same_weights_and_refits_on_what_the_step_read(tiny_model_dir,
+                                                                                                 tmp_path):
+    """Stopped as step 2's update starts (no checkpoint: --save-every 5), the same command replays step 1 on its
+    stored dialogues: its update gives the weights the first attempt's gave, and its critic refit reads step 1's
+    groups only, though step 2's are in the store by then (its pairs are the first attempt's)."""
+    env = plugin_env(COLBENCH_DB=f"sqlite:///{tmp_path / 'replay.db'}")
+
+    def colbench(*args, script=None, fails=False, **variables):
+        command = [sys.executable, "-c", script, *args] if script else [sys.executable, "-m", "colbench.cli.app", *args]
+        done = subprocess.run(command, capture_output=True, text=True, env=env | variables, cwd=tmp_path, timeout=600)
+        assert (done.returncode != 0) == fails, done.stderr[-2000:]
+        return done
+
+    tiny = str(tiny_model_dir)
+    colbench("rollout", "--tasks", "brevity:train", "--model", tiny, "--max-new-tokens", "4", "-k", "4", "--limit", "2")
+    critic = json.loads(colbench("critic", "fit", "--family", "brevity", "--split", "train", "--pairs", "margin",
+                                 "--batch-size", "2", "--lora-rank", "4", "--epochs", "1", "--model", tiny,
+                                 "--device", "cpu", "--heldout-fraction", "0", "--json").stdout)["checkpoint"]
+    command = ["policy", "fit", "--algo", "grpo", "--tasks", "brevity:train", "--model", tiny, "--turn-credit",
+               "critic", "--critic", critic, "--critic-refit-every", "1", "--steps", "2", "--save-every", "5",
+               "--tasks-per-step", "1", "--group", "8", "--max-new-tokens", "4", "--batch-size", "4", "--lora-rank",
+               "4", "--lr", "1e-2", "--device", "cpu", "--autocast", "off", "--name", "replayed"]
+    first, again = str(tmp_path / "first"), str(tmp_path / "again")
+    colbench(*command, script=RECORD_REPLAY, fails=True, RECORD=first, INTERRUPT="1")
+    db = Database(env["COLBENCH_DB"])
+    stored = step_dialogues(db, db_run_id(db, "replayed"))
+    colbench(*command, script=RECORD_REPLAY, RECORD=again)
+    assert step_dialogues(db, db_run_id(db, "replayed")) == stored and sorted(stored) == [1, 2]  # none redone
+    db.close()
+    before, after = torch.load(first + ".pt"), torch.load(again + ".pt")
+    assert len(before) == 1 and len(after) == 2
+    assert any(float(w.abs().max()) > 0 for k, w in before[0].items() if "lora_B" in k)  # step 1 trained
+    for name, weight in before[0].items():
+        assert torch.allclose(weight, after[0][name], atol=1e-6, rtol=1e-5), name
+    pairs_first, pairs_again = json.loads(Path(first + ".json").read_text()), json.loads(Path(again + ".json").read_text())
+    assert pairs_first[0] > 0 and pairs_again[0] == pairs_first[0]
+
+
+def db_run_id(db, name: str) -> int:
+    with db.read() as session:
+        return session.exec(select(TrainingRun).where(TrainingRun.name == name)).one().id
+
+
 def test_two_processes_refit_the_critic_together(tiny_model_dir, tmp_path, monkeypatch):
     """--critic-refit-every under `colbench launch -n 2`: both processes train each refit together (one critic run
     recorded, not one per process), and both carry its id on: their step checkpoints name it, and the run ends on
@@ -488,14 +726,56 @@ def test_two_processes_refit_the_critic_together(tiny_model_dir, tmp_path, monke
 
 
 def test_oracle_credit_reads_each_stored_turn_in_its_place(tiny_model_dir, tmp_path):
-    """--turn-credit oracle (backend-lite's ground truth for single turns) runs on the step's own turns."""
+    """--turn-credit oracle (backend-lite's ground truth for single turns): on a scripted dialogue that asks each fact
+    twice, then answers with the reference, each ask is worth 1, each repeat 0 and the answer 1 (every test passed),
+    in that order; then it runs on a step's own turns."""
+    from colbench.rollout import run as rollout
+    from colbench.rollout_config import RolloutConfig
+
     db = Database(f"sqlite:///{tmp_path / 'oracle.db'}")
+    rollout(db, RolloutConfig(engine="scripted:repeat@1", tasks="backend-lite:train", limit=1, sandbox="bwrap"))
+    with db.read() as session:
+        trajectory = session.exec(select(Trajectory)).one()
+        agent = [t for t in queries.turns_for(session, [trajectory.id])[trajectory.id] if t.role == "assistant"]
+    values = oracle_values(db, "backend", "bwrap", [trajectory.id], {trajectory.id: agent})[0]
+    facts = (len(agent) - 1) // 2
+    assert facts >= 1 and values == [1.0, 0.0] * facts + [1.0]
     result = fit_policy(db, PolicyConfig(**SMALL | {"steps": 1, "turn_credit": "oracle", "sandbox": "bwrap"}),
                         algo="rloo", base_model=str(tiny_model_dir))
     with db.read() as session:
         step = queries.training_steps(session, result.run_id)[0].values
     db.close()
     assert step["dialogues"] == 4 and step["credit_s"] > 0
+
+
+def test_validation_inside_the_run_and_a_collapse_guard_that_stops_it(tiny_model_dir, tmp_path):
+    """--eval-every 1: step 1's weights checkpointed, rolled out on 2 validation tasks and evaluated (an Evaluation of
+    ckpt:<id>, and the step's val_reward and val_success). A collapse bound below 1 trips at once: with
+    --on-collapse stop the run ends failed at step 1 with one line."""
+    url = f"sqlite:///{tmp_path / 'validate.db'}"
+    done = subprocess.run(
+        [sys.executable, "-m", "colbench.cli.app", "policy", "fit", "--algo", "grpo", "--tasks", "backend-lite:train",
+         "--model", str(tiny_model_dir), "--steps", "2", "--tasks-per-step", "1", "--group", "2", "--max-new-tokens",
+         "6", "--eval-every", "1", "--eval-limit", "2", "--collapse-entropy", "0.5", "--on-collapse", "stop",
+         "--device", "cpu", "--lora-rank", "4", "--autocast", "off", "--sandbox", "bwrap"],
+        capture_output=True, text=True, env=dict(os.environ, COLBENCH_DB=url), cwd=tmp_path, timeout=600)
+    assert done.returncode != 0
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: step 1: entropy ") and line.endswith(
+        "(past --collapse-entropy 0.5): the policy is collapsing; the run stops (--on-collapse stop)"), done.stderr
+    db = Database(url)
+    with db.read() as session:
+        run = session.exec(select(TrainingRun)).one()
+        steps = queries.training_steps(session, run.id)
+        checkpoint = queries.run_checkpoints(session, run.id)[0]
+        evaluations = queries.evaluations(session)
+        validated = session.exec(select(Trajectory).where(Trajectory.policy == f"ckpt:{checkpoint.id}")).all()
+    db.close()
+    assert run.status == "failed" and [s.step for s in steps] == [1] and checkpoint.step == 1
+    assert len(validated) == 2 and {e.policy for e in evaluations} == {f"ckpt:{checkpoint.id}"}
+    assert evaluations[0].split == "lite-val" and evaluations[0].n_tasks == 2
+    assert steps[0].values["val_success"] == 0.0 and steps[0].values["val_reward"] == pytest.approx(
+        sum(t.reward for t in validated) / 2)
 
 
 def test_the_reward_rises_over_steps_on_a_task_the_tiny_model_can_learn(tiny_model_dir, tmp_path):

@@ -37,7 +37,9 @@ ALGORITHMS = Registry("algorithm", entry_points="colbench.algorithms", traits={
 # The settings of online RL (colbench/online_rl.py): how it rolls out, rewards, credits turns and updates.
 ONLINE = ("tasks", "steps", "tasks_per_step", "group", "reward", "clip", "kl_beta", "turn_credit", "turn_credit_weight",
           "critic_refit_every", "save_every", "engine", "simulator", "sandbox", "temperature", "max_new_tokens",
-          "sample_batch_size", "base_url", "served_model")
+          "sample_batch_size", "base_url", "served_model", "clip_high", "tis_cap", "tis_level", "loss_aggregation",
+          "dynamic_sampling", "cut_turns", "cut_penalty", "eval_every", "eval_tasks", "eval_samples", "eval_limit",
+          "collapse_entropy", "on_collapse")
 
 
 def recipe(module: str, **fixed):

@@ -453,16 +453,60 @@ class PolicyConfig(TrainingConfig):
     ), min=0.0)
     turn_credit: str = option(
         "none",
-        "grpo, rloo: per-turn credit added to each agent turn's advantage, normalised over the step's turns (mean 0,"
-        " std 1) and weighted by --turn-credit-weight. 'critic': the SWEET-RL critic's advantage A(o_t, a_t, c) of the"
-        " turn, read with the reference c the agent never sees (--critic ckpt:<id>). 'oracle' (backend-lite, a"
+        "grpo, rloo: per-turn credit that moves each dialogue's advantage between its agent turns: a turn's value,"
+        " centred on its dialogue's token-weighted mean (the dialogue's mean advantage stays its group advantage),"
+        " divided by the step's standard deviation of such values and multiplied by --turn-credit-weight times the"
+        " root mean square of the step's group advantages. 'critic': the SWEET-RL critic's advantage A(o_t, a_t, c)"
+        " of the turn, read with the reference c the agent never sees (--critic ckpt:<id>). 'oracle' (backend-lite, a"
         " control): a question that obtains a new fact 1, else 0; an answer its share of tests passed. 'none': every"
         " token of a dialogue gets its group advantage.", choices=TURN_CREDITS)
-    turn_credit_weight: float = option(1.0, "grpo, rloo: weight of the normalised per-turn credit.", min=0.0)
+    turn_credit_weight: float = option(1.0, (
+        "grpo, rloo: the turn credit's spread against the group advantages' (1: turns within a dialogue differ as much"
+        " as dialogues within a step)."), min=0.0)
     critic_refit_every: int = option(0, (
         "grpo, rloo with --turn-credit critic: continue the critic every N steps on the pairs the run's own groups make"
         " (a fully correct dialogue against a failed one of the same task) and rank with it from then on. 0: never."
     ), min=0)
+    loss_aggregation: str = option("token-mean", (
+        "grpo, rloo: how a minibatch's token losses add up. 'token-mean': every trained token weighs the same (DAPO;"
+        " verl's token-mean). 'dialogue-mean': every dialogue weighs the same, the mean of its tokens' mean (GRPO's"
+        " paper; verl's seq-mean-token-mean). 'constant': the sum over the tokens divided by the dialogues times"
+        " their token budget, --max-new-tokens x 10 agent turns (Dr. GRPO, with --no-std its whole estimator)."
+    ), choices=("token-mean", "dialogue-mean", "constant"))
+    dynamic_sampling: int = option(0, (
+        "grpo, rloo: DAPO's dynamic sampling. A group whose dialogues all got the same reward is left out of the"
+        " update (its advantages are 0: its tokens would only dilute the token mean), and up to N replacement tasks"
+        " (a seeded draw from the rest of the split) are rolled out until the step has --tasks-per-step groups with"
+        " spread. The step's groups_dropped is the share of its groups left out, refill_tasks the replacements"
+        " drawn; reward and success stay those of its first draw. 0: off, every group trained."
+    ), min=0)
+    cut_turns: str = option("keep", (
+        "grpo, rloo: agent turns cut at --max-new-tokens (no end-of-turn token; the step's turns_cut_length counts"
+        " them). 'keep': trained as any turn. 'mask': left out of the update (DAPO's overlong filtering). 'penalise':"
+        " their tokens' advantage becomes min(A, 0) − --cut-penalty."
+    ), choices=("keep", "mask", "penalise"))
+    cut_penalty: float = option(1.0, "grpo, rloo with --cut-turns penalise: the advantage taken off a cut turn.",
+                                min=0.0)
+    eval_every: int = option(0, (
+        "grpo, rloo: every N steps, the step's weights are checkpointed and rolled out on --eval-tasks"
+        " (--eval-samples dialogues a task, at temperature 1), their figures stored as the checkpoint's evaluation"
+        " (`colbench eval`) and as the step's val_reward and val_success (drawn by `colbench runs show`). 0: never."
+    ), min=0)
+    eval_tasks: str | None = option(None, (
+        f"grpo, rloo with --eval-every: the validation tasks, {selectors_help()}. Default: the family's 'val' split."))
+    eval_samples: int = option(1, "grpo, rloo with --eval-every: dialogues per validation task.", min=1)
+    eval_limit: int | None = option(None, (
+        "grpo, rloo with --eval-every: at most N validation tasks (the first N by id: the same ones every time)."),
+        min=1)
+    collapse_entropy: float = option(2.0, (
+        "grpo, rloo: the collapse guard. A step whose entropy (the sampled tokens' mean −log π_old) is above this many"
+        " times step 1's says so in one line (multi-turn GRPO collapses through a rising entropy, then groups"
+        " without spread). 0: not watched."
+    ), min=0.0)
+    on_collapse: str = option("warn", (
+        "grpo, rloo: what the collapse guard does. 'warn': the line, and the run goes on. 'stop': the line, and the"
+        " run stops failed at that step; its last checkpoint before the collapse is the one to use."
+    ), choices=("warn", "stop"))
     save_every: int = option(5, (
         "grpo, rloo: write a checkpoint (ckpt:<id>, with the optimiser's state) every N steps. A rerun of the same"
         " command continues the stopped run from its last checkpoint; later steps' stored dialogues are reused, not"

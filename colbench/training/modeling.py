@@ -433,6 +433,20 @@ def optimizer_step(accelerator, scorer, optimizer, scheduler, loss, max_grad_nor
     return figures
 
 
+@contextmanager
+def accumulating(accelerator, model, boundary: bool):
+    """One minibatch of an accumulation group whose end the caller knows, in place of ``accelerator.accumulate``
+    (which counts minibatches across calls, so a group could spill over into the next online step's update): the
+    gradients are synchronised across processes, and the optimiser and the schedule step, exactly when
+    ``boundary``."""
+    accelerator.gradient_state._set_sync_gradients(boundary)  # what accelerate.accumulate sets from its counter
+    if boundary:
+        yield
+    else:
+        with accelerator.no_sync(model):
+            yield
+
+
 def max_over_processes(accelerator, value: float) -> float:
     """The largest of the processes' ``value`` (every process calls it)."""
     if accelerator.num_processes == 1:
