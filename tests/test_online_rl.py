@@ -679,7 +679,7 @@ def test_a_continued_run_replays_an_update_to_the_same_weights_and_refits_on_wha
     assert any(float(w.abs().max()) > 0 for k, w in before[0].items() if "lora_B" in k)  # step 1 trained
     for name, weight in before[0].items():
         assert torch.allclose(weight, after[0][name], atol=1e-6, rtol=1e-5), name
-    pairs_first, pairs_again = json.loads(Path(first + ".json").read_text()), json.loads(Path(again + ".json").read_text())
+    pairs_first, pairs_again = (json.loads(Path(f + ".json").read_text()) for f in (first, again))
     assert pairs_first[0] > 0 and pairs_again[0] == pairs_first[0]
 
 
