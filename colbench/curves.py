@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 # Figures a curve is drawn for, in this order when present.
-CURVES = ("reward", "success", "val_reward", "val_success", "loss", "pair_accuracy", "margin", "reward_margin", "reward_accuracy", "nll", "lr",
-          "grad_norm")
+CURVES = ("reward", "success", "val_reward", "val_success", "loss", "pair_accuracy", "margin", "reward_margin",
+          "reward_accuracy", "nll", "lr", "grad_norm")
 
 
 def curve_names(steps: list[dict]) -> list[str]:
