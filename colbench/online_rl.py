@@ -131,7 +131,7 @@ def dialogue_credit(values: list[list[float | None]], tokens: list[list[int]], a
     return [[0.0 if c is None else weight * scale * c / std for c in turns] for turns in centred]
 
 
-def trained_tokens(dialogue: "Dialogue") -> list[int]:
+def turn_token_counts(dialogue: "Dialogue") -> list[int]:
     """Per agent turn of ``dialogue``, how many of its tokens are trained (0 for a turn cut away or masked)."""
     counts = [0] * dialogue.agent_turns
     for row in dialogue.rows:
@@ -363,9 +363,6 @@ class Minibatch:
     group: int
 
 
-LOSS_AGGREGATIONS = ("token-mean", "dialogue-mean", "constant")
-
-
 def aggregation_factors(how: str, dialogues: list[Dialogue], budget: int) -> dict[int, float]:
     """Per dialogue (by id()), the factor on its tokens' losses that turns the minibatch's token mean into ``how``:
     'token-mean' (every trained token weighs the same: 1), 'dialogue-mean' (every dialogue weighs the same, the
@@ -378,6 +375,14 @@ def aggregation_factors(how: str, dialogues: list[Dialogue], budget: int) -> dic
     if how == "dialogue-mean":
         return {id(d): tokens / (len(dialogues) * d.trained_tokens) if d.trained_tokens else 0.0 for d in dialogues}
     return {id(d): tokens / (len(dialogues) * budget) for d in dialogues}
+
+
+def rewards_by_task(trajectories, reward_of) -> dict[int, list[float]]:
+    """Each task's group of rewards (``reward_of`` each dialogue), in the order the dialogues come."""
+    groups: dict[int, list[float]] = {}
+    for t in trajectories:
+        groups.setdefault(t.task_id, []).append(reward_of(t))
+    return groups
 
 
 def has_spread(rewards: list[float]) -> bool:
@@ -526,9 +531,8 @@ class OnlineRecipe:
         first = step_tasks(sorted(self.tasks), k, cfg.tasks_per_step, cfg.seed)
         drawn = [t for t in trajectories if t.task_id in first]
         if cfg.dynamic_sampling:
-            order = first + self.refill_order(k)
-            spread = [task for task in order if has_spread([self.reward_of(t) for t in trajectories
-                                                            if t.task_id == task])]
+            groups = rewards_by_task(trajectories, self.reward_of)
+            spread = [task for task in first + self.refill_order(k, first) if has_spread(groups.get(task, []))]
             kept = set(spread[: cfg.tasks_per_step])
             tasks = {t.task_id for t in trajectories}
             figures["groups_dropped"] = 1 - len(kept) / max(len(tasks), 1)
@@ -546,7 +550,7 @@ class OnlineRecipe:
         per_dialogue = group_advantages(rewards, groups, self.estimator, scale=not cfg.no_std).tolist()
         credit_started = time.perf_counter()
         values = self.from_main(lambda: self.turn_values(trajectories, agent_rows))
-        credit = None if values is None else dialogue_credit(values, [trained_tokens(d) for d in dialogues],
+        credit = None if values is None else dialogue_credit(values, [turn_token_counts(d) for d in dialogues],
                                                              per_dialogue, cfg.turn_credit_weight)
         figures["credit_s"] = time.perf_counter() - credit_started
         set_advantages(dialogues, per_dialogue, credit)
@@ -562,11 +566,10 @@ class OnlineRecipe:
         figures["step_s"] = time.perf_counter() - started
         return figures
 
-    def refill_order(self, k: int) -> list[int]:
-        """The replacement tasks dynamic sampling may draw at step k, in order: the split's other tasks, shuffled by
-        the seed and the step."""
-        first = set(step_tasks(sorted(self.tasks), k, self.config.tasks_per_step, self.config.seed))
-        others = sorted(set(self.tasks) - first)
+    def refill_order(self, k: int, first: list[int]) -> list[int]:
+        """The replacement tasks dynamic sampling may draw at step k, in order: the split's tasks other than the
+        step's first draw ``first``, shuffled by the seed and the step."""
+        others = sorted(set(self.tasks) - set(first))
         random.Random(f"online:{self.config.seed}:refill:{k}").shuffle(others)
         return others
 
@@ -676,19 +679,18 @@ class OnlineRecipe:
         chosen = step_tasks(sorted(self.tasks), k, cfg.tasks_per_step, cfg.seed)
         model = self.trainer.model
         graded_before, started = self.env.seconds, time.perf_counter()
-        refills = iter(self.refill_order(k))
+        refills = iter(self.refill_order(k, chosen))
         drawn = 0
         model.eval()
         try:
             while chosen:
                 Rollout(self.db, engine, self.simulator, self.env, rollout_config).run([self.tasks[i] for i in chosen])
+                if not cfg.dynamic_sampling:
+                    break
                 # Dynamic sampling: replacements for the groups without spread, while the cap allows (a continued
                 # step finds them stored and draws the same ones).
-                rewards: dict[int, list[float]] = {}
-                for t in self.step_dialogues(k):
-                    rewards.setdefault(t.task_id, []).append(self.reward_of(t))
-                missing = cfg.tasks_per_step - sum(has_spread(r) for r in rewards.values())
-                room = min(missing, cfg.dynamic_sampling - drawn) if cfg.dynamic_sampling else 0
+                groups = rewards_by_task(self.step_dialogues(k), self.reward_of).values()
+                room = min(cfg.tasks_per_step - sum(map(has_spread, groups)), cfg.dynamic_sampling - drawn)
                 chosen = [task for _, task in zip(range(max(room, 0)), refills)]
                 drawn += len(chosen)
         finally:
@@ -873,9 +875,7 @@ class OnlineRecipe:
 
     def group_figures(self, trajectories) -> dict:
         """The reward figures of ``trajectories`` (a step's first draw)."""
-        rewards: dict[int, list[float]] = {}
-        for t in trajectories:
-            rewards.setdefault(t.task_id, []).append(self.reward_of(t))
+        rewards = rewards_by_task(trajectories, self.reward_of)
         return {
             "reward": sum(map(sum, rewards.values())) / max(len(trajectories), 1),
             "success": sum(bool(t.success) for t in trajectories) / max(len(trajectories), 1),

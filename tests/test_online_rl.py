@@ -26,7 +26,7 @@ from colbench.online_rl import (
     oracle_values,
     penalise_turns,
     read_dialogues,
-    trained_tokens,
+    turn_token_counts,
     policy_backward,
     run_policies,
     set_advantages,
@@ -253,7 +253,7 @@ def test_turn_credit_only_moves_a_dialogues_advantage_between_its_turns():
     masked = dialogue_credit([[1.0, 0.0]], [[2, 0]], [1.0], 1.0)
     assert masked == [[0.0, 0.0]]
     row = S.Seq(input_ids=[1] * 6, turn_ids=[-1, 0, 0, -1, 1, -1])
-    assert trained_tokens(Dialogue(1, 1, 0.0, [row], [[0.0] * 6], [[0.0] * 6], 3, 3)) == [2, 1, 0]
+    assert turn_token_counts(Dialogue(1, 1, 0.0, [row], [[0.0] * 6], [[0.0] * 6], 3, 3)) == [2, 1, 0]
 
 
 def test_a_turn_the_critic_credits_more_gains_log_prob_against_its_dialogues_other_turns(tiny_model_dir, tokenizer):
@@ -283,7 +283,7 @@ def test_a_turn_the_critic_credits_more_gains_log_prob_against_its_dialogues_oth
         dialogues = [Dialogue(1, 1, 1.0, [row], [before.tolist()], [[0.0] * len(ids)], 2, len(ask) + len(answer)),
                      Dialogue(2, 1, 0.0, [other], [before.tolist()], [[0.0] * len(ids)], 2, len(ask) + len(answer))]
         per_dialogue = group_advantages(torch.tensor([1.0, 0.0]), torch.tensor([0, 0])).tolist()
-        credit = dialogue_credit([values, [0.0, 0.0]], [trained_tokens(d) for d in dialogues], per_dialogue, 1.0)
+        credit = dialogue_credit([values, [0.0, 0.0]], [turn_token_counts(d) for d in dialogues], per_dialogue, 1.0)
         set_advantages(dialogues[:1], per_dialogue[:1], credit[:1])  # the rewarded dialogue alone
         optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.2)
         for _ in range(3):
@@ -352,7 +352,7 @@ def test_turns_cut_at_the_token_limit_are_found_masked_or_penalised(tiny_model_d
     later = [a for a, t in zip(cut.advantage[0], cut.rows[0].turn_ids) if t == 1]
     assert first and set(first) == {-1.0} and set(later) == {0.5}
     mask_turns(cut, [0])
-    assert trained_tokens(cut)[0] == 0 and trained_tokens(cut)[1] > 0
+    assert turn_token_counts(cut)[0] == 0 and turn_token_counts(cut)[1] > 0
 
 
 def test_the_collapse_guard_names_a_rising_entropy():

@@ -308,6 +308,7 @@ SELECTIONS = ("trajectories", "turns")
 TURN_KINDS = ("all", "questions")
 REWARDS = ("share", "success")
 TURN_CREDITS = ("none", "critic", "oracle")
+LOSS_AGGREGATIONS = ("token-mean", "dialogue-mean", "constant")
 ONLINE_ENGINES = ("hf", "ct2", "openai")
 
 
@@ -472,7 +473,7 @@ class PolicyConfig(TrainingConfig):
         " verl's token-mean). 'dialogue-mean': every dialogue weighs the same, the mean of its tokens' mean (GRPO's"
         " paper; verl's seq-mean-token-mean). 'constant': the sum over the tokens divided by the dialogues times"
         " their token budget, --max-new-tokens x 10 agent turns (Dr. GRPO, with --no-std its whole estimator)."
-    ), choices=("token-mean", "dialogue-mean", "constant"))
+    ), choices=LOSS_AGGREGATIONS)
     dynamic_sampling: int = option(0, (
         "grpo, rloo: DAPO's dynamic sampling. A group whose dialogues all got the same reward is left out of the"
         " update (its advantages are 0: its tokens would only dilute the token mean), and up to N replacement tasks"
