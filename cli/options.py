@@ -23,7 +23,7 @@ from typing import Any
 
 import typer
 
-from colbench.options import default_of
+from colbench.options import default_of, flag_of
 
 
 def flags_from(config_cls, *, into: str | None = None, prefix: str = "", exclude: set[str] = frozenset(),
@@ -164,7 +164,7 @@ def _typed(value, annotation, where: str):
 
 def _parameter(f, annotation, name: str, prefix: str, defaults) -> inspect.Parameter:
     meta = f.metadata
-    flag = "--" + (prefix + f.name).replace("_", "-")
+    flag = flag_of(f.name, prefix)
     declared = [flag] + [d for d in meta.get("flags") or () if d != flag and not prefix]
     if annotation is bool:
         declared = [f"{flag}/--no-{flag[2:]}"]

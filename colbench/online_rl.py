@@ -888,6 +888,11 @@ class OnlineRecipe:
     def save_step(self, k: int, figures: dict) -> int | None:
         """Step k's checkpoint, with every process's optimiser state beside it. Returns its id (None off the main
         process)."""
+        return self.run.checkpoint(self.saver(k), step=k, metrics=figures)[0]
+
+    def saver(self, k: int):
+        """What writes step k's checkpoint into a folder: the model, then every process's optimiser state (the run's
+        final checkpoint too, so that a rerun with more --steps continues it)."""
         trainer = self.trainer
 
         def save(folder: Path, card) -> tuple[bool, str | None]:
@@ -900,7 +905,7 @@ class OnlineRecipe:
             acc.wait_for_everyone()  # every process's state is written before the checkpoint is recorded
             return adapter, digest
 
-        return self.run.checkpoint(save, step=k, metrics=figures)[0]
+        return save
 
 
 class Collapsed(ColbenchError):
@@ -915,12 +920,20 @@ def collapse_line(k: int, entropy: float | None, first: float | None, bound: flo
             f" {bound:g}): the policy is collapsing")
 
 
-def resume_point(db, run_id: int | None, rank: int):
-    """(the step to start at, the step checkpoint to continue, this process's optimiser state) of a run continued."""
+def resume_point(db, run_id: int | None, rank: int, steps: int):
+    """(the step to start at, the step checkpoint to continue, this process's optimiser state) of a run continued
+    (a failed one, or a finished one extended to ``steps``)."""
     if run_id is None:
         return 1, None, None
     with db.read() as session:
+        [(run, _)] = queries.training_runs(session, run_id=run_id)
         saved = [c for c in queries.run_checkpoints(session, run_id) if state_file(c.path, 0).exists()]
+    if run.status == "done" and (not saved or saved[-1].step != run.config.get("steps")):
+        raise DataError(f"train:{run_id} finished without the optimiser state that extending it needs (a run made"
+                        " before runs could be extended): start a new run (another --name)")
+    if saved and saved[-1].step >= steps:
+        raise DataError(f"train:{run_id} has {saved[-1].step} steps already: give --steps above {saved[-1].step} to"
+                        " extend it")
     if not saved:
         return 1, None, None
     last = saved[-1]
@@ -939,7 +952,7 @@ def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base
     from accelerate import PartialState
 
     from colbench.model_refs import get_checkpoint
-    from colbench.training.checkpoints import check_artifact_root, check_name_free, stopped_run
+    from colbench.training.checkpoints import check_artifact_root, check_name_free, extendable_run, stopped_run
 
     algo = estimator
     config = (config or PolicyConfig()).for_algo(algo)
@@ -966,18 +979,24 @@ def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base
     processes = PartialState(cpu=config.on_cpu)
 
     def stopped() -> int | None:
-        earlier = stopped_run(db, f"policy:{algo}", settings, config.name)
+        # The same command continues its stopped run; with other --steps, it extends its run (finished or not).
+        earlier = (stopped_run(db, f"policy:{algo}", settings, config.name)
+                   or extendable_run(db, f"policy:{algo}", settings, config.name))
         if earlier is None:
             check_name_free(db, config.name)
         return earlier.id if earlier else None
 
     earlier = on_main(processes, stopped)
-    start, checkpoint, state = resume_point(db, earlier, processes.process_index)
+    start, checkpoint, state = resume_point(db, earlier, processes.process_index, config.steps)
     with training_run(db, kind=f"policy:{algo}", base_model=base_model,
                       parent_checkpoint_id=parent[0].id if parent else None, settings=settings, name=config.name,
                       tags=config.tags, report_to=config.report_to, out=config.out, on_cpu=config.on_cpu,
                       resume=earlier) as run:
-        # A continued run loads its last step checkpoint as a policy run continues its parent's.
+        # A continued run loads its last step checkpoint as a policy run continues its parent's (read again: an
+        # extended run's final checkpoint has just moved beside the final folder).
+        if checkpoint is not None:
+            with db.read() as session:
+                checkpoint = queries.checkpoint_and_run(session, checkpoint[0].id)
         trainer = PolicyTrainer(db, config, algo, source, checkpoint or parent, on_progress)
         recipe = OnlineRecipe(db, config, estimator, trainer, run, critic_id, start_parent=parent)
         recipe.setup(start, state)
@@ -1026,6 +1045,7 @@ def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base
             "critic_checkpoint_id": recipe.critic_id,
         }
         # Its watermark: the newest of its own dialogues (what it read; a study sees it is newer than its data).
-        checkpoint_id, folder = run.finish(trainer.save, metrics=metrics, watermark=watermark, lineage=lineage)
+        checkpoint_id, folder = run.finish(recipe.saver(config.steps), metrics=metrics, watermark=watermark,
+                                           lineage=lineage)
         return PolicyResult(run.id, checkpoint_id, str(folder), metrics)
 

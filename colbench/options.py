@@ -35,6 +35,11 @@ def option(
     return field(default=default, metadata=metadata)
 
 
+def flag_of(name: str, prefix: str = "") -> str:
+    """The command-line flag of a config field (cli/options.py builds the CLI with it)."""
+    return "--" + (prefix + name).replace("_", "-")
+
+
 def help_of(cls) -> dict[str, str]:
     return {f.name: f.metadata.get("help", "") for f in fields(cls)}
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 from sqlmodel import col, select
 
 from colbench.online_rl import (
@@ -36,8 +37,9 @@ from colbench.online_rl import (
 )
 from colbench.store import queries
 from colbench.store.db import Database
-from colbench.store.models import RolloutRun, TrainingRun, Trajectory, Turn
+from colbench.store.models import Lineage, RolloutRun, TrainingRun, Trajectory, Turn
 from colbench.training import sequences as S
+from colbench.model_refs import get_checkpoint
 from colbench.training.config import PolicyConfig
 from colbench.training.losses import clipped_policy_loss, group_advantages
 from colbench.training.policy import fit_policy
@@ -485,6 +487,69 @@ def test_a_run_stores_each_steps_dialogues_and_resumes_without_redoing_one(tiny_
                 "rollout_s", "grading_s", "train_s", "sync_s"):
         assert key in steps[-1].values, key
     db.close()
+
+
+def test_a_finished_run_given_more_steps_continues_where_it_ended(tiny_model_dir, tmp_path):
+    """`--steps 1 --name g`, then the same with `--steps 2`: the same run goes on from step 1's end (its dialogues
+    reused, its final checkpoint kept as step 1's), and under a constant rate its weights are those of a straight
+    2-step run. Any other changed setting, or no more steps, is refused in one line."""
+    extended_db, straight_db = (f"sqlite:///{tmp_path / name}" for name in ("extended.db", "straight.db"))
+
+    def colbench(*args, db=extended_db, fails=False):
+        done = subprocess.run([sys.executable, "-m", "colbench.cli.app", *args], capture_output=True, text=True,
+                              env=plugin_env(COLBENCH_DB=db), cwd=tmp_path, timeout=600)
+        assert (done.returncode != 0) == fails, done.stderr[-2000:]
+        return done.stderr
+
+    command = ["policy", "fit", "--algo", "grpo", "--tasks", "brevity:train", "--model", str(tiny_model_dir),
+               "--tasks-per-step", "1", "--group", "8", "--max-new-tokens", "4", "--batch-size", "4", "--lora-rank",
+               "4", "--lr", "1e-2", "--lr-schedule", "constant", "--warmup-ratio", "0", "--device", "cpu",
+               "--autocast", "off", "--name", "g"]
+    colbench(*command, "--steps", "1")
+    db = Database(extended_db)
+    run_id = db_run_id(db, "g")
+    step_1 = step_dialogues(db, run_id)
+    with db.read() as session:
+        [short] = queries.run_checkpoints(session, run_id)
+    colbench(*command, "--steps", "2")
+    dialogues = step_dialogues(db, run_id)
+    assert sorted(dialogues) == [1, 2] and dialogues[1] == step_1[1]  # step 1 was not rolled out again
+    with db.read() as session:
+        run = session.get(TrainingRun, run_id)
+        checkpoints = queries.run_checkpoints(session, run_id)
+        lineage = session.exec(select(Lineage.trajectory_id).where(Lineage.run_id == run_id)).all()
+    assert db_run_id(db, "g") == run_id and run.status == "done" and run.config["steps"] == 2
+    assert [c.step for c in checkpoints] == [1, 2] and checkpoints[0].id == short.id
+    assert checkpoints[0].path == short.path + "-step-1"  # moved beside the final folder, and still loadable
+    get_checkpoint(db, f"ckpt:{short.id}")
+    assert sorted(lineage) == dialogues[1] + dialogues[2]  # recorded once, whole
+
+    said = colbench(*command[:-4], "--lr", "2e-2", *command[-4:], "--steps", "3", fails=True).strip()
+    assert said == (f"error: train:{run_id} ('g') was made with other settings (--lr 0.01 there, 0.02 here): only"
+                    " --steps can change to extend a run"), said
+    said = colbench(*command, "--steps", "2", fails=True).strip()
+    assert said == f"error: train:{run_id} has 2 steps already: give --steps above 2 to extend it", said
+    with db.read() as session:
+        assert session.get(TrainingRun, run_id).status == "done"  # a refusal leaves the run as it was
+
+    colbench(*command, "--steps", "2", db=straight_db)
+    straight = Database(straight_db)
+    with straight.read() as session:
+        [*_, straight_final] = queries.run_checkpoints(session, db_run_id(straight, "g"))
+    extended_weights, straight_weights = (load_file(Path(folder) / "adapter_model.safetensors")
+                                          for folder in (checkpoints[-1].path, straight_final.path))
+    assert any(float(w.abs().max()) > 0 for k, w in straight_weights.items() if "lora_B" in k)
+    for name, weight in straight_weights.items():
+        assert torch.allclose(weight, extended_weights[name], atol=1e-6, rtol=1e-5), name
+
+    # Unnamed, a longer run extends the newest unnamed one (never a named one).
+    colbench(*command[:-2], "--steps", "1", db=straight_db)
+    colbench(*command[:-2], "--steps", "2", db=straight_db)
+    with straight.read() as session:
+        runs = session.exec(select(TrainingRun).order_by(TrainingRun.id)).all()
+    assert [(r.name, r.config["steps"], r.status) for r in runs] == [("g", 2, "done"), (None, 2, "done")]
+    db.close()
+    straight.close()
 
 
 def test_gradient_accumulation_ends_with_each_steps_pass_as_the_schedule_counts(tiny_model_dir, tmp_path):

@@ -159,10 +159,26 @@ def start_run(db, *, kind: str, base_model: str, parent_checkpoint_id: int | Non
                                  config=config, worker=worker_id(), name=name, tags=tags)
 
 
-def reopen_run(db, run_id: int) -> int:
-    """A failed run runs again under this process (an online run resumed). Returns its id."""
+def reopen_run(db, run_id: int, settings: dict | None = None, final: Path | None = None) -> int:
+    """A failed or finished run runs again under this process (an online run resumed or extended), with
+    ``settings``. A finished run's checkpoint in ``final`` (its run's final folder) moves beside it as the step
+    checkpoint it is, leaving ``final`` for the end of the extended run. Returns the run's id."""
     with db.write() as session:
-        queries.reopen_run(session, run_id, worker_id())
+        row = next((c for c in queries.run_checkpoints(session, run_id) if final and c.path == str(final)), None)
+        if row is not None:
+            moved = final.with_name(f"{final.name}-step-{row.step}")
+            if moved.exists():  # the run also saved its last step (a validation there)
+                moved = moved.with_name(moved.name + "-end")
+            final.rename(moved)  # a store that fails to commit moves it back below
+            row.path = str(moved)
+            session.add(row)
+        try:
+            queries.reopen_run(session, run_id, worker_id(), settings)
+            session.flush()
+        except BaseException:
+            if row is not None:
+                moved.rename(final)
+            raise
     return run_id
 
 
@@ -192,6 +208,34 @@ def stopped_run(db, kind: str, settings: dict, name: str | None):
     fail_stale_runs(db)
     with db.read() as session:
         return queries.unfinished_run(session, kind, settings, name=name)
+
+
+def extendable_run(db, kind: str, settings: dict, name: str | None):
+    """The run that a rerun with other --steps (and nothing else changed) extends: the run called ``name`` (one
+    that differs in another setting is refused in one line naming the flags), or the newest unnamed one with fewer
+    steps."""
+    from colbench.options import flag_of
+
+    with db.read() as session:
+        candidates = queries.extendable_runs(session, kind, name=name)
+    for run in candidates:
+        old = run.config or {}
+        changed = [k for k in sorted(old.keys() | settings.keys()) if k != "steps" and old.get(k) != settings.get(k)]
+        if not changed and (name is not None or settings.get("steps", 0) > old.get("steps", 0)):
+            return run  # unnamed: only a longer run extends one (the same command again makes a new run)
+        if changed and name is not None:
+            # A derived setting (learning_rate) differs beside the flag it follows (--lr, --full): name the flag.
+            keys = [k for k in changed if k not in DERIVED_SETTINGS] or changed
+            said = "; ".join(f"{SETTING_FLAGS.get(k) or flag_of(k)} {old.get(k)!r} there, {settings.get(k)!r} here"
+                             for k in keys)
+            raise ValueError(f"train:{run.id} ({name!r}) was made with other settings ({said}): only --steps can"
+                             " change to extend a run")
+    return None
+
+
+# Settings a run records that follow from its flags, and the flags of recorded settings not named after them.
+DERIVED_SETTINGS = {"learning_rate", "adam_betas", "algo"}
+SETTING_FLAGS = {"learning_rate": "--lr", "critic_checkpoint_id": "--critic", "algo": "--algo"}
 
 
 @contextmanager

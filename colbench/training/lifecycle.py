@@ -110,13 +110,14 @@ def training_run(db, *, kind: str, base_model: str, parent_checkpoint_id: int | 
                  tags: Sequence[str] = (), report_to: str = "none", out: str | None = None,
                  on_cpu: bool = False, resume: int | None = None) -> Iterator[LiveRun]:
     """Start a training run (see the module's docstring) and fail it if its block raises. ``resume``: the id of a
-    failed run to run again instead (an online run continues at its last finished step)."""
+    failed or finished run to run again instead, with ``settings`` (an online run continues at its last saved step,
+    or past its end when extended)."""
     from accelerate import PartialState
 
     state = PartialState(cpu=on_cpu)
     run_id = None
     if state.is_main_process and resume is not None:
-        run_id = reopen_run(db, resume)
+        run_id = reopen_run(db, resume, settings, checkpoint_folder(db, kind.split(":")[0], resume, out))
     elif state.is_main_process:
         run_id = start_run(db, kind=kind, base_model=base_model, parent_checkpoint_id=parent_checkpoint_id,
                            config=settings,

@@ -83,6 +83,7 @@ from colbench.store.queries.runs import (
     add_checkpoint,
     run_checkpoints,
     unfinished_run,
+    extendable_runs,
     reopen_run,
 )
 from colbench.store.queries.lineage import (

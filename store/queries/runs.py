@@ -66,6 +66,8 @@ def finish_run(
     run = session.get(TrainingRun, run_id)
     run.status, run.metrics, run.finished_at, run.data_watermark = "done", metrics, utcnow(), watermark
     session.add(run)
+    # A run extended (more steps) records its lineage again, whole: the rows of its first finish go.
+    session.connection().execute(Lineage.__table__.delete().where(Lineage.__table__.c.run_id == run_id))
     record_lineage(session, run_id, lineage)
     session.flush()
     return checkpoint.id
@@ -262,8 +264,18 @@ def unfinished_run(session: Session, kind: str, config: dict, *, name: str | Non
     return None
 
 
-def reopen_run(session: Session, run_id: int, worker: str | None) -> None:
-    """A failed run runs again, under this process."""
+def extendable_runs(session: Session, kind: str, *, name: str | None) -> list[TrainingRun]:
+    """Finished or failed runs of ``kind``, newest first, that a rerun with more steps may extend: the run called
+    ``name``, or (no name) the unnamed ones."""
+    query = select(TrainingRun).where(TrainingRun.kind == kind, col(TrainingRun.status).in_(("done", "failed")))
+    query = query.where(TrainingRun.name == name if name is not None else col(TrainingRun.name).is_(None))
+    return list(session.exec(query.order_by(col(TrainingRun.id).desc())))
+
+
+def reopen_run(session: Session, run_id: int, worker: str | None, config: dict | None = None) -> None:
+    """A failed or finished run runs again, under this process (with ``config``: a run extended)."""
     run = session.get(TrainingRun, run_id)
     run.status, run.error, run.finished_at, run.worker, run.heartbeat_at = "running", None, None, worker, utcnow()
+    if config is not None:
+        run.config = config
     session.add(run)
