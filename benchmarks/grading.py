@@ -12,7 +12,12 @@ Three ways to grade the same answers:
 Two mixes of answers: "benign" (75% right, 25% wrong) and "hang" (the same with 10%
 of answers looping forever, in Python so that the in-process grader survives them).
 
-    .venv/bin/python benchmarks/grading.py            # both mixes
+The loaded run (`--mix loaded`) grades the benign mix, with 20 tasks whose tests each
+compute for about 0.4 s of CPU, once on idle cores and once beside `--load` busy
+processes per core: grades per second in both, and the share of tests whose grade
+differs from the idle run (goal 0: a grade must not depend on what else runs).
+
+    .venv/bin/python benchmarks/grading.py            # all three
     .venv/bin/python benchmarks/grading.py --tasks 50 --mix benign
 """
 from __future__ import annotations
@@ -277,11 +282,63 @@ def run_mix(name: str, tasks: list[TaskSpec], answers: list[str], workers: int, 
     return figures
 
 
+WORK = "def work(n):\n    total = 0\n    for i in range(n):\n        total += i * i % 7\n    return total\n"
+
+
+def computing_tasks(count: int, cpu_s: float) -> list[TaskSpec]:
+    """Tasks whose 3 tests each compute for about ``cpu_s`` of CPU (measured here, in the sandbox's Python)."""
+    probe = WORK + "import time\nstarted = time.process_time()\nwork(10 ** 6)\nprint(time.process_time() - started)"
+    per_million = float(subprocess.run(["/usr/bin/python3", "-c", probe], capture_output=True, text=True,
+                                       check=True).stdout)
+    n = int(10 ** 6 * cpu_s / per_million)
+    return [TaskSpec("backend", f"computing task {k}", WORK, {f"test{i}": f"work({n + 100 * k + i})" for i in range(3)})
+            for k in range(count)]
+
+
+def busy_processes(count: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
+def run_loaded(tasks: list[TaskSpec], answers: list[str], workers: int, sandboxes: list[str], per_core: int) -> dict:
+    computing = computing_tasks(20, 0.4)
+    pairs = list(zip(tasks, answers)) + [(t, t.ground_truth) for t in computing]
+    cores = len(os.sched_getaffinity(0))
+    tests = sum(len(t.test_cases) for t, _ in pairs)
+    print(f"\nloaded: {len(tasks)} benign tasks and {len(computing)} computing ones ({tests} tests), {workers} workers;"
+          f" idle, then beside {per_core * cores} busy processes ({per_core} a core)")
+    figures = {}
+    for sandbox in sandboxes:
+        grades = {}
+        for label in ("idle", "loaded"):
+            with Grader(sandbox=sandbox, workers=workers, test_timeout_s=TIMEOUT_S) as grader:  # references cold
+                grader.grade([(t, t.ground_truth) for t in make_tasks(2 * workers, seed=99)])
+                busy = busy_processes(per_core * cores if label == "loaded" else 0)
+                try:
+                    time.sleep(0.3 if busy else 0)
+                    started = time.perf_counter()
+                    reports = grader.grade(pairs)
+                    seconds = time.perf_counter() - started
+                finally:
+                    for process in busy:
+                        process.kill()
+                        process.wait()
+            grades[label] = [(t.passed, t.error) for r in reports for t in r.tests]
+            figures[f"{sandbox} {label} tasks/s"] = len(pairs) / seconds
+            print(f"  {sandbox:<7} {label:<7} {len(pairs) / seconds:8.1f} tasks/s   ({seconds:6.2f} s)", flush=True)
+        differ = sum(a != b for a, b in zip(grades["idle"], grades["loaded"]))
+        figures[f"{sandbox} differing"] = differ / tests
+        print(f"  {sandbox:<7} tests graded differently loaded than idle: {differ} of {tests}"
+              f" ({differ / tests:.1%}); loaded / idle speed"
+              f" {figures[f'{sandbox} loaded tasks/s'] / figures[f'{sandbox} idle tasks/s']:.2f}x")
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--mix", choices=["benign", "hang", "both"], default="both")
+    parser.add_argument("--mix", choices=["benign", "hang", "loaded", "all"], default="all")
+    parser.add_argument("--load", type=int, default=2, help="busy processes per core in the loaded run")
     parser.add_argument(
         "--sandbox",
         action="append",
@@ -293,8 +350,10 @@ def main() -> None:
     sandboxes = args.sandbox or ["bwrap"] + (["docker"] if DockerBackend.check() is None else [])
     print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; sandboxes: {', '.join(sandboxes)}")
     tasks = make_tasks(args.tasks)
+    if args.mix in ("loaded", "all"):
+        run_loaded(tasks, make_answers(tasks, hang_share=0.0), args.workers, sandboxes, args.load)
     for mix, hang_share in (("benign", 0.0), ("hang", 0.10)):
-        if args.mix in (mix, "both"):
+        if args.mix in (mix, "all"):
             label = "benign answers" if mix == "benign" else "10% of answers hang"
             run_mix(label, tasks, make_answers(tasks, hang_share=hang_share), args.workers, sandboxes,
                     not args.no_baselines, hangs=hang_share > 0)

@@ -22,9 +22,11 @@ nothing the child says beyond what the protocol allows at that moment:
   exist yet), and a reply counts once.
 - Any other line, a control byte, or a second reply is tampering: the whole task fails
   and the host replaces the sandbox.
-The server keeps the wall deadline of each test (a signal inside the child could not
-interrupt a C-level loop such as sum(range(10**12))), kills the child when it passes,
-and forks a fresh child for the remaining tests. After each child it kills every other
+The server keeps the deadline of each test (a signal inside the child could not
+interrupt a C-level loop such as sum(range(10**12))) in the time an idle machine would
+have taken (_Clock: wall time less the child's waits for a CPU, so that busy neighbours
+change no grade), kills the child when it passes, and forks a fresh child for the
+remaining tests. After each child it kills every other
 process it can see; after each job it wipes the work dir (and, where no filter forbids
 System V IPC, asks for a new sandbox if an IPC object exists), so nothing carries over
 to the next task.
@@ -45,7 +47,7 @@ From the host, on stdin: first "K <hex key>", then jobs:
     crash starts with empty globals).
 To the host, on stdout, in batches at most FLUSH_AFTER_S old, every line tagged with the
 job id, tests in order 1..n, each exactly once:
-    <job_id> R <k> <microseconds> <=|~> <canonical text>   test k returned a value
+    <job_id> R <k> <microseconds> <=|~> <canonical text>   test k returned a value (its _Clock time)
     <job_id> E <k> <microseconds> <error>                  test k failed
     <job_id> C <error>                                     the code did not compile (no R/E)
     <job_id> D <ok|dirty|tampered> <mac>                   end; dirty asks for a new sandbox
@@ -72,6 +74,8 @@ FILE_SIZE_CAP = 16 << 20
 OPEN_FILES_CAP = 64
 PROCESS_CAP = 16  # per uid: counts this sandbox's server (and bwrap's monitor) too
 START_SLACK_S = 0.5  # fork and set-up of a child, before its first test begins
+WALL_BACKSTOP = 10  # a test ends after this many times its limit of wall time, whatever its idle-machine time
+TIMEOUT_BACKSTOP = "timeout (wall backstop)"  # a test ended by the backstop alone: the machine kept it off the CPU
 FLUSH_AFTER_S = 0.25  # longest a finished line waits before going to the host
 WIPE_BUDGET_S = 2.0  # a work dir that takes longer to empty asks for a new sandbox
 IGNORED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
@@ -301,16 +305,14 @@ def _run_child(job, start, workdir, state):
 
     test_count = len(job["calls"])
     current = None  # the test handed to the child; None while it compiles
-    began = time.monotonic()
-    deadline = began + job["timeout"] + START_SLACK_S  # fork, set-up and compile
+    clock = _Clock(pid, job["timeout"] + START_SLACK_S)  # fork, set-up and compile
     pending = b""
     outcome = None  # "done", or why this child ended early
     watching = [results, exit_watch]
 
     while outcome is None:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            outcome = "timeout"
+        remaining, outcome = clock.remaining()
+        if outcome is not None:
             break
         ready, _, _ = select.select(watching, [], [], remaining)
         if results in ready:
@@ -328,7 +330,7 @@ def _run_child(job, start, workdir, state):
         while b"\n" in pending and outcome is None:
             raw, pending = pending.split(b"\n", 1)
             kind, rest = _parse(raw, nonce)
-            now = time.monotonic()
+            spent = clock.spent()
             if current is None and kind == "K":
                 current = start
             elif current is None and kind == "C":
@@ -341,7 +343,7 @@ def _run_child(job, start, workdir, state):
                     outcome = "did not compile again"
                 break
             elif current is not None and kind in ("R", "E"):
-                _post(state, "%s %s %d %d %s" % (tag, kind, current, int((now - began) * 1e6), rest))
+                _post(state, "%s %s %d %d %s" % (tag, kind, current, int(spent * 1e6), rest))
                 if current == test_count:
                     outcome = "done"
                     break
@@ -353,7 +355,7 @@ def _run_child(job, start, workdir, state):
             if not _hand(orders, current, nonce):
                 outcome = "stopped taking tests"
                 break
-            began, deadline = now, now + job["timeout"]
+            clock = _Clock(pid, job["timeout"])
         if exit_watch in ready and outcome is None:
             outcome = _exit_reason(pid)
 
@@ -373,13 +375,64 @@ def _run_child(job, start, workdir, state):
             state["stop"] = True
             return test_count + 1
         current = start
-    spent = int((time.monotonic() - began) * 1e6)
-    _post(state, "%s E %d %d %s" % (tag, current, spent, outcome))
+    _post(state, "%s E %d %d %s" % (tag, current, int(clock.spent() * 1e6), outcome))
     if outcome == "output too large":
         for later in range(current + 1, test_count + 1):
             _post(state, "%s E %d 0 output too large" % (tag, later))
         state["stop"] = True
     return current + 1
+
+
+class _Clock:
+    """One test's time, as an idle machine would have measured it: the wall time since it began less the time the
+    child spent waiting, runnable, for a CPU that others held (the scheduler's run delay, /proc/<pid>/schedstat).
+    A computing answer is charged its CPU time and a sleeping one its sleep, as the official grader's wall clock
+    charges them on an idle machine, and neighbours that keep the cores busy charge it nothing. A wall-clock
+    backstop, WALL_BACKSTOP times the limit, still ends a test whatever the estimate says."""
+
+    def __init__(self, pid, limit):
+        self.pid, self.limit = pid, limit
+        self.began = time.monotonic()
+        self.backstop = self.began + WALL_BACKSTOP * limit
+        self.waited = self._waited()
+        self.cpu_clock = ((~pid) << 3) | 2  # the kernel's CPU-time clock of process `pid` (CPUCLOCK_SCHED)
+
+    def _waited(self):
+        try:
+            with open("/proc/%d/schedstat" % self.pid, "rb") as stats:
+                return int(stats.read().split()[1]) / 1e9
+        except (OSError, ValueError, IndexError):  # a kernel without schedstats: the wall clock alone
+            return None
+
+    def spent(self):
+        now, waited = time.monotonic(), self._waited()
+        if waited is None or self.waited is None:
+            return now - self.began
+        # At least 0: a wait that began before this clock (a child just forked) is counted once it ends.
+        return max(0.0, now - self.began - (waited - self.waited))
+
+    def remaining(self):
+        """(seconds to wait before looking again, None) or (0, why the test is over)."""
+        if time.monotonic() >= self.backstop:
+            return 0, TIMEOUT_BACKSTOP
+        left = self.limit - self.spent()
+        if left <= 0 and not self._waiting_for_a_cpu():
+            return 0, "timeout"
+        # The run delay grows only once a waiting child gets a CPU again: until then look every few milliseconds.
+        return min(max(left, 0.002), self.backstop - time.monotonic()), None
+
+    def _waiting_for_a_cpu(self):
+        """The child is runnable and has not run for a moment: its current wait is not in its run delay yet."""
+        try:
+            with open("/proc/%d/stat" % self.pid, "rb") as stat:
+                runnable = stat.read().rpartition(b")")[2].split()[0] == b"R"
+            if not runnable:
+                return False
+            before = time.clock_gettime(self.cpu_clock)
+            time.sleep(0.001)
+            return time.clock_gettime(self.cpu_clock) == before
+        except (OSError, ValueError, IndexError):
+            return False
 
 
 def _nonce():

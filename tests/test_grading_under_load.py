@@ -1,0 +1,109 @@
+"""Grades that do not depend on how busy the machine is (runner.py's _Clock): a test is charged the time an idle
+machine would have taken, its wall time less its waits for a CPU, so the busy processes these tests start beside the
+grader change no grade; a test the machine keeps off the CPU ends at the wall backstop, and says so."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+import pytest
+
+from colbench.grading.grader import Grader
+from colbench.grading.sandboxes import cgroups
+from colbench.grading.runner import TIMEOUT_BACKSTOP, WALL_BACKSTOP
+from gradingcases import ONE, TWO, assert_benign, backend_task, rows
+
+CORES = len(os.sched_getaffinity(0))
+WORK = "def work(n):\n    total = 0\n    for i in range(n):\n        total += i * i % 7\n    return total\n"
+
+
+@contextmanager
+def busy_cores(per_core: int):
+    """``per_core`` busy processes for each core, beside the block, ended with it."""
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(per_core * CORES)]
+    try:
+        time.sleep(0.3)  # every one of them spinning
+        yield
+    finally:
+        for process in busy:
+            process.kill()
+        for process in busy:
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def iterations() -> int:
+    """How many of WORK's iterations take 0.4 s of CPU in the sandbox's Python, measured here while idle."""
+    probe = WORK + "import time\nstarted = time.process_time()\nwork(10 ** 6)\nprint(time.process_time() - started)"
+    seconds = float(subprocess.run(["/usr/bin/python3", "-c", probe], capture_output=True, text=True,
+                                   check=True).stdout)
+    return int(10 ** 6 * 0.4 / seconds)
+
+
+@pytest.fixture(scope="module")
+def grader(sandbox):
+    with Grader(sandbox=sandbox, workers=2, test_timeout_s=1.0, grading="strict") as grader:
+        yield grader
+
+
+def batch(iterations: int) -> list:
+    """Answers that compute for about 0.4 s a test (twice under the 1 s limit idle, past it when three processes
+    share each core), two loops that never end, and a memory bomb followed by a test that must still pass."""
+    computing = [(backend_task(WORK, [f"work({iterations + k})", f"work({iterations - k})"], f"work{k}"), WORK)
+                 for k in range(4)]
+    bomb = """
+def f(x):
+    if x == 1:
+        hog = []
+        while True:
+            hog.append(" " * (1 << 24))
+    return x + 1
+"""
+    return computing + [
+        (TWO, "def f(x):\n    while True:\n        pass"),
+        (TWO, "def f(x):\n    return sum(range(10 ** 12))"),  # C-level: no signal would interrupt it
+        (TWO, bomb),
+    ]
+
+
+def test_a_loaded_machine_grades_as_an_idle_one(grader, iterations):
+    answers = batch(iterations)
+    idle = grader.grade(answers)
+    with busy_cores(3):
+        loaded = grader.grade(answers)
+    assert [rows(r) for r in loaded] == [rows(r) for r in idle]
+    for report in loaded[:4]:
+        assert_benign(report)
+        assert all(0.2 < t.duration_s < 1.0 for t in report.tests), rows(report)  # they computed, and were charged
+    assert [t.error for t in loaded[4].tests] == ["timeout", "timeout"]
+    assert [t.error for t in loaded[5].tests] == ["timeout", "timeout"]
+    assert loaded[6].tests[0].error in ("MemoryError", "timeout") and loaded[6].tests[1].passed, rows(loaded[6])
+
+
+def test_a_sleeping_answer_is_charged_its_sleep(grader):
+    """Sleep is time an idle machine takes too: past the limit it times out, as the official grader's does."""
+    [report] = grader.grade([(ONE, "def f(x):\n    import time\n    time.sleep(1.5)\n    return x + 1")])
+    assert [t.error for t in report.tests] == ["timeout"]
+
+
+def test_a_test_kept_off_the_cpu_ends_at_the_wall_backstop(bwrap, iterations):
+    """The sandboxes' cgroups capped at 1% of a CPU: an answer that would take 0.4 s idle is still computing at the
+    backstop (it waits, runnable, for the CPU its cap withholds), which ends it as such, not as an ordinary timeout."""
+    if cgroups.available() is None:
+        pytest.skip("sandboxes get no cgroup here (not root, or no writable hierarchy)")
+    with Grader(sandbox=bwrap, workers=1, test_timeout_s=0.5, grading="strict") as grader:
+        assert_benign(grader.grade([(ONE, "def f(x):\n    return x + 1")])[0])  # the sandboxes are up
+        for leaf in cgroups.ours(f"{os.getpid()}-"):
+            for setting, value in (("cpu.max", "1000 100000"), ("cpu.cfs_quota_us", "1000")):
+                if (leaf / setting).exists():
+                    (leaf / setting).write_text(value)
+        slow = f"{WORK}\ndef f(x):\n    work({iterations})\n    return x + 1"
+        started = time.monotonic()
+        [report] = grader.grade([(ONE, slow)])
+        waited = time.monotonic() - started
+    assert [t.error for t in report.tests] == [TIMEOUT_BACKSTOP], rows(report)
+    assert report.tests[0].timed_out
+    assert waited >= WALL_BACKSTOP * 0.5
