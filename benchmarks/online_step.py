@@ -8,6 +8,8 @@ the same process, a plain `colbench rollout` of the same number of dialogues wit
 same engine (hf) gives the rollouts-alone baseline: the ratio says what online training adds to generating.
 
     .venv/bin/python benchmarks/online_step.py                     # 2 steps, 2 tasks x 2 dialogues, 64 tokens a turn
+    .venv/bin/colbench serve --detach && .venv/bin/python benchmarks/online_step.py --engines hf,openai \
+        --base-url http://127.0.0.1:8000/v1                         # a real vLLM server (the CPU build here)
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--sandbox", default="bwrap")
     parser.add_argument("--engines", default="hf,ct2", help="the online engines to run, one after the other")
+    parser.add_argument("--base-url", help="the vLLM server of --engines openai (`colbench serve --detach` starts one)")
     args = parser.parse_args()
 
     from colbench.rollout import run as rollout
@@ -43,7 +46,8 @@ def main() -> None:
         for engine in args.engines.split(","):
             config = PolicyConfig(tasks="backend-lite:train", steps=args.steps, tasks_per_step=args.tasks_per_step,
                                   group=args.group, max_new_tokens=args.max_new_tokens, sandbox=args.sandbox,
-                                  device="cpu", save_every=args.steps, engine=engine, name=f"online-{engine}")
+                                  device="cpu", save_every=args.steps, engine=engine, name=f"online-{engine}",
+                                  base_url=args.base_url if engine == "openai" else None)
             started = time.perf_counter()
             result = fit_policy(db, config, algo="grpo")
             wall = time.perf_counter() - started
