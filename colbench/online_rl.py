@@ -940,9 +940,7 @@ def resume_point(db, run_id: int | None, rank: int, steps: int):
     mine = state_file(last.path, rank)
     if not mine.exists():
         raise DataError(f"run {run_id} was saved by fewer processes: continue it with as many as it ran with")
-    with db.read() as session:
-        continued = queries.checkpoint_and_run(session, last.id)
-    return last.step + 1, continued, torch.load(mine, map_location="cpu", weights_only=False)
+    return last.step + 1, last.id, torch.load(mine, map_location="cpu", weights_only=False)
 
 
 def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base_model: str | None = None,
@@ -987,16 +985,17 @@ def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base
         return earlier.id if earlier else None
 
     earlier = on_main(processes, stopped)
-    start, checkpoint, state = resume_point(db, earlier, processes.process_index, config.steps)
+    start, continued_id, state = resume_point(db, earlier, processes.process_index, config.steps)
     with training_run(db, kind=f"policy:{algo}", base_model=base_model,
                       parent_checkpoint_id=parent[0].id if parent else None, settings=settings, name=config.name,
                       tags=config.tags, report_to=config.report_to, out=config.out, on_cpu=config.on_cpu,
                       resume=earlier) as run:
-        # A continued run loads its last step checkpoint as a policy run continues its parent's (read again: an
-        # extended run's final checkpoint has just moved beside the final folder).
-        if checkpoint is not None:
+        # A continued run loads its last step checkpoint as a policy run continues its parent's (read once the run
+        # is reopened: an extended run's final checkpoint has just moved beside the final folder).
+        checkpoint = None
+        if continued_id is not None:
             with db.read() as session:
-                checkpoint = queries.checkpoint_and_run(session, checkpoint[0].id)
+                checkpoint = queries.checkpoint_and_run(session, continued_id)
         trainer = PolicyTrainer(db, config, algo, source, checkpoint or parent, on_progress)
         recipe = OnlineRecipe(db, config, estimator, trainer, run, critic_id, start_parent=parent)
         recipe.setup(start, state)

@@ -33,6 +33,7 @@ from colbench.tasks.spec import TaskSpec
 
 from .compare import same
 from .pool import Job, Outcome, Pool, Run
+from .runner import TIMEOUT_BACKSTOP
 from .semantics import DEFAULT_GRADING, SCOPE, banned_text, check_grading, code_of
 from .sandboxes import SandboxUnavailable, resolve
 from .sandboxes.base import HASH_SEED
@@ -69,8 +70,8 @@ class GradeReport:
 
 
 BLACKLISTED = "blacklisted: "  # the task-level error of an answer on the official blacklist
-# The in-sandbox server's word for a test that ran past its limit, alone or as "timeout (wall backstop)" (runner.py).
-TIMEOUT = "timeout"
+TIMEOUT = "timeout"  # the in-sandbox server's word for a test that ran past its limit (runner.py)
+TIMEOUTS = (TIMEOUT, TIMEOUT_BACKSTOP)  # ... and for one that only its wall backstop ended
 # Per test of a reference run. The official grader gives the reference no limit at all (only
 # the answer its 1 s), so a reference that takes 1.5 s still defines the expected output;
 # a bound all the same, so that a reference that never ends costs minutes, not a worker.
@@ -205,7 +206,7 @@ def _report(names: list[str], calls: list[str], reference: Run, answer: Run, gra
         if answer.error and not answer.sandbox_failed:
             error = task_error  # the answer never ran: say why on every row
         tests.append(TestOutcome(name, call, ref.value, got.value, passed, error, got.duration_s,
-                                 timed_out=any((e or "").startswith(TIMEOUT) for e in (got.error, ref.error))))
+                                 timed_out=got.error in TIMEOUTS or ref.error in TIMEOUTS))
     passed_count = sum(t.passed for t in tests)
     return GradeReport(
         tests=tests,

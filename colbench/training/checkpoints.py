@@ -32,6 +32,11 @@ def checkpoint_folder(db, kind: str, run_id: int, out: str | None = None) -> Pat
     return db.folder / "checkpoints" / run_label(db, kind, run_id)
 
 
+def step_folder(final: Path, step: int) -> Path:
+    """Where a run's step ``step`` checkpoint goes: beside its final folder."""
+    return final.with_name(f"{final.name}-step-{step}")
+
+
 def check_artifact_root(db, out: str | None) -> None:
     """Before a run starts: the store must have somewhere to put its checkpoint (a
     PostgreSQL store needs --artifacts), so no training is lost to a late refusal."""
@@ -166,7 +171,7 @@ def reopen_run(db, run_id: int, settings: dict | None = None, final: Path | None
     with db.write() as session:
         row = next((c for c in queries.run_checkpoints(session, run_id) if final and c.path == str(final)), None)
         if row is not None:
-            moved = final.with_name(f"{final.name}-step-{row.step}")
+            moved = step_folder(final, row.step)
             if moved.exists():  # the run also saved its last step (a validation there)
                 moved = moved.with_name(moved.name + "-end")
             final.rename(moved)  # a store that fails to commit moves it back below

@@ -32,6 +32,7 @@ from colbench.training.checkpoints import (
     reopen_run,
     run_label,
     start_run,
+    step_folder,
 )
 from colbench.training.steplog import StepLog
 
@@ -93,7 +94,7 @@ class LiveRun:
         """Save a checkpoint of a run still under way (an online run's every few steps) into its own folder.
         Returns (checkpoint id, None off the main process; folder)."""
         final = checkpoint_folder(self.db, self.checkpoint_kind, self.id, self.out)
-        folder = final.with_name(f"{final.name}-step-{step}")  # beside the final folder, which stays empty till then
+        folder = step_folder(final, step)  # beside the final folder, which stays empty till then
         if self.main and folder.exists():  # written by this run before it stopped, but never recorded: redone
             shutil.rmtree(folder)
         adapter, _ = save(folder, None)
