@@ -143,7 +143,19 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("COLBENCH_DEBUG"):
             raise
         common.fail(common.describe(exc))
-    sys.exit(code if isinstance(code, int) else 0)
+    code = code if isinstance(code, int) else 0
+    if code == 0:
+        _end_process_group()
+    sys.exit(code)
+
+
+def _end_process_group() -> None:
+    """A process of `launch -n N` that exits with its gloo group alive can abort in the interpreter's teardown
+    ("terminate called without an active exception", pytorch#190489), failing a run that succeeded. Only after
+    success: ending it while another process is still in a collective would hang that one."""
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

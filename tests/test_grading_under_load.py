@@ -111,3 +111,23 @@ def test_a_test_kept_off_the_cpu_ends_at_the_wall_backstop(bwrap, iterations):
     assert [t.error for t in report.tests] == [TIMEOUT_BACKSTOP], rows(report)
     assert report.tests[0].timed_out
     assert waited >= WALL_BACKSTOP * 0.5
+
+
+def test_a_server_kept_off_the_cpu_past_the_backstop_while_it_looks_still_waits_no_negative_time(monkeypatch):
+    """Under a 1% cap the server itself can pass the backstop between two looks at the clock: the wait it hands
+    select() is then 0, never negative (a negative one raised in the server, and the sandbox crashed)."""
+    from colbench.grading import runner
+
+    class Starved(runner._Clock):
+        delays = iter([0.0, 4.8])  # the child's run delay as the kernel counts it: at the start, then at the look
+
+        def _waited(self):
+            return next(self.delays)
+
+    real = time.monotonic
+    readings = iter([100.0, 104.99, 104.99, 105.5])  # began; the backstop check; spent(); after the CPU check
+    monkeypatch.setattr(runner.time, "monotonic", lambda: next(readings, None) or real())
+    clock = Starved(os.getpid(), 0.5)  # backstop at 105.0; 0.19 s charged at the look, so 0.31 s still to go
+    wait, outcome = clock.remaining()
+    monkeypatch.undo()
+    assert outcome is None and wait == 0.0

@@ -419,7 +419,8 @@ class _Clock:
         if left <= 0 and not self._waiting_for_a_cpu():
             return 0, "timeout"
         # The run delay grows only once a waiting child gets a CPU again: until then look every few milliseconds.
-        return min(max(left, 0.002), self.backstop - time.monotonic()), None
+        # Never below 0: a server kept off the CPU itself can pass the backstop while it looks.
+        return max(0.0, min(max(left, 0.002), self.backstop - time.monotonic())), None
 
     def _waiting_for_a_cpu(self):
         """The child is runnable and has not run for a moment: its current wait is not in its run delay yet."""
