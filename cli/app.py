@@ -19,6 +19,7 @@ from colbench.cli.common import INTERRUPTED
 from colbench.cli import (
     common,
     compare,
+    credit,
     critic,
     db,
     evaluate,
@@ -66,6 +67,7 @@ def root(
 
 app.add_typer(db.app, name="db")
 app.add_typer(critic.app, name="critic")
+app.add_typer(credit.app, name="credit")
 app.add_typer(policy.app, name="policy")
 app.add_typer(policy.checkpoint_app, name="checkpoint")
 app.add_typer(experiment.app, name="experiment")

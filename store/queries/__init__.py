@@ -24,6 +24,7 @@ from colbench.store.queries.tasks import (
     task_references,
 )
 from colbench.store.queries.trajectories import (
+    trajectories_of_turns,
     bulk_insert_trajectories,
     TURN_IMPORT_COLUMNS,
     existing_trajectory_hashes,
@@ -61,6 +62,7 @@ from colbench.store.queries.grades import (
     save_grades,
 )
 from colbench.store.queries.runs import (
+    newest_checkpoint_of,
     record_lineage,
     start_run,
     beat_run,
@@ -103,6 +105,7 @@ from colbench.store.queries.candidates import (
     replace_sweet_candidates,
     add_sweet_pairs,
     sweet_pairs_of,
+    candidates_of_run,
 )
 from colbench.store.queries.evaluations import (
     graded_outcomes,

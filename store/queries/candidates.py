@@ -77,3 +77,13 @@ def sweet_pairs_of(session: Session, run_id: int) -> list[tuple[SweetCandidate, 
     for chunk in chunks(sorted({p.turn_id for p in pairs})):
         turns.update((t.id, t) for t in session.exec(select(Turn).where(col(Turn.id).in_(chunk))))
     return [(candidates[p.chosen_id], candidates[p.rejected_id], turns[p.turn_id]) for p in pairs]
+
+
+def candidates_of_run(session: Session, run_id: int) -> dict[int, list[SweetCandidate]]:
+    """turn id → the candidates a SWEET run sampled for that stored agent turn, by index."""
+    found: dict[int, list[SweetCandidate]] = {}
+    query = select(SweetCandidate).where(SweetCandidate.run_id == run_id).order_by(SweetCandidate.turn_id,
+                                                                                    SweetCandidate.index)
+    for row in session.exec(query):
+        found.setdefault(row.turn_id, []).append(row)
+    return found

@@ -279,3 +279,9 @@ def reopen_run(session: Session, run_id: int, worker: str | None, config: dict |
     if config is not None:
         run.config = config
     session.add(run)
+
+
+def newest_checkpoint_of(session: Session, kind: str) -> int | None:
+    """The id of the newest checkpoint of a run of ``kind`` ("critic", "policy:sweet", ...), if any."""
+    return session.exec(select(Checkpoint.id).join(TrainingRun, col(TrainingRun.id) == Checkpoint.run_id)
+                        .where(TrainingRun.kind == kind).order_by(col(Checkpoint.id).desc())).first()

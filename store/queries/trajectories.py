@@ -249,3 +249,11 @@ def screenshot_paths(session: Session, shas: Iterable[str]) -> dict[str, str]:
             {row.sha256: row.path for row in session.exec(select(Screenshot).where(col(Screenshot.sha256).in_(chunk)))}
         )
     return found
+
+
+def trajectories_of_turns(session: Session, turn_ids: Sequence[int]) -> dict[int, int]:
+    """turn id → the id of the trajectory it belongs to."""
+    found: dict[int, int] = {}
+    for chunk in chunks(list(turn_ids)):
+        found.update(session.exec(select(Turn.id, Turn.trajectory_id).where(col(Turn.id).in_(chunk))).all())
+    return found

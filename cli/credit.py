@@ -1,0 +1,71 @@
+"""`colbench credit`: turn-credit signals, listed and scored against backend-lite's ground truth."""
+from __future__ import annotations
+
+from typing import List
+
+import typer
+from rich.table import Table
+
+from colbench.cli.common import console, fail, print_json, reporting, state
+from colbench.cli.options import flags_from
+from colbench.credit import CREDITS, CreditConfig
+
+app = typer.Typer(help="Turn credit: every signal that values agent turns, behind one interface (ls, eval).",
+                  no_args_is_help=True)
+
+
+@app.command("ls")
+def list_credits(as_json: bool = typer.Option(False, "--json", help="Print them as JSON.")) -> None:
+    """The registered turn credits (plugins' included): what each reads and costs."""
+    rows = [{"name": c.name, "training_info": c.training_info, "cost": c.cost, "help": c.help} for c in CREDITS]
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("credit", "training-time information", "cost per turn", "what it is")
+    for row in rows:
+        table.add_row(row["name"], "yes" if row["training_info"] else "no", row["cost"], row["help"])
+    console.print(table)
+
+
+@app.command("eval")
+@flags_from(CreditConfig)
+def evaluate(
+    config: CreditConfig,
+    credit: List[str] = typer.Option(..., "--credit", help="A credit to score (repeat for a table side by side): "
+                                     + ", ".join(CREDITS.names()) + " or a plugin's (`colbench credit ls`)."),
+    tasks: str = typer.Option("backend-lite:val", "--tasks", help="Whose graded dialogues, as rollout's --tasks."),
+    policies: str = typer.Option(None, "--policies", help="Only dialogues of these policies (comma-separated, a"
+                                 " trailing * matches a prefix)."),
+    limit: int = typer.Option(None, "--limit", min=1, help="Only the newest N dialogues."),
+    pairs_from: str = typer.Option(None, "--pairs-from", help="A SWEET run (train:<id> or its name) whose stored"
+                                   " candidates give the same-state pairs of the pair accuracy."),
+    pair_turns: int = typer.Option(None, "--pair-turns", min=1, help="With --pairs-from: at most N of its states."),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """How well each credit ranks turns as backend-lite's ground truth does: within-dialogue AUC of the turns that
+    obtained a new fact, the same among questions alone, answers ordered as their tests, same-state candidate pairs
+    (--pairs-from), and seconds per turn; each with a 95% interval bootstrapped over tasks."""
+    from colbench.credit.evaluate import evaluate_credits
+    from colbench.runs import resolve
+
+    db = state.db()
+    run_id = None
+    if pairs_from is not None:
+        with db.read() as session:
+            found = resolve(session, pairs_from)
+        if found.kind != "train":
+            fail(f"--pairs-from {pairs_from}: give a SWEET training run (train:<id>), not a {found.kind}")
+        run_id = found.id
+    chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
+    with reporting("credit eval", enabled=not as_json) as on_progress:
+        results = evaluate_credits(db, credit, config, tasks=tasks, policies=chosen, limit=limit, pairs_from=run_id,
+                                   pair_turns=pair_turns, on_progress=on_progress)
+    if as_json:
+        print_json([r.as_dict() for r in results])
+        return
+    table = Table("credit", "reads c", "turn AUC", "question AUC", "answers", "pairs", "s/turn", "cost per turn",
+                  title=f"turn credit on {results[0].dialogues} dialogues of {tasks} (95% intervals over tasks)")
+    for r in results:
+        table.add_row(r.credit, "yes" if r.training_info else "no", r.turn_auc.shown(), r.question_auc.shown(),
+                      r.answer_accuracy.shown(), r.pair_accuracy.shown(), f"{r.seconds_per_turn:.3f}", r.cost)
+    console.print(table)

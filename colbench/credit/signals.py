@@ -1,0 +1,383 @@
+"""The built-in turn credits (colbench/credit/__init__.py says what a credit is).
+
+Each is registered with whether it reads training-time information (the reference c, which the agent never sees)
+and what it costs per agent turn.
+"""
+from __future__ import annotations
+
+import hashlib
+from colbench import protocol
+from colbench.credit import CREDITS, CreditConfig, CreditDialogue, CreditError, TurnCredit, is_answer
+
+
+def _lite_only(dialogue: CreditDialogue, what: str) -> None:
+    from colbench.tasks.lite import is_lite
+
+    if not is_lite(dialogue.task):
+        raise CreditError(f"{what} needs backend-lite tasks, whose every turn's truth is known: "
+                          f"{'trajectory ' + str(dialogue.trajectory_id) if dialogue.trajectory_id else 'a dialogue'}"
+                          " is of another task")
+
+
+# ---------------------------------------------------------------- ground truth and chance
+
+
+class OracleCredit(TurnCredit):
+    """backend-lite's ground truth (colbench/families/lite_truth.py): a question whose reply states a fact not
+    stated before is worth 1, a re-ask or one nothing answers 0; the answer its share of tests passed."""
+
+    def __init__(self, sandbox: str):
+        self.sandbox, self.grader = sandbox, None
+
+    def values(self, dialogues):
+        from colbench.families.lite_truth import ANSWER, NEW, judged
+
+        found, answers = [], []
+        for d, dialogue in enumerate(dialogues):
+            _lite_only(dialogue, "the oracle credit")
+            turns = dialogue.agent_turns
+            row = []
+            for k, kind in enumerate(judged(dialogue.task, None, turns).kinds):
+                row.append(None if kind == ANSWER else float(kind == NEW))
+                if kind == ANSWER:
+                    code = protocol.extract_answer(turns[k].content or "", last_turn=k + 1 >= protocol.MAX_AGENT_TURNS)
+                    answers.append((d, k, dialogue.task, code))
+            found.append(row)
+        if answers:
+            if self.grader is None:
+                from colbench.grading.grader import Grader
+
+                self.grader = Grader(sandbox=self.sandbox)
+            for (d, k, _, _), report in zip(answers, self.grader.grade([(task, code) for *_, task, code in answers])):
+                found[d][k] = report.fraction_passed
+        return found
+
+    def close(self):
+        if self.grader is not None:
+            self.grader.close()
+            self.grader = None
+
+
+@CREDITS.register("oracle", "backend-lite's ground truth: a question that obtains a new fact 1, else 0; an answer"
+                  " its share of tests passed", training_info=True, cost="no model; a sandboxed grade per answer")
+def _oracle(db, config: CreditConfig, argument: str) -> TurnCredit:
+    return OracleCredit(config.sandbox)
+
+
+class RandomCredit(TurnCredit):
+    """A control: a uniform value per turn, fixed by the seed and the dialogue up to the turn."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+
+    def values(self, dialogues):
+        found = []
+        for dialogue in dialogues:
+            messages, row = dialogue.messages(), []
+            for position in dialogue.agent_positions():
+                text = repr((self.seed, messages[: position + 1]))
+                row.append(int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") / 2**64)
+            found.append(row)
+        return found
+
+
+@CREDITS.register("random", "a control: a seeded uniform value per turn", cost="none")
+def _random(db, config: CreditConfig, argument: str) -> TurnCredit:
+    return RandomCredit(config.seed)
+
+
+# ---------------------------------------------------------------- the SWEET-RL critic
+
+
+class CriticCredit(TurnCredit):
+    """The SWEET-RL critic's advantage of each turn, A(o_t, a_t, c): its mean log-prob of the turn minus its frozen
+    reference's, read with the reference c when the critic was trained with it."""
+
+    def __init__(self, db, ref: str, config: CreditConfig):
+        from colbench.training.scoring import CriticModel
+
+        self.critic = CriticModel.from_checkpoint(db, ref, device=config.device, batch_size=config.batch_size)
+        self.training_info = self.critic.training_info
+
+    def values(self, dialogues):
+        from colbench.training import data as D
+        from colbench.training import sequences as S
+
+        critic = self.critic
+        examples = []
+        for dialogue in dialogues:
+            agent = S.agent_turns(critic.tokenizer, dialogue.task.family, dialogue.turns)
+            prefix = D.training_info_ids(critic.tokenizer, dialogue.task.ground_truth if self.training_info else None)
+            examples.append(D.Example(trajectory_id=dialogue.trajectory_id or 0, task_id=dialogue.task_id or 0,
+                                      reward=float("nan"), rows=S.pack(agent, prefix, critic.max_len),
+                                      turn_rows=[t.turn_id for t in agent], prefix_len=len(prefix)))
+        return critic.turn_advantages(examples)
+
+
+def newest_critic(db) -> str:
+    from colbench.store import queries
+
+    with db.read() as session:
+        found = queries.newest_checkpoint_of(session, "critic")
+    if found is None:
+        raise CreditError("the critic credit needs a critic: fit one (`colbench critic fit`) or give --critic")
+    return f"ckpt:{found}"
+
+
+@CREDITS.register("critic", "the SWEET-RL critic's advantage of the turn (--critic; with the reference if it was"
+                  " trained with it)", training_info=True, cost="2 forward passes per dialogue (critic, reference)")
+def _critic(db, config: CreditConfig, argument: str) -> TurnCredit:
+    return CriticCredit(db, config.critic or newest_critic(db), config)
+
+
+# ---------------------------------------------------------------- counterfactual replies
+
+
+class ChatScorer:
+    """A frozen causal LM reading dialogues as a rollout shows them (the family's system prompt, the chat
+    template)."""
+
+    def __init__(self, db, ref: str | None, config: CreditConfig):
+        from colbench.model_refs import DEFAULT_MODEL, load_model, load_tokenizer, model_source, resolve_device
+
+        source = model_source(db, ref or DEFAULT_MODEL)
+        self.device = resolve_device(config.device)
+        self.tokenizer = load_tokenizer(source)
+        self.model = load_model(source, device=self.device)
+        self.model.eval()
+
+    def context(self, family: str, messages: list[dict]) -> list[int]:
+        """The ids of ``messages`` followed by the agent's generation prompt."""
+        from colbench.training import sequences as S
+
+        text = self.tokenizer.apply_chat_template(S.conversation(family, messages), tokenize=False,
+                                                  add_generation_prompt=True)
+        return S.encode_text(self.tokenizer, text)
+
+    def encode(self, text: str, closed: bool = True) -> list[int]:
+        from colbench.engines.base import encode_text, end_of_turn_ids
+
+        return encode_text(self.tokenizer, text) + (end_of_turn_ids(self.tokenizer) if closed else [])
+
+    def log_probs(self, context: list[int], target: list[int]):
+        """Per target token, the log-softmax over the vocabulary at the position that predicts it ([T, V])."""
+        import torch
+
+        ids = torch.tensor([context + target], device=self.device)
+        with torch.no_grad():
+            logits = self.model(input_ids=ids).logits[0, len(context) - 1 : len(context) + len(target) - 1]
+        return torch.log_softmax(logits.float(), dim=-1)
+
+    def target_logp(self, context: list[int], target: list[int]) -> float:
+        import torch
+
+        table = self.log_probs(context, target)
+        return float(table.gather(1, torch.tensor(target, device=table.device)[:, None]).sum())
+
+    def greedy(self, context: list[int], tokens: int) -> list[int]:
+        import torch
+
+        with torch.no_grad():
+            out = self.model.generate(torch.tensor([context], device=self.device), max_new_tokens=tokens,
+                                      do_sample=False, pad_token_id=self.tokenizer.pad_token_id)
+        return out[0, len(context):].tolist()
+
+
+def _replied(dialogue: CreditDialogue) -> list[tuple[int, int | None]]:
+    """Per agent turn: (its index in messages, the index of the human's reply to it, None when there is none)."""
+    messages = dialogue.messages()
+    return [(p, p + 1 if p + 1 < len(messages) and messages[p + 1]["role"] == "user" else None)
+            for p in dialogue.agent_positions()]
+
+
+class InfoGainCredit(TurnCredit):
+    """InfoPO's information gain (arXiv 2603.00656): how much the human's reply o_t to turn t changes the policy's
+    next action, KL(π(a_{t+1} | h, o_t) ‖ π(a_{t+1} | h, placeholder)), summed over the vocabulary at each token of
+    a_{t+1} and averaged over those tokens. a_{t+1} is the dialogue's next agent turn; where there is none (a
+    candidate's reply ends the dialogue) the policy's greedy one under the real reply. A turn without a reply (the
+    answer) gains nothing: 0."""
+
+    def __init__(self, db, config: CreditConfig):
+        self.lm, self.config = ChatScorer(db, config.model, config), config
+
+    def values(self, dialogues):
+        found = []
+        for dialogue in dialogues:
+            messages, family, row = dialogue.messages(), dialogue.task.family, []
+            for _, reply in _replied(dialogue):
+                if reply is None:
+                    row.append(0.0)
+                    continue
+                real = self.lm.context(family, messages[: reply + 1])
+                counterfactual = self.lm.context(family, messages[:reply] + [
+                    {"role": "user", "content": self.config.placeholder}])
+                if reply + 1 < len(messages):
+                    following = self.lm.encode(messages[reply + 1]["content"])
+                else:
+                    following = self.lm.greedy(real, self.config.next_tokens)
+                row.append(self.kl(real, counterfactual, following))
+            found.append(row)
+        return found
+
+    def kl(self, real: list[int], counterfactual: list[int], following: list[int]) -> float:
+        if real == counterfactual or not following:
+            return 0.0
+        p, q = self.lm.log_probs(real, following), self.lm.log_probs(counterfactual, following)
+        return float((p.exp() * (p - q)).sum(-1).mean().clamp(min=0.0))
+
+
+@CREDITS.register("infogain", "InfoPO's information gain: KL between the policy's next action after the human's"
+                  " reply and after a placeholder (--placeholder, --model)",
+                  cost="2 forward passes per question (a generation where no next action is stored)")
+def _infogain(db, config: CreditConfig, argument: str) -> TurnCredit:
+    return InfoGainCredit(db, config)
+
+
+class ReferenceGainCredit(TurnCredit):
+    """The privileged information gain: how much the human's reply o_t to turn t raises a frozen model's
+    log-likelihood of the reference c as the agent's next message, log p(c | h_t, a_t, o_t) − log p(c | h_t, a_t,
+    placeholder). The answer, which gets no reply, is credited with what it itself does to c's likelihood:
+    log p(c | h_t, a_t) − log p(c | h_t)."""
+
+    def __init__(self, db, config: CreditConfig):
+        self.lm, self.config = ChatScorer(db, config.scorer or config.model, config), config
+
+    def values(self, dialogues):
+        found = []
+        for dialogue in dialogues:
+            messages, family, row = dialogue.messages(), dialogue.task.family, []
+            reference = self.lm.encode(dialogue.task.ground_truth)
+            for position, reply in _replied(dialogue):
+                if reply is None:
+                    with_turn, without = messages[: position + 1], messages[:position]
+                else:
+                    with_turn = messages[: reply + 1]
+                    without = messages[:reply] + [{"role": "user", "content": self.config.placeholder}]
+                row.append(self.lm.target_logp(self.lm.context(family, with_turn), reference)
+                           - self.lm.target_logp(self.lm.context(family, without), reference))
+            found.append(row)
+        return found
+
+
+@CREDITS.register("ref-infogain", "the reference's log-likelihood gain under a frozen model when the human's reply"
+                  " is added (--scorer)", training_info=True, cost="2 forward passes per turn")
+def _ref_infogain(db, config: CreditConfig, argument: str) -> TurnCredit:
+    return ReferenceGainCredit(db, config)
+
+
+# ---------------------------------------------------------------- Monte-Carlo values
+
+
+class MonteCarloCredit(TurnCredit):
+    """VinePPO-style values: a state's value V is the mean reward of K continuations from it, played by the policy
+    with the family's built-in simulated human and graded as a rollout grades. A turn's credit is its advantage
+    V(after it and its reply) − V(before it); the answer's "after" is its own grade. ``last`` holds, per dialogue,
+    the state values it read (V before the first turn, then after each turn) and each state's rewards."""
+
+    def __init__(self, db, config: CreditConfig):
+        from colbench.wiring import build_engine
+
+        self.db, self.config = db, config
+        self.engine = build_engine(db, config.engine, config.model or _default_model(), device=config.device)
+        self.envs: dict[str, tuple] = {}
+        self.cache: dict[tuple, list[float]] = {}  # the state's messages → its continuations' rewards
+        self.last: list[dict] = []
+
+    def env(self, family: str):
+        if family not in self.envs:
+            from colbench.wiring import build_env
+
+            self.envs[family] = build_env(self.db, family, sandbox=self.config.sandbox, workers=2, render_pool=1)
+        return self.envs[family][0]
+
+    def values(self, dialogues):
+        found, self.last = [], []
+        for dialogue in dialogues:
+            messages = dialogue.messages()
+            states = [messages[: dialogue.agent_positions()[0]]] if dialogue.agent_positions() else []
+            answered = {}
+            for k, (position, reply) in enumerate(_replied(dialogue)):
+                if reply is None and is_answer(messages[position]["content"], k + 1):
+                    answered[len(states)] = messages[: position + 1]
+                states.append(messages[: (reply if reply is not None else position) + 1])
+            rewards = self.rewards(dialogue, states, answered)
+            value = [sum(r) / len(r) if r else 0.0 for r in rewards]
+            found.append([value[k + 1] - value[k] for k in range(len(states) - 1)])
+            self.last.append({"values": value, "rewards": rewards})
+        return found
+
+    def rewards(self, dialogue: CreditDialogue, states: list[list[dict]], answered: dict) -> list[list[float]]:
+        """Each state's rewards: an answered state's own grade, else its K continuations'."""
+        todo = [s for s, state in enumerate(states) if self._key(dialogue, state) not in self.cache]
+        env = self.env(dialogue.task.family)
+        ended = [s for s in todo if s in answered]
+        for s, grade in zip(ended, [env.grade(dialogue.task, protocol.extract_answer(
+                answered[s][-1]["content"], last_turn=sum(m["role"] == "assistant" for m in answered[s])
+                >= protocol.MAX_AGENT_TURNS) or "").result() for s in ended]):
+            self.cache[self._key(dialogue, states[s])] = [float(grade.reward)]
+        open_states = [s for s in todo if s not in answered]
+        if open_states:
+            for s, rewards in zip(open_states, self.continue_states(dialogue.task, [states[s] for s in open_states])):
+                self.cache[self._key(dialogue, states[s])] = rewards
+        return [self.cache[self._key(dialogue, state)] for state in states]
+
+    @staticmethod
+    def _key(dialogue, state) -> tuple:
+        return (dialogue.task.ground_truth, tuple((m["role"], m["content"]) for m in state))
+
+    def continue_states(self, task, states: list[list[dict]]) -> list[list[float]]:
+        """K continuations of each state (its messages end with the human's): their rewards."""
+        from colbench.engines.base import SamplingParams
+        from colbench.families import family as family_named
+
+        env, family = self.env(task.family), family_named(task.family)
+        simulator = family.builtin_simulator()
+        cfg = self.config
+        episodes = []
+        for s, state in enumerate(states):
+            for j in range(cfg.mc_samples):
+                episode = env.episode_class(trajectory_id=s * cfg.mc_samples + j, task=task, dialogue=list(state))
+                episode.agent_turns = sum(m["role"] == "assistant" for m in state)
+                episodes.append(episode)
+        try:
+            round_ = 0
+            while any(not e.finished for e in episodes):
+                moving = [e for e in episodes if not e.finished]
+                params = SamplingParams(temperature=cfg.mc_temperature, max_new_tokens=cfg.mc_max_new_tokens, n=1,
+                                        seed=cfg.seed * 1_000_003 + round_)
+                for episode, generation in zip(moving, self.engine.generate([e.conversation() for e in moving],
+                                                                            params)):
+                    episode.agent_says(generation.samples[0].text)
+                    if not episode.finished and episode.agent_turns >= protocol.MAX_AGENT_TURNS:
+                        episode.failure = "no answer"
+                asking = [e for e in moving if not e.finished]
+                for episode, reply in zip(asking, simulator.reply(env.sim_requests(asking)) if asking else []):
+                    episode.human_says(reply.text if reply.error is None else protocol.NO_RESPONSE,
+                                       family.reply_limit)
+                round_ += 1
+        finally:
+            simulator.close()
+        grades = [env.grade_episode(e) if e.answer is not None else None for e in episodes]
+        rewards = [float(g.result().reward) if g is not None else 0.0 for g in grades]
+        return [rewards[s * cfg.mc_samples : (s + 1) * cfg.mc_samples] for s in range(len(states))]
+
+    def close(self):
+        self.engine.close()
+        for _, close in self.envs.values():
+            close()
+        self.envs = {}
+
+
+def _default_model() -> str:
+    from colbench.model_refs import DEFAULT_MODEL
+
+    return DEFAULT_MODEL
+
+
+@CREDITS.register("mc", "Monte-Carlo advantages: K continuations per state through the built-in simulated human and"
+                  " the grader (--mc-samples, --model, --engine)", training_info=True,
+                  cost="K rollouts per agent turn")
+def _mc(db, config: CreditConfig, argument: str) -> TurnCredit:
+    return MonteCarloCredit(db, config)
+
+
