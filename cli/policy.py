@@ -60,8 +60,8 @@ def fit(
         algorithm = ALGORITHMS.get(algo)
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--algo") from None
-    if algorithm.needs_critic and not critic and config.score != "oracle":
-        raise typer.BadParameter(f"{algo} needs --critic ckpt:<id> (or --score oracle on backend-lite)",
+    if algorithm.needs_critic and not critic and config.score != "oracle" and config.ranker == "critic":
+        raise typer.BadParameter(f"{algo} needs --critic ckpt:<id> (or another --ranker, e.g. oracle on backend-lite)",
                                  param_hint="--critic")
     with reporting(f"policy {algo}", enabled=not as_json and main_process()) as on_progress:
         result = fit_policy(

@@ -457,6 +457,7 @@ class OnlineRecipe:
         self.critic_id = critic_id
         self.start_parent = start_parent  # what the run started from: the KL's reference
         self.critic = None
+        self.credit = None  # --turn-credit's signal, when it is neither the critic nor the oracle
         self.reference_copy = None
         self.sampler_copy = None
         self.engine = None  # a ct2 engine of this step's weights, closed when the next step's replaces it
@@ -511,6 +512,8 @@ class OnlineRecipe:
                 self.unload_served()
             except ColbenchError:  # the server is gone (perhaps why the run stopped): it holds nothing now
                 pass
+        if self.credit is not None:
+            self.credit.close()
         if self.main and hasattr(self, "simulator"):
             self.simulator.close()
             self.close_env()
@@ -757,9 +760,25 @@ class OnlineRecipe:
             examples = D.load_examples(self.db, critic.tokenizer, ids, training_info=critic.training_info,
                                        max_len=critic.max_len)
             values = critic.turn_advantages([examples[i] for i in ids])
-        else:
+        elif cfg.turn_credit == "oracle":
             values = oracle_values(self.db, cfg.family, cfg.sandbox, ids, agent_rows)
+        else:
+            from colbench.credit import stored_dialogues
+
+            values = self.loaded_credit().values(stored_dialogues(self.db, ids))
         return values
+
+    def loaded_credit(self):
+        """Any other registered turn credit, its models the run's starting point (colbench/credit)."""
+        if self.credit is None:
+            from colbench.credit import CreditConfig, make_credit
+
+            cfg = self.config
+            start = f"ckpt:{self.start_parent[0].id}" if self.start_parent else self.trainer.source.ref
+            self.credit = make_credit(cfg.turn_credit, self.db, CreditConfig(
+                model=start, seed=cfg.seed, sandbox=cfg.sandbox, device=str(self.trainer.device),
+                batch_size=cfg.sample_batch_size))
+        return self.credit
 
     def loaded_critic(self):
         if self.critic is None:

@@ -307,7 +307,6 @@ DPO_LOSSES = ("sigmoid", "ipo")  # colbench.training.losses.dpo_loss
 SELECTIONS = ("trajectories", "turns")
 TURN_KINDS = ("all", "questions")
 REWARDS = ("share", "success")
-TURN_CREDITS = ("none", "critic", "oracle")
 LOSS_AGGREGATIONS = ("token-mean", "dialogue-mean", "constant")
 ONLINE_ENGINES = ("hf", "ct2", "openai")
 
@@ -386,6 +385,11 @@ class PolicyConfig(TrainingConfig):
         " answer its share of tests passed. It tells a failing actor update from a failing critic.",
         choices=SCORES
     )
+    ranker: str = option("critic", (
+        "sweet: the turn credit that ranks the candidates. 'critic' (default, the paper): the SWEET-RL critic, as"
+        " --score says. Any other registered credit (oracle, infogain, ref-infogain, mc, random, a plugin's; `colbench"
+        " credit ls`): each candidate's credit in the turn's place, read on the dialogue it makes with the built-in"
+        " human's reply to it; no critic. Models it reads start from the policy as training starts."))
     sampler: str = option(SAMPLER_AUTO, sampler_help(), choices=(SAMPLER_AUTO, *SAMPLERS.names()))
     base_url: str | None = option(
         None,
@@ -460,7 +464,9 @@ class PolicyConfig(TrainingConfig):
         " root mean square of the step's group advantages. 'critic': the SWEET-RL critic's advantage A(o_t, a_t, c)"
         " of the turn, read with the reference c the agent never sees (--critic ckpt:<id>). 'oracle' (backend-lite, a"
         " control): a question that obtains a new fact 1, else 0; an answer its share of tests passed. 'none': every"
-        " token of a dialogue gets its group advantage.", choices=TURN_CREDITS)
+        " token of a dialogue gets its group advantage. Any other registered turn credit (infogain, ref-infogain, mc,"
+        " random, a plugin's; `colbench credit ls`) through the same combination, its models the run's starting"
+        " point.")
     turn_credit_weight: float = option(1.0, (
         "grpo, rloo: the turn credit's spread against the group advantages' (1: turns within a dialogue differ as much"
         " as dialogues within a step)."), min=0.0)
@@ -548,6 +554,11 @@ class PolicyConfig(TrainingConfig):
             raise ValueError("fraction must be above 0")
         refuse_held_out(self.split)
         self.pairs = pair_rule(self.family, self.pairs)
+        from colbench.credit import check_credit
+
+        check_credit(self.ranker)
+        if self.turn_credit != "none":
+            check_credit(self.turn_credit)
         if is_served(self.sampler) and not self.base_url:
             raise ValueError(f"--sampler {self.sampler} needs --base-url (the server that serves the policy)")
 

@@ -144,6 +144,8 @@ def sampling_key(config: P.PolicyConfig, base_model: str, parent_id: int | None,
         "temperature": config.temperature, "max_new_tokens": config.max_new_tokens, "seed": config.seed,
         "score": config.score, "full": config.full, "prompt": "stored",
     }
+    if config.ranker != "critic":  # keys of critic-ranked stores stay as they were
+        spec["ranker"] = config.ranker
     if sampler != "hf":  # the same distribution, other draws (keys of hf-sampled stores stay as they were)
         spec["sampler"] = sampler
     if served_model is not None:  # what the server was asked for
@@ -245,6 +247,39 @@ class CriticRanking:
         pass
 
 
+class CreditRanking:
+    """``ranker`` any registered turn credit but the critic (colbench/credit): each candidate's credit in the stored
+    turn's place, read on the dialogue the candidate makes (the prefix, it, the built-in human's reply unless it
+    answers)."""
+
+    def __init__(self, db, recipe, jobs: Sequence[TurnJob], start: str):
+        from colbench.credit import CreditConfig, make_credit, stored_dialogues
+
+        cfg = recipe.config
+        self.credit = make_credit(cfg.ranker, db, CreditConfig(model=start, seed=cfg.seed, device=str(recipe.device),
+                                                               batch_size=cfg.sample_batch_size))
+        self.dialogues = {d.trajectory_id: d for d in stored_dialogues(db, sorted({j.trajectory_id for j in jobs}))}
+
+    def score(self, jobs: Sequence[TurnJob], generations) -> list[list[dict]]:
+        from colbench.credit import State, candidate_values
+
+        states = []
+        for job, generation in zip(jobs, generations):
+            dialogue = self.dialogues[job.trajectory_id]
+            position = next(i for i, turn in enumerate(dialogue.agent_turns) if turn.id == job.turn_id)
+            states.append(State(dialogue, position, [s.text for s in generation.samples]))
+        # A candidate the credit gives no value (a turn it cannot read) ranks last.
+        return [
+            [{"sampler_logp": sum(s.token_logprobs) / max(len(s.token_logprobs), 1),
+              "score": value if value is not None else -1e30}
+             for s, value in zip(generation.samples, row)]
+            for generation, row in zip(generations, candidate_values(self.credit, states))
+        ]
+
+    def close(self) -> None:
+        self.credit.close()
+
+
 class OracleRanking:
     """``score`` 'oracle', a control: candidates ranked by the family's ground truth for single turns (backend-lite's:
     a question that obtains a new fact 1, else 0; an answer its share of tests passed), no critic. Equal values make
@@ -323,7 +358,8 @@ def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_id: int
     recipe.accelerator.wait_for_everyone()  # every process has read the same store before any of them writes to it
     stats = {"turns_reused": len(jobs), "turns_sampled": 0, "candidates_sampled": 0}
     if len(have) < len(jobs):
-        ranking = (OracleRanking(db, jobs, cfg.family) if cfg.score == "oracle"
+        ranking = (CreditRanking(db, recipe, jobs, start) if cfg.ranker != "critic"
+                   else OracleRanking(db, jobs, cfg.family) if cfg.score == "oracle"
                    else CriticRanking(db, recipe, critic_id))
         engine = SAMPLERS.get(sampler).factory(db, recipe, start)
         try:
@@ -386,7 +422,10 @@ def fit(db, config: P.PolicyConfig | None = None, *, critic_checkpoint=None, **r
 
     config = config or P.PolicyConfig()
     critic_id = None
-    if config.score == "oracle":
+    if config.ranker != "critic":
+        if critic_checkpoint is not None:
+            raise ValueError(f"--ranker {config.ranker} ranks candidates without the critic: it takes no --critic")
+    elif config.score == "oracle":
         if critic_checkpoint is not None:
             raise ValueError("--score oracle ranks candidates by ground truth: it takes no --critic")
     elif critic_checkpoint is None:

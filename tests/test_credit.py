@@ -1,0 +1,226 @@
+"""Turn credit behind one interface (colbench/credit): each signal by hand on dialogues whose every turn's truth is
+known (backend-lite with scripted agents), `credit eval` against that truth, and every consumer (--ranker,
+--turn-credit) taking a plugin's credit without an edit to colbench."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from colbench.credit import CREDITS, CreditConfig, CreditDialogue, State, candidate_values, make_credit
+from colbench.credit import stored_dialogues, unstored_turn
+from colbench.engines.scripted import IRRELEVANT_QUESTIONS, answer_text
+from colbench.families.lite_truth import ANSWER, NEW, lite_dialogues
+from colbench.simulators.rulebased.lite import DONT_KNOW
+from colbench.store import queries
+from colbench.store.db import Database
+from colbench.store.models import TrainingRun
+from colbench.tasks.lite import facts_of
+from tests.conftest import command_line
+
+HERE = Path(__file__).parent
+POLICIES = ("scripted:expert", "scripted:repeat@1", "scripted:irrelevant@1", "scripted:mixed@0.6")
+
+
+@pytest.fixture
+def cli(sqlite_url, capsys, monkeypatch):
+    return command_line(sqlite_url, capsys, monkeypatch)
+
+
+@pytest.fixture
+def rolled(cli, sqlite_url) -> Database:
+    """Dialogues on three backend-lite training tasks by agents that ask for facts, re-ask, ask what nothing
+    answers, and answer early."""
+    for policy in POLICIES:
+        code, out, err = cli("rollout", "--engine", policy, "--tasks", "backend-lite:train", "--limit", "3",
+                             "--sandbox", "bwrap", "--json")
+        assert code == 0 and out["finished"] == 3, err
+    return Database(sqlite_url)
+
+
+def all_ids(db) -> list[int]:
+    with db.read() as session:
+        return [i for i, _ in queries.graded_trajectory_ids(session, family="backend", split="lite-train")]
+
+
+def test_every_credit_says_what_it_reads_and_costs():
+    for choice in CREDITS:
+        assert isinstance(choice.training_info, bool) and choice.cost, choice.name
+    assert {"critic", "infogain", "ref-infogain", "mc", "oracle", "random"} <= set(CREDITS.names())
+    # The agent never sees the reference: only the signals that read it say so.
+    assert not CREDITS.get("infogain").training_info and CREDITS.get("ref-infogain").training_info
+
+
+def test_the_oracle_credit_is_lite_truth(rolled):
+    ids = all_ids(rolled)
+    dialogues = stored_dialogues(rolled, ids)
+    truth = lite_dialogues(rolled, ids)
+    oracle = make_credit("oracle", rolled, CreditConfig(sandbox="bwrap"))
+    try:
+        values = oracle.values(dialogues)
+    finally:
+        oracle.close()
+    kinds_seen = set()
+    for dialogue, row in zip(dialogues, values):
+        kinds = truth[dialogue.trajectory_id].kinds
+        kinds_seen |= set(kinds)
+        assert len(row) == len(kinds)
+        assert row[:-1] == [float(kind == NEW) for kind in kinds[:-1]]
+        assert kinds[-1] == ANSWER and row[-1] == pytest.approx(dialogue.reward)  # its share of tests, graded again
+    assert kinds_seen == {"new fact", "repeat", "nothing", "answer"}
+
+
+def test_credit_eval_scores_the_oracle_one_and_chance_a_half(rolled, cli):
+    code, rows, err = cli("credit", "eval", "--credit", "oracle", "--credit", "random", "--tasks",
+                          "backend-lite:train", "--sandbox", "bwrap", "--json")
+    assert code == 0, err
+    oracle, chance = rows
+    assert oracle["dialogues"] == chance["dialogues"] == 12
+    assert oracle["question_auc"]["value"] == 1.0 and oracle["question_auc"]["n"] >= 3
+    assert oracle["answer_accuracy"]["value"] == 1.0 and oracle["answer_accuracy"]["n"] >= 1
+    assert chance["question_auc"]["low"] < 0.5 < chance["question_auc"]["high"]
+    assert chance["question_auc"]["n"] == oracle["question_auc"]["n"]  # the same dialogues, judged apart
+    code, text, _ = cli("credit", "eval", "--credit", "oracle", "--credit", "random", "--tasks", "backend-lite:train",
+                        "--sandbox", "bwrap")
+    assert code == 0 and "question AUC" in text and "1.00 [1.00, 1.00]" in text
+    code, _, err = cli("credit", "eval", "--credit", "nonsense", "--tasks", "backend-lite:train")
+    assert code != 0 and "unknown turn credit 'nonsense'" in err and "Traceback" not in err
+
+
+def lite_dialogue(task, reply: str) -> CreditDialogue:
+    """The task's opening, a question for its first fact, ``reply``, and a second question."""
+    facts = facts_of(task)
+    turns = [unstored_turn("user", task.problem_description), unstored_turn("assistant", facts[0].question),
+             unstored_turn("user", reply), unstored_turn("assistant", facts[1].question)]
+    return CreditDialogue(task, turns, task_id=1)
+
+
+@pytest.fixture(scope="module")
+def lite_task():
+    from colbench.tasks.lite import lite_tasks
+
+    return next(t for t in lite_tasks() if len(facts_of(t)) >= 2)
+
+
+def test_infogain_is_nothing_for_the_placeholder_and_grows_with_a_reply(tiny_model_dir, lite_task):
+    config = CreditConfig(model=str(tiny_model_dir), device="cpu", placeholder="(no reply)")
+    credit = make_credit("infogain", None, config)
+    try:
+        same, stated = credit.values([lite_dialogue(lite_task, "(no reply)"),
+                                      lite_dialogue(lite_task, facts_of(lite_task)[0].sentence)])
+    finally:
+        credit.close()
+    assert same == [0.0, 0.0]  # the reply is the placeholder: the next action reads the same either way
+    assert stated[0] > 1e-6 and stated[1] == 0.0  # the last question has no reply yet: no information
+
+
+def test_ref_infogain_credits_a_stated_value_and_not_i_dont_know(lite_task):
+    """The embedded model reads the reference after the dialogue: a reply stating a value the reference uses makes
+    it likelier; "I don't know." about as likely as the placeholder."""
+    credit = make_credit("ref-infogain", None, CreditConfig(device="cpu"))
+    try:
+        stated, unknown = credit.values([lite_dialogue(lite_task, facts_of(lite_task)[0].sentence),
+                                         lite_dialogue(lite_task, DONT_KNOW)])
+    finally:
+        credit.close()
+    assert stated[0] > 0.5, stated
+    assert abs(unknown[0]) < stated[0] / 2, (stated, unknown)
+
+
+def test_mc_values_are_the_mean_reward_of_their_continuations(rolled):
+    """K continuations by a scripted agent that skips each fact with probability 0.5: each state's value is the mean
+    of its continuations' graded rewards, a turn's credit the change of value across it, and the answer's own
+    grade ends the dialogue."""
+    ids = all_ids(rolled)
+    [dialogue] = [d for d in stored_dialogues(rolled, ids) if len(d.agent_turns) >= 3][:1]
+    credit = make_credit("mc", rolled, CreditConfig(engine="scripted:skip@0.5", mc_samples=4, sandbox="bwrap"))
+    try:
+        [row] = credit.values([dialogue])
+        [read] = credit.last
+    finally:
+        credit.close()
+    values, rewards = read["values"], read["rewards"]
+    assert len(values) == len(row) + 1 and all(len(r) == 4 for r in rewards[:-1]) and len(rewards[-1]) == 1
+    assert values == [pytest.approx(sum(r) / len(r)) for r in rewards]
+    assert row == [pytest.approx(values[k + 1] - values[k]) for k in range(len(row))]
+    assert rewards[-1] == [pytest.approx(dialogue.reward)]
+    assert len({r for state in rewards for r in state}) > 1  # the continuations differ: a real sample
+
+
+def test_the_oracle_ranker_values_candidates_as_the_truth(rolled, tokenizer):
+    """--ranker oracle at an expert dialogue's second turn (one fact known): a new fact 1, re-asking it or asking
+    what nothing answers 0, an answer its share of tests; the same as SWEET's --score oracle."""
+    from colbench.engines.base import Generation, Sample
+    from colbench.training.config import PolicyConfig
+    from colbench.training.sweet import CreditRanking, select_turns
+
+    class Recipe:
+        config = PolicyConfig(split="lite-train", fraction=1.0, ranker="oracle")
+        device = "cpu"
+
+    jobs, _, _ = select_turns(rolled, PolicyConfig(split="lite-train", fraction=1.0, policies="scripted:expert"),
+                              None, tokenizer)
+    trajectory = next(t for t in {j.trajectory_id for j in jobs} if sum(j.trajectory_id == t for j in jobs) >= 3)
+    turns = sorted((j for j in jobs if j.trajectory_id == trajectory), key=lambda j: j.turn_id)
+    [dialogue] = stored_dialogues(rolled, [trajectory])
+    task = dialogue.task
+    facts = facts_of(task)
+    texts = [facts[0].question, facts[1].question, IRRELEVANT_QUESTIONS[0], answer_text(task.ground_truth),
+             answer_text(task.naive_solution)]
+    ranking = CreditRanking(rolled, Recipe(), turns, "unused")
+    try:
+        rows = ranking.score([turns[1]], [Generation("", 0, [Sample(t, [1, 2], [-1.0, -3.0]) for t in texts], 0.0)])
+    finally:
+        ranking.close()
+    values = [row["score"] for row in rows[0]]
+    assert values[:4] == [0.0, 1.0, 0.0, 1.0] and values[4] <= 0.6, values
+    assert all(row["sampler_logp"] == -2.0 for row in rows[0])
+    # The same through the interface every consumer uses.
+    oracle = make_credit("oracle", rolled, CreditConfig(sandbox="bwrap"))
+    try:
+        assert candidate_values(oracle, [State(dialogue, 1, texts)]) == [values]
+    finally:
+        oracle.close()
+
+
+# ---------------------------------------------------------------- a plugin's credit everywhere
+
+
+def plugged(db_url: str, *args, timeout=900):
+    path = os.pathsep.join(p for p in (str(HERE / "plugin_package"), os.environ.get("PYTHONPATH", "")) if p)
+    done = subprocess.run([sys.executable, "-m", "colbench.cli.app", "--db", db_url, *args], capture_output=True,
+                          text=True, env=dict(os.environ, PYTHONPATH=path, NO_COLOR="1"), timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout) if "--json" in args else done.stdout
+
+
+def test_a_plugin_credit_ranks_sweet_pairs_and_is_scored_and_credits_online_turns(rolled, sqlite_url, tiny_model_dir):
+    """The test plugin's short-turns credit (minus a turn's words), with no edit to colbench: listed, scored by
+    credit eval, ranking SWEET's candidates (every stored pair's chosen candidate is the shorter: not swapped), and
+    as online RL's --turn-credit."""
+    listed = plugged(sqlite_url, "credit", "ls", "--json")
+    assert {"name": "short-turns", "training_info": False, "cost": "none",
+            "help": "a plugin's credit: minus the turn's length in words"} in listed
+    [scored] = plugged(sqlite_url, "credit", "eval", "--credit", "short-turns", "--tasks", "backend-lite:train",
+                       "--json")
+    assert scored["dialogues"] == 12 and scored["question_auc"]["n"] >= 3
+    fitted = plugged(sqlite_url, "policy", "fit", "--algo", "sweet", "--ranker", "short-turns", "--model",
+                     str(tiny_model_dir), "--split", "lite-train", "--candidates", "4", "--max-new-tokens", "24",
+                     "--lora-rank", "4", "--max-len", "512", "--epochs", "1", "--device", "cpu", "--json")
+    with Database(sqlite_url).read() as session:
+        pairs = queries.sweet_pairs_of(session, fitted["run_id"])
+    assert pairs
+    for chosen, rejected, _ in pairs:
+        assert len(chosen.content.split()) < len(rejected.content.split()), (chosen.content, rejected.content)
+        assert chosen.score > rejected.score
+    online = plugged(sqlite_url, "policy", "fit", "--algo", "grpo", "--tasks", "brevity:train", "--model",
+                     str(tiny_model_dir), "--steps", "1", "--tasks-per-step", "1", "--group", "4", "--max-new-tokens",
+                     "4", "--batch-size", "4", "--lora-rank", "4", "--turn-credit", "short-turns", "--device", "cpu",
+                     "--json")
+    with Database(sqlite_url).read() as session:
+        run = session.get(TrainingRun, online["run_id"])
+    assert run.status == "done" and run.config["turn_credit"] == "short-turns"
