@@ -131,6 +131,51 @@ def dialogue_credit(values: list[list[float | None]], tokens: list[list[int]], a
     return [[0.0 if c is None else weight * scale * c / std for c in turns] for turns in centred]
 
 
+def variance_gated_credit(values: list[list[float | None]], tokens: list[list[int]], advantages: list[float],
+                          rewards: list[float], groups: list[int], weight: float, temperature: float
+                          ) -> list[list[float]]:
+    """InfoPO's fusion (Kong et al. 2026, its info_grpo estimator), per dialogue and agent turn: the credit added to
+    the turn's tokens on top of the dialogue's group advantage.
+
+    The turns' non-zero values are normalised within their group (all the group's dialogues: minus their mean,
+    over their standard deviation; a lone value is centred and kept at scale 1), zero values stay 0. The result is
+    scaled down, never up, so that its spread over the step's trained tokens is at most max(that of the group
+    advantages, 1), and gated per dialogue by sigmoid(−std of its group's rewards / ``temperature``): where the
+    outcome already tells a group's dialogues apart the gate closes (0), where it does not (a group all right or
+    all wrong) it stays half open, so the credit then moves the policy when the outcome cannot. ``weight`` is
+    InfoPO's β. Unlike the centred combination the credit is not mean zero over a dialogue: it adds to it."""
+    import math
+
+    def sample_std(xs: list[float]) -> float:
+        if len(xs) < 2:
+            return 0.0
+        mean = sum(xs) / len(xs)
+        return (sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+
+    def weighted_std(pairs: list[tuple[float, int]]) -> float:
+        mass = sum(n for _, n in pairs)
+        if mass < 2:
+            return 0.0
+        mean = sum(x * n for x, n in pairs) / mass
+        return (sum(n * (x - mean) ** 2 for x, n in pairs) / (mass - 1)) ** 0.5
+
+    given: dict[int, list[float]] = {}
+    for turns, counts, group in zip(values, tokens, groups):
+        given.setdefault(group, []).extend(v for v, n in zip(turns, counts) if v and n > 0)
+    stats = {g: (vs[0], 1.0) if len(vs) == 1 else (sum(vs) / len(vs), sample_std(vs)) for g, vs in given.items() if vs}
+    normalised = [[(v - stats[g][0]) / (stats[g][1] + 1e-6) if v and n > 0 else 0.0 for v, n in zip(turns, counts)]
+                  for turns, counts, g in zip(values, tokens, groups)]
+    outcome_std = weighted_std([(a, n) for a, counts in zip(advantages, tokens) for n in counts if n > 0]) + 1e-6
+    credit_std = weighted_std([(x, n) for row, counts in zip(normalised, tokens) for x, n in zip(row, counts)
+                               if n > 0]) + 1e-6
+    ratio = min(1.0, max(outcome_std, 1.0) / credit_std)
+    by_group: dict[int, list[float]] = {}
+    for reward, group in zip(rewards, groups):
+        by_group.setdefault(group, []).append(reward)
+    gate = [1.0 / (1.0 + math.exp(sample_std(by_group[g]) / temperature)) for g in groups]
+    return [[weight * gate[i] * ratio * x for x in row] for i, row in enumerate(normalised)]
+
+
 def turn_token_counts(dialogue: "Dialogue") -> list[int]:
     """Per agent turn of ``dialogue``, how many of its tokens are trained (0 for a turn cut away or masked)."""
     counts = [0] * dialogue.agent_turns
@@ -553,8 +598,14 @@ class OnlineRecipe:
         per_dialogue = group_advantages(rewards, groups, self.estimator, scale=not cfg.no_std).tolist()
         credit_started = time.perf_counter()
         values = self.from_main(lambda: self.turn_values(trajectories, agent_rows))
-        credit = None if values is None else dialogue_credit(values, [turn_token_counts(d) for d in dialogues],
-                                                             per_dialogue, cfg.turn_credit_weight)
+        credit = None
+        if values is not None:
+            counts = [turn_token_counts(d) for d in dialogues]
+            if cfg.turn_credit_combination == "variance-gated":
+                credit = variance_gated_credit(values, counts, per_dialogue, rewards.tolist(), groups.tolist(),
+                                               cfg.turn_credit_weight, cfg.gate_temperature)
+            else:
+                credit = dialogue_credit(values, counts, per_dialogue, cfg.turn_credit_weight)
         figures["credit_s"] = time.perf_counter() - credit_started
         set_advantages(dialogues, per_dialogue, credit)
         if cfg.cut_turns == "penalise":

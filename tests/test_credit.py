@@ -224,3 +224,17 @@ def test_a_plugin_credit_ranks_sweet_pairs_and_is_scored_and_credits_online_turn
     with Database(sqlite_url).read() as session:
         run = session.get(TrainingRun, online["run_id"])
     assert run.status == "done" and run.config["turn_credit"] == "short-turns"
+
+
+def test_infopo_fusion_opens_its_gate_only_where_the_outcome_cannot_tell_dialogues_apart():
+    """Two groups of two dialogues: one all wrong (no spread: the gate half open), one right and wrong (closed).
+    Within the open group the turn that gained more information gets more credit; a turn valued 0 gets none."""
+    from colbench.online_rl import variance_gated_credit
+
+    values = [[2.0, 0.0], [1.0, 0.0], [2.0, 0.0], [1.0, 0.0]]
+    tokens = [[5, 5]] * 4
+    credit = variance_gated_credit(values, tokens, advantages=[0.0, 0.0, 0.7, -0.7], rewards=[0.0, 0.0, 1.0, 0.0],
+                                   groups=[0, 0, 1, 1], weight=1.0, temperature=0.05)
+    assert credit[0][0] > 0 > credit[1][0] and credit[0][0] == pytest.approx(-credit[1][0])
+    assert credit[0][1] == credit[1][1] == 0.0
+    assert abs(credit[2][0]) < 1e-4 and abs(credit[3][0]) < 1e-4  # the outcome already ranks them: gate closed

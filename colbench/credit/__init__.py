@@ -45,6 +45,10 @@ class CreditConfig:
         "ref-infogain: the frozen model that scores the reference's log-likelihood. Default: --model."))
     placeholder: str = option("(no reply)", (
         "infogain, ref-infogain: the text that takes the human's reply's place in the counterfactual dialogue."))
+    kl_estimate: str = option("exact", (
+        "infogain: 'exact', the KL over the whole vocabulary at each token of the next action; 'sampled', InfoPO's"
+        " code's estimate: the mean log-ratio of the next action's own tokens (unbiased for the KL only where the next"
+        " action was sampled with the real reply; it can be negative)."), choices=("exact", "sampled"))
     next_tokens: int = option(48, (
         "infogain: tokens of the next action compared when the dialogue holds none (a candidate's reply is the last"
         " message): the greedy continuation under the real reply."), min=1)

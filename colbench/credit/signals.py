@@ -222,7 +222,12 @@ class InfoGainCredit(TurnCredit):
     def kl(self, real: list[int], counterfactual: list[int], following: list[int]) -> float:
         if real == counterfactual or not following:
             return 0.0
+        import torch
+
         p, q = self.lm.log_probs(real, following), self.lm.log_probs(counterfactual, following)
+        if self.config.kl_estimate == "sampled":
+            taken = torch.tensor(following, device=p.device)[:, None]
+            return float((p.gather(1, taken) - q.gather(1, taken)).mean())
         return float((p.exp() * (p - q)).sum(-1).mean().clamp(min=0.0))
 
 

@@ -470,6 +470,15 @@ class PolicyConfig(TrainingConfig):
     turn_credit_weight: float = option(1.0, (
         "grpo, rloo: the turn credit's spread against the group advantages' (1: turns within a dialogue differ as much"
         " as dialogues within a step)."), min=0.0)
+    turn_credit_combination: str = option("centred", (
+        "grpo, rloo with --turn-credit: how the turn credit joins the group advantage. 'centred': moved between a"
+        " dialogue's turns only (mean zero over its tokens, so the outcome's sign is kept; a group without spread"
+        " learns nothing). 'variance-gated': InfoPO's fusion, added on top: the credit normalised within each group,"
+        " scaled to at most the outcome's spread, times sigmoid(−std of the group's rewards / --gate-temperature)"
+        " times --turn-credit-weight (InfoPO's β): strongest where the outcome cannot tell a group's dialogues"
+        " apart."), choices=("centred", "variance-gated"))
+    gate_temperature: float = option(0.05, (
+        "grpo, rloo with --turn-credit-combination variance-gated: the gate's temperature (InfoPO's 0.05)."), min=1e-6)
     critic_refit_every: int = option(0, (
         "grpo, rloo with --turn-credit critic: continue the critic every N steps on the pairs the run's own groups make"
         " (a fully correct dialogue against a failed one of the same task) and rank with it from then on. 0: never."
