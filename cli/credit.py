@@ -8,7 +8,7 @@ from rich.table import Table
 
 from colbench.cli.common import console, fail, print_json, reporting, state
 from colbench.cli.options import flags_from
-from colbench.credit import CREDITS, CreditConfig
+from colbench.training.credit import CREDITS, CreditConfig
 
 app = typer.Typer(help="Turn credit: every signal that values agent turns, behind one interface (ls, eval).",
                   no_args_is_help=True)
@@ -45,7 +45,7 @@ def evaluate(
     """How well each credit ranks turns as backend-lite's ground truth does: within-dialogue AUC of the turns that
     obtained a new fact, the same among questions alone, answers ordered as their tests, same-state candidate pairs
     (--pairs-from), and seconds per turn; each with a 95% interval bootstrapped over tasks."""
-    from colbench.credit.evaluate import evaluate_credits
+    from colbench.training.credit.evaluate import evaluate_credits
     from colbench.runs import resolve
 
     db = state.db()

@@ -814,15 +814,15 @@ class OnlineRecipe:
         elif cfg.turn_credit == "oracle":
             values = oracle_values(self.db, cfg.family, cfg.sandbox, ids, agent_rows)
         else:
-            from colbench.credit import stored_dialogues
+            from colbench.training.credit import stored_dialogues
 
             values = self.loaded_credit().values(stored_dialogues(self.db, ids))
         return values
 
     def loaded_credit(self):
-        """Any other registered turn credit, its models the run's starting point (colbench/credit)."""
+        """Any other registered turn credit, its models the run's starting point (colbench/training/credit)."""
         if self.credit is None:
-            from colbench.credit import CreditConfig, make_credit
+            from colbench.training.credit import CreditConfig, make_credit
 
             cfg = self.config
             start = f"ckpt:{self.start_parent[0].id}" if self.start_parent else self.trainer.source.ref
@@ -1024,6 +1024,10 @@ def fit(db, config: PolicyConfig | None = None, *, estimator: str = "grpo", base
 
     algo = estimator
     config = (config or PolicyConfig()).for_algo(algo)
+    if config.turn_credit not in ("none", "critic", "oracle"):
+        from colbench.training.credit import check_credit
+
+        check_credit(config.turn_credit)  # before a model is loaded: an unknown name is one line
     if config.turn_credit == "critic" and critic_checkpoint is None:
         raise DataError("--turn-credit critic needs --critic ckpt:<id>")
     if config.temperature != 1.0:

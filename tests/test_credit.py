@@ -1,6 +1,6 @@
-"""Turn credit behind one interface (colbench/credit): each signal by hand on dialogues whose every turn's truth is
-known (backend-lite with scripted agents), `credit eval` against that truth, and every consumer (--ranker,
---turn-credit) taking a plugin's credit without an edit to colbench."""
+"""Turn credit behind one interface (colbench/training/credit): each signal by hand on dialogues whose every
+turn's truth is known (backend-lite with scripted agents), `credit eval` against that truth, and every consumer
+(--ranker, --turn-credit) taking a plugin's credit without an edit to colbench."""
 from __future__ import annotations
 
 import json
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from colbench.credit import CREDITS, CreditConfig, CreditDialogue, State, candidate_values, make_credit
-from colbench.credit import stored_dialogues, unstored_turn
+from colbench.training.credit import CREDITS, CreditConfig, CreditDialogue, State, candidate_values, make_credit
+from colbench.training.credit import stored_dialogues, unstored_turn
 from colbench.engines.scripted import IRRELEVANT_QUESTIONS, answer_text
 from colbench.families.lite_truth import ANSWER, NEW, lite_dialogues
 from colbench.simulators.rulebased.lite import DONT_KNOW

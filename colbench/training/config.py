@@ -563,11 +563,6 @@ class PolicyConfig(TrainingConfig):
             raise ValueError("fraction must be above 0")
         refuse_held_out(self.split)
         self.pairs = pair_rule(self.family, self.pairs)
-        from colbench.credit import check_credit
-
-        check_credit(self.ranker)
-        if self.turn_credit != "none":
-            check_credit(self.turn_credit)
         if is_served(self.sampler) and not self.base_url:
             raise ValueError(f"--sampler {self.sampler} needs --base-url (the server that serves the policy)")
 

@@ -248,12 +248,12 @@ class CriticRanking:
 
 
 class CreditRanking:
-    """``ranker`` any registered turn credit but the critic (colbench/credit): each candidate's credit in the stored
-    turn's place, read on the dialogue the candidate makes (the prefix, it, the built-in human's reply unless it
+    """``ranker`` any registered turn credit but the critic (colbench/training/credit): each candidate's credit in the
+    stored turn's place, read on the dialogue the candidate makes (the prefix, it, the built-in human's reply unless it
     answers)."""
 
     def __init__(self, db, recipe, jobs: Sequence[TurnJob], start: str):
-        from colbench.credit import CreditConfig, make_credit, stored_dialogues
+        from colbench.training.credit import CreditConfig, make_credit, stored_dialogues
 
         cfg = recipe.config
         self.credit = make_credit(cfg.ranker, db, CreditConfig(model=start, seed=cfg.seed, device=str(recipe.device),
@@ -261,7 +261,7 @@ class CreditRanking:
         self.dialogues = {d.trajectory_id: d for d in stored_dialogues(db, sorted({j.trajectory_id for j in jobs}))}
 
     def score(self, jobs: Sequence[TurnJob], generations) -> list[list[dict]]:
-        from colbench.credit import State, candidate_values
+        from colbench.training.credit import State, candidate_values
 
         states = []
         for job, generation in zip(jobs, generations):
@@ -423,6 +423,9 @@ def fit(db, config: P.PolicyConfig | None = None, *, critic_checkpoint=None, **r
     config = config or P.PolicyConfig()
     critic_id = None
     if config.ranker != "critic":
+        from colbench.training.credit import check_credit
+
+        check_credit(config.ranker)  # before a model is loaded: an unknown name is one line
         if critic_checkpoint is not None:
             raise ValueError(f"--ranker {config.ranker} ranks candidates without the critic: it takes no --critic")
     elif config.score == "oracle":

@@ -1,6 +1,6 @@
 """A turn credit from outside colbench: a turn is worth minus its length in words (shorter is better). It needs no
 model, so it tests that any consumer of turn credit (`credit eval`, `--ranker`, `--turn-credit`) takes a plugin's."""
-from colbench.credit import CREDITS, TurnCredit
+from colbench.training.credit import CREDITS, TurnCredit
 
 
 class ShortTurns(TurnCredit):

@@ -3,11 +3,11 @@
 A credit reads dialogues (stored ones, or a stored prefix continued by a sampled candidate turn and the simulated
 human's reply to it) and gives a value per agent turn. Its consumers never ask which signal it is:
 
-- ``colbench credit eval`` scores signals against backend-lite's ground truth (colbench/credit/evaluate.py);
+- ``colbench credit eval`` scores signals against backend-lite's ground truth (colbench/training/credit/evaluate.py);
 - ``policy fit --algo sweet --ranker NAME`` ranks candidate turns with it (the value of the candidate's turn);
 - online RL's ``--turn-credit NAME`` moves each dialogue's advantage between its turns by it.
 
-Registered here and in colbench/credit/signals.py; a plugin registers more under the entry-point group
+Registered here and in colbench/training/credit/signals.py; a plugin registers more under the entry-point group
 ``colbench.credits``. Each says whether it reads training-time information (the reference the agent never sees)
 and what it costs per agent turn.
 """
@@ -207,5 +207,3 @@ def candidate_values(credit: TurnCredit, states: Sequence[State]) -> list[list[f
         found[s].append(row[-1] if row else None)
     return found
 
-
-from colbench.credit import signals  # noqa: E402,F401 - registers the built-in credits

@@ -1,4 +1,4 @@
-"""The built-in turn credits (colbench/credit/__init__.py says what a credit is).
+"""The built-in turn credits (colbench/training/credit/__init__.py says what a credit is).
 
 Each is registered with whether it reads training-time information (the reference c, which the agent never sees)
 and what it costs per agent turn.
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from colbench import protocol
-from colbench.credit import CREDITS, CreditConfig, CreditDialogue, CreditError, TurnCredit, is_answer
+from colbench.training.credit.base import CREDITS, CreditConfig, CreditDialogue, CreditError, TurnCredit, is_answer
 
 
 def _lite_only(dialogue: CreditDialogue, what: str) -> None:

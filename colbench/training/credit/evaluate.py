@@ -20,7 +20,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
-from colbench.credit import CREDITS, CreditConfig, CreditError, State, candidate_values, make_credit, stored_dialogues
+from colbench.training.credit.base import (
+    CREDITS, CreditConfig, CreditError, State, candidate_values, make_credit, stored_dialogues,
+)
 
 BOOTSTRAP_SAMPLES = 1000
 
