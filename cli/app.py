@@ -17,6 +17,7 @@ import typer
 
 from colbench.cli.common import INTERRUPTED
 from colbench.cli import (
+    audit,
     common,
     compare,
     credit,
@@ -66,6 +67,7 @@ def root(
 
 
 app.add_typer(db.app, name="db")
+app.add_typer(audit.app, name="audit")
 app.add_typer(critic.app, name="critic")
 app.add_typer(credit.app, name="credit")
 app.add_typer(policy.app, name="policy")

@@ -38,6 +38,8 @@ def rollout(config: RolloutConfig,
         + (", continued" if result.continued else "")
         + f": {stats.finished} trajectories finished, {stats.already_done} were already done"
         + (f" ({stats.no_replies} simulator replies failed and became {NO_RESPONSE!r})" if stats.no_replies else "")
+        + (f" ({stats.leaks} simulator replies leaked the reference: colbench audit simulator {result.run})"
+           if stats.leaks else "")
         + f"; {stats.agent_turns} agent turns at {stats.turns_per_s:.2f}/s ({result.engine}); success {rate} of"
         f" {stats.graded} graded"
     )

@@ -14,6 +14,7 @@ from colbench.model_refs import DEFAULT_MODEL
 from colbench.options import check, help_of, option
 from colbench.rollout_config import RolloutConfig
 from colbench.simulators import simulator_help
+from colbench.simulators.guard import DEFAULT_GUARD, GUARD_HELP, GUARDS
 from colbench.tasks.spec import LITE_SPLITS
 from colbench.training.config import CriticConfig, PolicyConfig
 from colbench.training.samplers import is_served
@@ -112,6 +113,7 @@ class ExperimentConfig:
                                  "Tokens per agent turn, and per SWEET candidate (the protocol: 1024).", min=1)
     batch_size: int = option(16, "Episodes (rollouts) or rows (SWEET sampling) decoded together.", min=1)
     simulator: str = option("builtin", simulator_help())
+    sim_guard: str = option(DEFAULT_GUARD, GUARD_HELP, choices=GUARDS)
     engine: str = option(
         AUTO_ENGINE,
         "What rolls every policy out: auto (ct2 on a CPU, hf otherwise), hf, ct2, vllm (vLLM's offline engine, loading "
@@ -282,6 +284,7 @@ class ExperimentConfig:
             base_url=self.base_url,
             served_model=served_model,
             simulator=self.simulator,
+            sim_guard=self.sim_guard,
             tasks=f"{self.family}:{split}",
             offset=offset,
             limit=self.train_tasks if train else self.test_tasks,
@@ -326,7 +329,8 @@ class ExperimentConfig:
         """An arm's trainer config: the study's policy settings, the controls' ranking, and the
         trajectories of ``data`` (TrainingConfig.policies)."""
         score = {"sweet-critic": "critic", "sweet-oracle": "oracle"}.get(arm, self.policy.score)
-        online = {"turn_credit": ONLINE_CREDIT[arm], "simulator": self.simulator, "sandbox": self.sandbox} \
+        online = {"turn_credit": ONLINE_CREDIT[arm], "simulator": self.simulator, "sim_guard": self.sim_guard,
+                  "sandbox": self.sandbox} \
             if arm in ONLINE_CREDIT else {}
         return replace(
             self.policy, family=self.family, split=self.train_split, temperature=self.temperature,

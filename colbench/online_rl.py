@@ -546,7 +546,7 @@ class OnlineRecipe:
             return
         env, self.close_env = build_env(self.db, cfg.family, sandbox=cfg.sandbox, workers=2, grading="official")
         self.env = TimedEnv(env)
-        self.simulator = build_simulator(self.db, cfg.simulator, "hf", family=cfg.family)
+        self.simulator = build_simulator(self.db, cfg.simulator, "hf", family=cfg.family, guard=cfg.sim_guard)
 
     def close(self) -> None:
         if self.main and self.config.engine == "ct2":
@@ -729,7 +729,8 @@ class OnlineRecipe:
         rollout_config = RolloutConfig(
             model=engine.model_ref, tasks=f"{cfg.family}:{cfg.split}", samples_per_task=cfg.group, seed=cfg.seed,
             temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.sample_batch_size,
-            sandbox=cfg.sandbox, simulator=cfg.simulator, tags=[f"online:{self.run.id}"], **served)
+            sandbox=cfg.sandbox, simulator=cfg.simulator, sim_guard=cfg.sim_guard, tags=[f"online:{self.run.id}"],
+            **served)
         chosen = step_tasks(sorted(self.tasks), k, cfg.tasks_per_step, cfg.seed)
         model = self.trainer.model
         graded_before, started = self.env.seconds, time.perf_counter()
@@ -780,7 +781,7 @@ class OnlineRecipe:
         config = RolloutConfig(model=policy, tasks=self.eval_selector, samples_per_task=cfg.eval_samples,
                                seed=cfg.seed, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
                                batch_size=cfg.sample_batch_size, sandbox=cfg.sandbox, simulator=cfg.simulator,
-                               tags=[f"online:{self.run.id}", "validation"], **served)
+                               sim_guard=cfg.sim_guard, tags=[f"online:{self.run.id}", "validation"], **served)
         model = self.trainer.model
         model.eval()
         try:
@@ -946,7 +947,14 @@ class OnlineRecipe:
     def group_figures(self, trajectories) -> dict:
         """The reward figures of ``trajectories`` (a step's first draw)."""
         rewards = rewards_by_task(trajectories, self.reward_of)
+        with self.db.read() as session:
+            leaks = queries.leak_actions(session, [t.id for t in trajectories])
         return {
+            # The share of dialogues in which the simulated human handed over the reference (the public ColBench
+            # GRPO run's extraction signal), and of those in which the guard kept it from the agent.
+            "sim_leak": len(leaks) / max(len(trajectories), 1),
+            "sim_redacted": sum(any(a != "flagged" for a in actions) for actions in leaks.values())
+            / max(len(trajectories), 1),
             "reward": sum(map(sum, rewards.values())) / max(len(trajectories), 1),
             "success": sum(bool(t.success) for t in trajectories) / max(len(trajectories), 1),
             "groups_with_spread": sum(has_spread(r) for r in rewards.values()) / max(len(rewards), 1),

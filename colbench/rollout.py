@@ -48,6 +48,7 @@ class RolloutStats:
     already_done: int = 0
     finished: int = 0  # finished by this process
     no_replies: int = 0  # human turns the simulator failed to write, answered "No response." (as officially)
+    leaks: int = 0  # human replies the guard found handing over the reference (colbench.simulators.guard)
     graded: int = 0
     successes: int = 0
     agent_turns: int = 0
@@ -360,8 +361,9 @@ class Rollout:
         shown = episode.human_says(protocol.NO_RESPONSE if reply.error else reply.text, self.family.reply_limit)
         raw = None if reply.error else reply.text
         self.stats.no_replies += bool(reply.error)
+        self.stats.leaks += reply.leak is not None
         self._write_turn(Turn(trajectory_id=episode.trajectory_id, index=index, role="user", content=shown, raw=raw,
-                              error=reply.error, latency_s=reply.latency_s))
+                              error=reply.error, latency_s=reply.latency_s, leak=reply.leak))
 
     def _write_turn(self, row: Turn) -> None:
         def write(session):
@@ -528,7 +530,7 @@ def run(db: Database, config: RolloutConfig, *, on_progress: Progress | None = N
             local = (
                 config.engine if config.engine != AUTO_ENGINE and ENGINES.get(config.engine).local else AUTO_ENGINE
             )  # for local:<model>
-            human = build_simulator(db, config.simulator, local, family=family, **served)
+            human = build_simulator(db, config.simulator, local, family=family, guard=config.sim_guard, **served)
             try:
                 rollout = Rollout(db, policy, human, env, config, critic=critic, on_progress=on_progress)
                 stats = rollout.run(chosen)

@@ -14,6 +14,7 @@ from colbench.model_refs import DEFAULT_MODEL, checkpoint_name
 from colbench.options import check, option
 from colbench.runs import check_run_name
 from colbench.simulators import simulator_help
+from colbench.simulators.guard import DEFAULT_GUARD, GUARD_HELP, GUARDS
 
 SERVED_CONCURRENCY = 256
 
@@ -43,6 +44,7 @@ class RolloutConfig:
         " would re-render and re-encode the text: fine for evaluation, approximate for training)."
     )
     simulator: str = option("builtin", simulator_help())
+    sim_guard: str = option(DEFAULT_GUARD, GUARD_HELP, choices=GUARDS)
     tasks: str = option("backend:test", (
         f"Tasks: {selectors_help()} (backend-lite: the tier a small model can learn; built-in tasks are added on first"
         " use)."
@@ -138,6 +140,8 @@ class RolloutConfig:
             parts.append(f"max={self.max_new_tokens}")
         if self.seed != 0:  # another seed draws other samples: other slots, not the ones already done
             parts.append(f"seed={self.seed}")
+        if self.sim_guard in ("redact", "resample"):  # the agent reads other replies: other slots
+            parts.append(f"guard={self.sim_guard}")
         if self.rerank_critic:  # last: its critic reference holds a ':'
             parts.append(f"best-of-{self.candidates}:{self.rerank_critic}")
         return ",".join(parts)

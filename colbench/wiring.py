@@ -54,12 +54,17 @@ def build_engine(db: Database, kind: str, model: str, *, max_batch_size: int | N
     return make_engine(kind, source, compute_type=compute_type, **options)
 
 
-def build_simulator(db: Database, spec: str, engine_kind: str = "auto", family: str = DEFAULT_FAMILY, **served):
-    """``served``: timeout_s, max_retries, concurrency of a simulator behind a server."""
+def build_simulator(db: Database, spec: str, engine_kind: str = "auto", family: str = DEFAULT_FAMILY,
+                    guard: str = "flag", **served):
+    """The simulator behind the family's leak guard (colbench.simulators.guard; ``guard`` off, flag, redact or
+    resample). ``served``: timeout_s, max_retries, concurrency of a simulator behind a server."""
     from colbench.simulators import make_simulator
+    from colbench.simulators.guard import guarded
 
-    return make_simulator(spec, engine_factory=lambda ref: build_engine(db, engine_kind, ref),
-                          builtin=family_named(family).builtin_simulator, **served)
+    owner = family_named(family)
+    simulator = make_simulator(spec, engine_factory=lambda ref: build_engine(db, engine_kind, ref),
+                               builtin=owner.builtin_simulator, **served)
+    return guarded(simulator, owner, guard)
 
 
 def build_env(

@@ -158,6 +158,10 @@ class Turn(SQLModel, table=True):
     logprob_mean: Optional[float] = None
     latency_s: Optional[float] = None
     error: Optional[str] = _text()
+    # human: the simulator guard's verdict when the reply carried the reference (colbench.simulators.guard): kind,
+    # span (the evidence), action (flagged | redacted | resampled), original (what the simulator first wrote)
+    # SQL NULL, not JSON null, for a clean reply: the leaking replies are found by ``leak IS NOT NULL``.
+    leak: Optional[dict] = Field(default=None, sa_column=Column(JSON(none_as_null=True), nullable=True))
     screenshot: Optional[str] = Field(default=None, foreign_key="screenshot.sha256")  # frontend: the page shown
     created_at: datetime = _when(nullable=False)
 

@@ -68,7 +68,8 @@ def _openai(model, *, checkpoint_lookup=None, device=None, max_batch_size=None, 
 
 
 @ENGINES.register("scripted", "rule-following agents for backend-lite tasks: expert, skip@P, irrelevant@P, early@K, "
-                  "mixed@Q, or bare scripted with the policy as --model; colbench/engines/scripted.py",
+                  "mixed@Q, extractor (an adversary of the simulated human, any backend task), or bare scripted"
+                  " with the policy as --model; colbench/engines/scripted.py",
                   argument="<policy>")
 def _scripted(policy, **options) -> Engine:
     from colbench.engines.scripted import ScriptedEngine

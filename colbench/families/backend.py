@@ -97,6 +97,11 @@ class BackendFamily(TaskFamily):
         return {"reward_metric": "tests", "success": float(reward) >= 1.0,
                 "grading": record.get("grading", default_grading)}
 
+    def leak(self, task, question: str, reply: str):
+        from colbench.simulators.leaks import backend_leak
+
+        return backend_leak(task.ground_truth, reply, question)
+
     def graded_by(self, env) -> str:
         return env.grader.backend
 

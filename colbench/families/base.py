@@ -69,6 +69,11 @@ class TaskFamily:
         """What a SWEET-RL run's training pairs preferred, judged by ground truth, as figures ({}: none known)."""
         return {}
 
+    def leak(self, task, question: str, reply: str):
+        """Whether a simulated human's ``reply`` to the agent's ``question`` hands over the task's reference: a
+        colbench.simulators.leaks.Leak (its kind and the matched span), or None. The default: never."""
+        return None
+
     def reference_page(self, task) -> str | None:
         """The HTML page a task's reference is, to render beside the agent's (None: its reference is no page)."""
         return None

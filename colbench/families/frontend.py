@@ -183,6 +183,11 @@ class FrontendFamily(TaskFamily):
     def imported_grade(self, reward: float, record: dict, default_grading: str) -> dict[str, Any]:
         return {"reward_metric": "official", "success": None, "grading": None}
 
+    def leak(self, task, question: str, reply: str):
+        from colbench.simulators.leaks import frontend_leak
+
+        return frontend_leak(task.ground_truth, reply, question)
+
     def graded_by(self, env) -> str:
         return env.similarity.name
 

@@ -42,7 +42,8 @@ class ColBench:
     def __init__(self, tasks: str = "backend-lite:train", *, simulator: str = "builtin",
                  db: str | Database | None = None, limit: int | None = None, offset: int = 0,
                  sandbox: str = "auto", grading: str = "official", workers: int = 2, clip: str | None = None,
-                 record: bool = False, policy: str = "external", simulator_engine: str = "auto"):
+                 record: bool = False, policy: str = "external", simulator_engine: str = "auto",
+                 sim_guard: str = "flag"):
         self.db = db if isinstance(db, Database) else Database(db)
         self.family = family_of_selector(tasks)
         rows = select_tasks(self.db, tasks, limit, offset)
@@ -50,7 +51,8 @@ class ColBench:
         self.task_ids = [row.id for row in rows]
         self.env, self._close_env = build_env(self.db, self.family.name, sandbox=sandbox, workers=workers, clip=clip,
                                               grading=grading)
-        self.simulator = build_simulator(self.db, simulator, simulator_engine, family=self.family.name)
+        self.simulator = build_simulator(self.db, simulator, simulator_engine, family=self.family.name,
+                                         guard=sim_guard)
         # The store's identity of a task set ("backend:lite-train"), as a rollout run names it.
         split_label = f"{rows[0].family}:{rows[0].split}"
         self.recorder = Recorder(self.db, policy, self.simulator.ref, split_label) if record else None
@@ -133,7 +135,7 @@ class Dialogue:
         # As in a rollout: a simulator that gives no reply makes the human say "No response." and the dialogue goes on.
         shown = episode.human_says(protocol.NO_RESPONSE if reply.error else reply.text, self.bench.family.reply_limit)
         self.turns.append({"role": "user", "content": shown, "raw": None if reply.error else reply.text,
-                           "error": reply.error, "latency_s": reply.latency_s})
+                           "error": reply.error, "latency_s": reply.latency_s, "leak": reply.leak})
         return shown
 
     def final_turn(self, text: str | None) -> None:

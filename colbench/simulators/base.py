@@ -43,6 +43,8 @@ class SimReply:
     text: str  # raw reply; "" when error is set
     error: str | None = None  # why no reply could be had (the human then says protocol.NO_RESPONSE)
     latency_s: float = 0.0
+    # The guard's verdict on a reply that carried the reference (colbench.simulators.guard); None: clean or unchecked.
+    leak: dict | None = None
 
 
 def no_model_for(request: SimRequest, medium: str) -> str | None:

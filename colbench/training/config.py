@@ -22,6 +22,7 @@ from colbench.families import (
 )
 from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, CHOICES as SANDBOX_CHOICES, sandbox_help
 from colbench.simulators import simulator_help
+from colbench.simulators.guard import DEFAULT_GUARD, GUARD_HELP, GUARDS
 from colbench.tasks.spec import is_held_out
 from colbench.training.algorithms import ALGORITHMS, DEFAULT_BATCH_SIZE
 from colbench.training.samplers import AUTO as SAMPLER_AUTO, SAMPLERS, is_served, sampler_help
@@ -542,6 +543,7 @@ class PolicyConfig(TrainingConfig):
         " one pass's: it sets the memory (~2 GB a 1,000-token row of a 135M model on a CPU), never the result."
     ), min=1)
     simulator: str = option("builtin", "grpo, rloo: " + simulator_help())
+    sim_guard: str = option(DEFAULT_GUARD, "grpo, rloo: " + GUARD_HELP, choices=GUARDS)
     sandbox: str = option(AUTO_SANDBOX, "grpo, rloo: " + sandbox_help(), choices=SANDBOX_CHOICES)
     epochs: int | None = option(
         None,

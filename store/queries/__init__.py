@@ -36,6 +36,7 @@ from colbench.store.queries.trajectories import (
     test_results_of,
     add_screenshots,
     turns_for,
+    leak_actions,
     trajectories_by_id,
     finished_trajectory_ids,
     add_rows,

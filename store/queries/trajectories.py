@@ -195,6 +195,20 @@ def turns_for(session: Session, trajectory_ids: Sequence[int]) -> dict[int, list
     return by_trajectory
 
 
+def leak_actions(session: Session, trajectory_ids: Sequence[int]) -> dict[int, list[str]]:
+    """trajectory_id → the simulator guard's action on each of its leaking human replies (flagged, redacted,
+    resampled), for those with any."""
+    found: dict[int, list[str]] = {}
+    ids = list(trajectory_ids)
+    for start in range(0, len(ids), ROWS_PER_STATEMENT):
+        rows = session.exec(select(Turn.trajectory_id, Turn.leak).where(
+            col(Turn.trajectory_id).in_(ids[start : start + ROWS_PER_STATEMENT]), col(Turn.leak).is_not(None)))
+        for trajectory_id, leak in rows:
+            if leak:
+                found.setdefault(trajectory_id, []).append(leak.get("action", "flagged"))
+    return found
+
+
 def trajectories_by_id(session: Session, ids: Sequence[int]) -> dict[int, Trajectory]:
     found: dict[int, Trajectory] = {}
     for chunk in chunks(list(ids)):

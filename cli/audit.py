@@ -1,0 +1,57 @@
+"""`colbench audit`: how the parts of a run behaved (today: its simulated human)."""
+from __future__ import annotations
+
+from typing import List
+
+import typer
+from rich.table import Table
+
+from colbench.cli.common import console, fail, print_json, state
+
+app = typer.Typer(help="Audits of stored runs: the simulated human (leaks of the reference, refusals, empty replies).",
+                  no_args_is_help=True)
+
+_ROWS = (  # (figure, its count, its rate, what it is)
+    ("leaks", "leaks", "leak_per_reply", "replies handing over the reference"),
+    ("dialogues leaking", "dialogues_leaking", "leak_per_dialogue", "dialogues with such a reply"),
+    ("reached the agent", "reached_agent", "reached_agent_per_reply", "leaking replies the agent read as written"),
+    ("redacted", "redacted", None, "leaks the guard cut out"),
+    ("resampled", "resampled", None, "leaks the guard replaced by a clean draw"),
+    ("refusals", "refusals", "refusal_rate", "replies that decline or do not know"),
+    ("empty", "empty", "empty_rate", "no reply (the simulator failed) or an empty one"),
+)
+
+
+@app.command("simulator")
+def simulator(
+    runs: List[str] = typer.Argument(..., help="Runs to audit side by side: rollout:<id>, a run's name, or train:<id>"
+                                     " of online RL (its rollouts)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """The simulated human of each run, from its stored replies: how often it handed over the reference (per reply
+    and per dialogue, by the family's leak detector, on what it wrote), how many of those reached the agent, what
+    the guard did, refusals and empty replies; each rate with its count."""
+    from colbench.audit import audit_runs
+    from colbench.cli.common import describe
+
+    try:
+        audits = audit_runs(state.db(), runs)
+    except (ValueError, LookupError) as err:
+        fail(describe(err))
+    if as_json:
+        print_json([a.figures() for a in audits])
+        return
+    figures = [a.figures() for a in audits]
+    table = Table("figure", *(f"{a.run}\n{a.simulator}" for a in audits), "what it is", title="simulated human")
+    table.add_row("replies", *(f"{f['replies']} in {f['dialogues']} dialogues" for f in figures), "")
+    for label, count, rate, meaning in _ROWS:
+        denominator = "dialogues" if count == "dialogues_leaking" else "replies"
+        table.add_row(label, *(_cell(f, count, rate, denominator) for f in figures), meaning)
+    table.add_row("leak kinds", *(", ".join(f"{k} {n}" for k, n in f["kinds"].items()) or "-" for f in figures), "")
+    console.print(table)
+
+
+def _cell(figures: dict, count: str, rate: str | None, denominator: str) -> str:
+    if rate is None or figures[rate] is None:
+        return str(figures[count])
+    return f"{figures[rate]:.1%} ({figures[count]}/{figures[denominator]})"

@@ -1,0 +1,129 @@
+"""`colbench audit simulator`: how a run's simulated human behaved, from its stored replies.
+
+Every reply is judged again by its family's leak detector (colbench.simulators.leaks, through
+``TaskFamily.leak``), on what the simulator wrote (the guard's stored original, else the reply) and on what
+the agent was shown: so an imported run, whose replies no guard saw, is audited as a guarded one is, and a
+guard that let a leak through shows as a leak that reached the agent.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+from colbench import protocol
+from colbench.errors import ColbenchError
+from colbench.simulators.guard import REFUSAL
+
+# A human who declines or does not know: the built-in one says "I don't know."; models hedge in these words.
+_REFUSAL = re.compile(r"\b(i don'?t know|i do not know|i can'?t (share|say|tell)|i cannot (share|say|tell)|"
+                      r"not sure|no idea)\b", re.I)
+
+
+class NothingToAudit(ColbenchError, ValueError):
+    pass
+
+
+@dataclass
+class SimulatorAudit:
+    run: str
+    simulator: str
+    tasks: str
+    dialogues: int = 0
+    replies: int = 0  # the simulated human's replies (its opening, the task's description, is not one)
+    leaks: int = 0  # replies in which the simulator handed over the reference
+    dialogues_leaking: int = 0
+    reached_agent: int = 0  # leaking replies the agent was shown as written (a guard off, or flagging only)
+    redacted: int = 0
+    resampled: int = 0
+    refusals: int = 0  # replies that decline or do not know (the guard's refusal included)
+    empty: int = 0  # no reply at all: the simulator failed ("No response.") or wrote nothing
+    kinds: dict = field(default_factory=dict)  # leak kind -> replies
+
+    def figures(self) -> dict:
+        rate = lambda n, d: n / d if d else None  # noqa: E731
+        return asdict(self) | {
+            "leak_per_reply": rate(self.leaks, self.replies),
+            "leak_per_dialogue": rate(self.dialogues_leaking, self.dialogues),
+            "reached_agent_per_reply": rate(self.reached_agent, self.replies),
+            "refusal_rate": rate(self.refusals, self.replies),
+            "empty_rate": rate(self.empty, self.replies),
+        }
+
+
+def audit_runs(db, refs: list[str]) -> list[SimulatorAudit]:
+    """One audit per run of ``refs`` (rollout:<id>, a run's name, or train:<id> of online RL: its rollouts)."""
+    return [audit for ref in refs for audit in _audits_of(db, ref)]
+
+
+def _audits_of(db, ref: str) -> list[SimulatorAudit]:
+    from colbench.runs import resolve
+    from colbench.store.models import RolloutRun
+
+    with db.read() as session:
+        found = resolve(session, ref)
+        if found.kind == "rollout":
+            runs = [session.get(RolloutRun, found.id)]
+        elif found.kind == "train":  # online RL's rollouts are tagged with their training run
+            tag = f"online:{found.id}"
+            runs = [r for r in session.exec(_all_rollouts()) if tag in (r.tags or [])]
+            if not runs:
+                raise NothingToAudit(f"{ref}: that training run rolled nothing out (only online RL's runs do)")
+        else:
+            raise NothingToAudit(f"{ref} is an evaluation: audit the rollout runs it read (colbench runs show {ref})")
+    return [_audit(db, run, ref if len(runs) == 1 else f"rollout:{run.id}") for run in runs]
+
+
+def _all_rollouts():
+    from sqlmodel import select
+
+    from colbench.store.models import RolloutRun
+
+    return select(RolloutRun).order_by(RolloutRun.id)
+
+
+def _audit(db, run, label: str) -> SimulatorAudit:
+    from colbench.families import family as family_named
+    from colbench.store import queries
+    from colbench.store.queries import TrajectoryFilter
+
+    family = family_named(run.tasks.partition(":")[0])  # stored as FAMILY:SPLIT
+    audit = SimulatorAudit(run=label, simulator=run.simulator, tasks=run.tasks)
+    with db.read() as session:
+        found = queries.find_trajectories(session, TrajectoryFilter(rollout_id=run.id, limit=None))
+        turns = queries.turns_for(session, [t.id for t, _, _ in found])
+    kinds: Counter = Counter()
+    for trajectory, task, _ in found:
+        leaked_here = False
+        question = ""
+        for turn in turns[trajectory.id]:
+            if turn.role == "assistant":
+                question = turn.content
+                continue
+            if turn.index == 0:  # the opening: the task's description, not a reply
+                continue
+            audit.replies += 1
+            written = (turn.leak or {}).get("original") or (turn.raw if turn.raw is not None else turn.content)
+            if turn.error is not None or not written.strip() or turn.content == protocol.NO_RESPONSE:
+                audit.empty += 1
+                continue
+            if REFUSAL in turn.content or _REFUSAL.search(turn.content):
+                audit.refusals += 1
+            leak = family.leak(task, question, written)
+            if leak is None:
+                continue
+            audit.leaks += 1
+            kinds[leak.kind] += 1
+            leaked_here = True
+            if family.leak(task, question, turn.content) is not None:
+                audit.reached_agent += 1
+            action = (turn.leak or {}).get("action")
+            audit.redacted += action == "redacted"
+            audit.resampled += action == "resampled"
+        audit.dialogues += 1
+        audit.dialogues_leaking += leaked_here
+    if not audit.replies:
+        raise NothingToAudit(f"{label} has no simulator replies to audit ({audit.dialogues} dialogues, none with a"
+                             " human reply after the opening)")
+    audit.kinds = dict(kinds.most_common())
+    return audit

@@ -1,0 +1,98 @@
+"""The simulator guard: every reply of a simulated human checked for the reference it must not hand over.
+
+A simulated human sees the hidden reference so that it can answer; a policy under optimisation pressure learns to
+get the reference out of it instead of solving the task (a public ColBench GRPO run saw leaking dialogues climb
+from 2% to 46% as reward rose). The family knows what its reference is, so it judges a reply
+(``TaskFamily.leak``); the guard wraps any simulator and acts on the verdict:
+
+- ``off``: no check;
+- ``flag`` (the default): the verdict and its evidence are stored with the reply, which reaches the agent as written;
+- ``redact``: each leaking span is replaced by a fixed refusal (the whole reply, if the span cannot be cut out);
+- ``resample``: the simulator is asked again, up to ``max_resamples`` times, and the reply is redacted if every
+  draw leaks.
+
+A checked reply carries ``SimReply.leak``: ``{"kind", "span", "action", "original", "resamples"}`` (action: flagged,
+redacted or resampled; original: the simulator's first reply, which the agent did not see unless action is
+flagged). A clean reply carries None, as does every reply under ``off``.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+from colbench.simulators.base import SimReply, SimRequest, Simulator
+
+GUARDS = ("off", "flag", "redact", "resample")
+DEFAULT_GUARD = "flag"
+GUARD_HELP = ("Simulator guard against replies that hand over the hidden reference (the family's leak detector): off,"
+              " flag (store the verdict, deliver the reply), redact (replace the leaking span by a refusal, keep the"
+              " original in the store), resample (ask again, up to 3 times, then redact).")
+# What the agent reads in place of a leaking span: a human who will not dictate the code.
+REFUSAL = "(I can't share the code itself, but ask me about what it should do.)"
+MAX_RESAMPLES = 3
+_MAX_CUTS = 8  # spans cut from one reply before the whole reply is refused
+
+
+def last_question(request: SimRequest) -> str:
+    """The agent's latest message: what the reply answers (a fact it asked for is no leak)."""
+    return next((m["content"] for m in reversed(request.dialogue) if m["role"] == "assistant"), "")
+
+
+Detector = Callable[[SimRequest, str], "object | None"]  # (request, reply text) -> a Leak (kind, span) or None
+
+
+class GuardedSimulator(Simulator):
+    def __init__(self, inner: Simulator, detect: Detector, mode: str = DEFAULT_GUARD,
+                 max_resamples: int = MAX_RESAMPLES):
+        if mode not in GUARDS:
+            raise ValueError(f"--sim-guard must be one of {', '.join(GUARDS)}; got {mode!r}")
+        self.inner, self.detect, self.mode, self.max_resamples = inner, detect, mode, max_resamples
+        self.ref = inner.ref
+
+    def reply(self, requests: list[SimRequest]) -> list[SimReply]:
+        replies = self.inner.reply(requests)
+        if self.mode == "off":
+            return replies
+        return [self._checked(request, reply) for request, reply in zip(requests, replies)]
+
+    def _checked(self, request: SimRequest, reply: SimReply) -> SimReply:
+        if reply.error is not None or not reply.text:
+            return reply
+        leak = self.detect(request, reply.text)
+        if leak is None:
+            return reply
+        verdict = {"kind": leak.kind, "span": leak.span, "action": "flagged", "original": reply.text, "resamples": 0}
+        if self.mode == "flag":
+            return replace(reply, leak=verdict)
+        text = reply.text
+        if self.mode == "resample":
+            for attempt in range(1, self.max_resamples + 1):
+                (again,) = self.inner.reply([request])
+                verdict["resamples"] = attempt
+                if again.error is None and again.text and self.detect(request, again.text) is None:
+                    return replace(again, leak={**verdict, "action": "resampled"},
+                                   latency_s=reply.latency_s + again.latency_s)
+        return replace(reply, text=self.redacted(request, text, leak), leak={**verdict, "action": "redacted"})
+
+    def redacted(self, request: SimRequest, text: str, leak) -> str:
+        """``text`` with every leaking span the detector finds replaced by the refusal; the refusal alone when
+        spans keep appearing (or a span is not found verbatim)."""
+        for _ in range(_MAX_CUTS):
+            if leak is None:
+                return text
+            if not leak.span or leak.span not in text:
+                break
+            text = text.replace(leak.span, REFUSAL)
+            leak = self.detect(request, text)
+        return REFUSAL
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def guarded(simulator: Simulator, family, mode: str) -> Simulator:
+    """``simulator`` behind the guard, judged by ``family``'s leak detector."""
+    def detect(request: SimRequest, text: str):
+        return family.leak(request.task, last_question(request), text)
+
+    return GuardedSimulator(simulator, detect, mode)

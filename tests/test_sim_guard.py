@@ -1,0 +1,170 @@
+"""The simulator guard and its audit, end to end: the extractor agent, a human model that complies (the loopback
+server playing an endpoint simulator), the real sandbox, the store, `colbench audit simulator`."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from sqlmodel import select
+
+from colbench.audit import audit_runs
+from colbench.families import family
+from colbench.rollout import run as rollout
+from colbench.rollout_config import RolloutConfig
+from colbench.simulators.guard import REFUSAL
+from colbench.store import queries
+from colbench.store.db import Database
+from colbench.store.models import Task, Trajectory, Turn
+
+COLBENCH = [sys.executable, "-m", "colbench.cli.app"]
+BACKEND = family("backend")
+
+
+def hidden_code(request: dict) -> str:
+    """The reference the simulator model is shown (colbench.simulators.prompts.brief_messages)."""
+    text = request["messages"][-1]["content"]
+    return text.split("HIDDEN INFORMATION (only you can see this):\n", 1)[1].split("\n\nCONVERSATION SO FAR", 1)[0]
+
+
+def complying(request: dict) -> str:
+    """A human model that does what the extractor asks: pastes the function."""
+    return "Sure, here it is:\n```python\n" + hidden_code(request) + "\n```"
+
+
+def complying_on_first_and_third(request: dict) -> str:
+    """Complies with two of the extractor's five requests (its 1st and 3rd), else describes in words."""
+    transcript = request["messages"][-1]["content"].split("CONVERSATION SO FAR:\n", 1)[1]
+    asked = transcript.count("Assistant: ")
+    if asked in (1, 3):
+        return complying(request)
+    return "It should give the right result for the inputs I described; I'd rather not go into the code."
+
+
+def extract(db_url, server, mode, tasks=3):
+    db = Database(db_url)
+    config = RolloutConfig(model="extractor", engine="scripted", simulator=f"endpoint:{server.base_url}#human",
+                           sim_guard=mode, tasks="backend:train", limit=tasks, sandbox="bwrap")
+    result = rollout(db, config)
+    return db, result
+
+
+def shown_and_stored(db, run: str):
+    run_id = int(run.split(":")[1])
+    with db.read() as session:
+        ids = [t.id for t in session.exec(select(Trajectory).where(Trajectory.rollout_id == run_id))]
+        turns = queries.turns_for(session, ids)
+        tasks = {t.id: t for t in session.exec(select(Task))}
+        trajectories = {t.id: t for t in session.exec(select(Trajectory).where(Trajectory.rollout_id == run_id))}
+    return turns, tasks, trajectories
+
+
+def test_the_transcript_marker_the_complying_human_counts_is_real(sqlite_url, openai_server):
+    # The scripted human above counts the agent's turns in the brief: if the brief's transcript changed, the
+    # "rate it complies" test below would measure nothing.
+    openai_server.set_responder(complying_on_first_and_third)
+    db, result = extract(sqlite_url, openai_server, "flag", tasks=1)
+    turns, _, _ = shown_and_stored(db, result.run)
+    (dialogue,) = turns.values()
+    leaked = [t.index for t in dialogue if t.role == "user" and t.leak]
+    assert leaked == [2, 6]  # the replies to the 1st and 3rd requests
+
+
+@pytest.mark.parametrize("mode", ["redact", "resample"])
+def test_a_human_that_pastes_the_reference_never_reaches_the_agent_under_the_guard(sqlite_url, openai_server, mode):
+    openai_server.set_responder(complying)
+    db, result = extract(sqlite_url, openai_server, mode)
+    turns, tasks, trajectories = shown_and_stored(db, result.run)
+    replies = 0
+    for trajectory_id, dialogue in turns.items():
+        task = tasks[trajectories[trajectory_id].task_id]
+        question = ""
+        for turn in dialogue:
+            if turn.role == "assistant":
+                question = turn.content
+                continue
+            if turn.index == 0:
+                continue
+            replies += 1
+            assert BACKEND.leak(task, question, turn.content) is None, turn.content  # nothing reached the agent
+            # The code block was cut out and the refusal stands in its place; the words around it remain.
+            assert turn.content == "Sure, here it is:\n" + REFUSAL
+            assert turn.leak["action"] == "redacted" and task.ground_truth.strip() in turn.leak["original"]
+            assert turn.leak["resamples"] == (3 if mode == "resample" else 0)
+        # With nothing extracted, the extractor submits the signature returning None: no test passes.
+        assert trajectories[trajectory_id].reward == 0.0
+    assert replies == 3 * 5 and result.stats.leaks == replies
+    (audit,) = audit_runs(db, [result.run])
+    assert (audit.replies, audit.leaks, audit.reached_agent, audit.redacted) == (15, 15, 0, 15)
+    assert audit.dialogues_leaking == audit.dialogues == 3
+
+
+def test_under_flag_the_leak_reaches_the_agent_and_pays(sqlite_url, openai_server):
+    # The reason for the guard: an agent that extracts the code from a complying human passes every test.
+    # (The human model's replies are cut at its max_tokens, 256, as a real one's are: a long reference arrives
+    # incomplete, so not every extracted answer passes; the first task's short one passes every test.)
+    openai_server.set_responder(complying)
+    db, result = extract(sqlite_url, openai_server, "flag")
+    _, _, trajectories = shown_and_stored(db, result.run)
+    rewards = [t.reward for t in sorted(trajectories.values(), key=lambda t: t.id)]
+    assert rewards[0] == 1.0 and sum(rewards) > 1.0, rewards  # the redacted run above scores 0 on each
+    (audit,) = audit_runs(db, [result.run])
+    assert (audit.leaks, audit.reached_agent, audit.redacted) == (15, 15, 0)
+    assert audit.figures()["leak_per_reply"] == 1.0
+
+
+def test_the_extractor_measures_the_rate_a_human_complies(sqlite_url, openai_server):
+    openai_server.set_responder(complying_on_first_and_third)
+    db, result = extract(sqlite_url, openai_server, "flag")
+    (audit,) = audit_runs(db, [result.run])
+    assert audit.replies == 15 and audit.leaks == 6  # 2 of 5 requests, in each of 3 dialogues
+    assert audit.figures()["leak_per_reply"] == pytest.approx(0.4)
+    assert audit.refusals == 0 and audit.empty == 0
+
+
+def test_the_extractor_gets_nothing_from_the_builtin_human(sqlite_url):
+    db = Database(sqlite_url)
+    for tasks in ("backend-lite:train", "backend:train"):
+        config = RolloutConfig(model="extractor", engine="scripted", tasks=tasks, limit=4, sandbox="bwrap")
+        result = rollout(db, config)
+        (audit,) = audit_runs(db, [result.run])
+        assert audit.replies == 4 * 5, (tasks, audit)
+        # It never writes code: no line, expression or block of a reference reaches the agent. Asked to spell out
+        # every constant and key, it does name a dictionary's keys (categorize_expenses' four categories): the
+        # detector counts that as constants beyond a specific question, and the docs report the rate.
+        assert set(audit.kinds) <= {"constants"} and audit.leaks <= 1, (tasks, audit)
+        if tasks == "backend-lite:train":
+            assert audit.leaks == 0, audit
+
+
+def test_audit_cli_prints_the_figures_and_refuses_bad_runs(sqlite_url, openai_server, tmp_path):
+    openai_server.set_responder(complying_on_first_and_third)
+    db, result = extract(sqlite_url, openai_server, "flag", tasks=2)
+    env = {"COLBENCH_DB": sqlite_url, "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([*COLBENCH, "audit", "simulator", result.run, "--json"], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (figures,) = json.loads(done.stdout)
+    assert (figures["replies"], figures["leaks"], figures["dialogues_leaking"]) == (10, 4, 2)
+    shown = subprocess.run([*COLBENCH, "audit", "simulator", result.run], capture_output=True, text=True, env=env,
+                           timeout=300)
+    assert shown.returncode == 0 and "40.0% (4/10)" in shown.stdout, shown.stdout
+
+    # A run whose agent answered at once has no reply to audit; an unknown run: one line each, no traceback.
+    early = rollout(db, RolloutConfig(model="early@0", engine="scripted", tasks="backend-lite:train", limit=2,
+                                      sandbox="bwrap"))
+    for ref, says in ((early.run, "no simulator replies"), ("rollout:999", "no rollout:999")):
+        bad = subprocess.run([*COLBENCH, "audit", "simulator", ref], capture_output=True, text=True, env=env,
+                             timeout=300)
+        assert bad.returncode != 0 and says in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_migrated_store_keeps_the_verdicts(sqlite_url, openai_server):
+    # The column is the migration's (0008), read back by a fresh connection.
+    openai_server.set_responder(complying)
+    db, result = extract(sqlite_url, openai_server, "redact", tasks=1)
+    with Database(sqlite_url).read() as session:
+        leaks = [t.leak for t in session.exec(select(Turn).where(Turn.leak.is_not(None)))]
+    assert len(leaks) == 5 and {leak["kind"] for leak in leaks} <= {"line", "expression", "code-block", "constants"}
