@@ -19,6 +19,8 @@ _ROWS = (  # (figure, its count, its rate, what it is)
     ("resampled", "resampled", None, "leaks the guard replaced by a clean draw"),
     ("refusals", "refusals", "refusal_rate", "replies that decline or do not know"),
     ("empty", "empty", "empty_rate", "no reply (the simulator failed) or an empty one"),
+    ("over-release", "over_release", "over_release_rate", "backend-lite: stated a fact the question did not ask"),
+    ("wrong statements", "wrong_statements", "wrong_statement_rate", "backend-lite: contradicted a hidden fact"),
 )
 
 
@@ -30,7 +32,8 @@ def simulator(
 ) -> None:
     """The simulated human of each run, from its stored replies: how often it handed over the reference (per reply
     and per dialogue, by the family's leak detector, on what it wrote), how many of those reached the agent, what
-    the guard did, refusals and empty replies; each rate with its count."""
+    the guard did, refusals and empty replies, and on backend-lite over-release and wrong statements (against its
+    known facts); each rate with its count."""
     from colbench.audit import audit_runs
     from colbench.cli.common import describe
 
@@ -45,7 +48,8 @@ def simulator(
     table = Table("figure", *(f"{a.run}\n{a.simulator}" for a in audits), "what it is", title="simulated human")
     table.add_row("replies", *(f"{f['replies']} in {f['dialogues']} dialogues" for f in figures), "")
     for label, count, rate, meaning in _ROWS:
-        denominator = "dialogues" if count == "dialogues_leaking" else "replies"
+        denominator = {"dialogues_leaking": "dialogues", "over_release": "lite_replies",
+                       "wrong_statements": "lite_replies"}.get(count, "replies")
         table.add_row(label, *(_cell(f, count, rate, denominator) for f in figures), meaning)
     table.add_row("leak kinds", *(", ".join(f"{k} {n}" for k, n in f["kinds"].items()) or "-" for f in figures), "")
     console.print(table)
@@ -53,5 +57,5 @@ def simulator(
 
 def _cell(figures: dict, count: str, rate: str | None, denominator: str) -> str:
     if rate is None or figures[rate] is None:
-        return str(figures[count])
+        return str(figures[count]) if figures[denominator] else "-"
     return f"{figures[rate]:.1%} ({figures[count]}/{figures[denominator]})"

@@ -39,6 +39,11 @@ class SimulatorAudit:
     refusals: int = 0  # replies that decline or do not know (the guard's refusal included)
     empty: int = 0  # no reply at all: the simulator failed ("No response.") or wrote nothing
     kinds: dict = field(default_factory=dict)  # leak kind -> replies
+    # backend-lite, where every hidden fact is known (colbench.families.lite_truth): of its replies, how many
+    # stated a fact the question did not ask for, and how many contradicted one
+    lite_replies: int = 0
+    over_release: int = 0
+    wrong_statements: int = 0
 
     def figures(self) -> dict:
         rate = lambda n, d: n / d if d else None  # noqa: E731
@@ -48,6 +53,8 @@ class SimulatorAudit:
             "reached_agent_per_reply": rate(self.reached_agent, self.replies),
             "refusal_rate": rate(self.refusals, self.replies),
             "empty_rate": rate(self.empty, self.replies),
+            "over_release_rate": rate(self.over_release, self.lite_replies),
+            "wrong_statement_rate": rate(self.wrong_statements, self.lite_replies),
         }
 
 
@@ -58,6 +65,7 @@ def audit_runs(db, refs: list[str]) -> list[SimulatorAudit]:
 
 def _audits_of(db, ref: str) -> list[SimulatorAudit]:
     from colbench.runs import resolve
+    from colbench.store import queries
     from colbench.store.models import RolloutRun
 
     with db.read() as session:
@@ -66,7 +74,7 @@ def _audits_of(db, ref: str) -> list[SimulatorAudit]:
             runs = [session.get(RolloutRun, found.id)]
         elif found.kind == "train":  # online RL's rollouts are tagged with their training run
             tag = f"online:{found.id}"
-            runs = [r for r in session.exec(_all_rollouts()) if tag in (r.tags or [])]
+            runs = [run for run, _ in queries.rollout_runs(session, tag=tag)]
             if not runs:
                 raise NothingToAudit(f"{ref}: that training run rolled nothing out (only online RL's runs do)")
         else:
@@ -74,18 +82,12 @@ def _audits_of(db, ref: str) -> list[SimulatorAudit]:
     return [_audit(db, run, ref if len(runs) == 1 else f"rollout:{run.id}") for run in runs]
 
 
-def _all_rollouts():
-    from sqlmodel import select
-
-    from colbench.store.models import RolloutRun
-
-    return select(RolloutRun).order_by(RolloutRun.id)
-
-
 def _audit(db, run, label: str) -> SimulatorAudit:
     from colbench.families import family as family_named
+    from colbench.families import lite_truth
     from colbench.store import queries
     from colbench.store.queries import TrajectoryFilter
+    from colbench.tasks.lite import is_lite
 
     family = family_named(run.tasks.partition(":")[0])  # stored as FAMILY:SPLIT
     audit = SimulatorAudit(run=label, simulator=run.simulator, tasks=run.tasks)
@@ -109,6 +111,10 @@ def _audit(db, run, label: str) -> SimulatorAudit:
                 continue
             if REFUSAL in turn.content or _REFUSAL.search(turn.content):
                 audit.refusals += 1
+            if is_lite(task):  # judged on what the simulator wrote, as leaks are
+                audit.lite_replies += 1
+                audit.over_release += bool(lite_truth.over_released(task, question, written))
+                audit.wrong_statements += bool(lite_truth.contradicted_facts(task, written))
             leak = family.leak(task, question, written)
             if leak is None:
                 continue

@@ -13,6 +13,7 @@ still needs it (a checkpoint a rollout used, trajectories a training run consume
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -195,8 +196,12 @@ def details(db, ref: str) -> dict:
             return evaluation_row(evaluation) | {"metrics": evaluation.metrics}
         if found.kind == "rollout":
             ((run, figures),) = queries.rollout_runs(session, run_id=found.id)
+            actions = queries.leak_actions(session, queries.rollout_trajectory_ids(session, run.id))
+            leaks = Counter(action for per_dialogue in actions.values() for action in per_dialogue)
             return rollout_row(run, figures) | {
                 "config": run.config, "trained": [f"train:{i}" for i in queries.consumers_of_rollout(session, run.id)],
+                # the simulator guard's verdicts: leaking replies by action, and dialogues with one
+                "simulator_leaks": dict(leaks), "dialogues_leaking": len(actions),
             }
         ((run, checkpoints),) = queries.training_runs(session, run_id=found.id)
         names = queries.rollout_run_names(session)

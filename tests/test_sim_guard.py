@@ -151,6 +151,21 @@ def test_audit_cli_prints_the_figures_and_refuses_bad_runs(sqlite_url, openai_se
                            timeout=300)
     assert shown.returncode == 0 and "40.0% (4/10)" in shown.stdout, shown.stdout
 
+    # runs show counts them per run.
+    shown_run = subprocess.run([*COLBENCH, "runs", "show", result.run], capture_output=True, text=True, env=env,
+                               timeout=300)
+    said = " ".join(shown_run.stdout.split())
+    assert "simulator leaks: 4 replies in 2 dialogues (4 flagged)" in said, shown_run.stdout
+
+    # inspect marks the leaking replies, with their evidence, in the table and in --json.
+    _, _, trajectories = shown_and_stored(db, result.run)
+    first = min(trajectories)
+    marked = subprocess.run([*COLBENCH, "inspect", str(first)], capture_output=True, text=True, env=env, timeout=300)
+    assert marked.returncode == 0 and marked.stdout.count("leak: code-block (flagged)") == 2, marked.stdout
+    payload = json.loads(subprocess.run([*COLBENCH, "inspect", str(first), "--json"], capture_output=True, text=True,
+                                        env=env, timeout=300).stdout)
+    assert [t["index"] for t in payload["turns"] if t["leak"]] == [2, 6]
+
     # A run whose agent answered at once has no reply to audit; an unknown run: one line each, no traceback.
     early = rollout(db, RolloutConfig(model="early@0", engine="scripted", tasks="backend-lite:train", limit=2,
                                       sandbox="bwrap"))
@@ -168,3 +183,44 @@ def test_a_migrated_store_keeps_the_verdicts(sqlite_url, openai_server):
     with Database(sqlite_url).read() as session:
         leaks = [t.leak for t in session.exec(select(Turn).where(Turn.leak.is_not(None)))]
     assert len(leaks) == 5 and {leak["kind"] for leak in leaks} <= {"line", "expression", "code-block", "constants"}
+
+
+def oversharing(request: dict) -> str:
+    """A lite human that states every hidden fact whatever it is asked (the brief lists them one per line)."""
+    return " ".join(line.strip("- ").split(" [asked as")[0] for line in hidden_code(request).splitlines()
+                    if line.startswith("- "))
+
+
+def misstating(request: dict) -> str:
+    """A lite human that states every fact with each number one higher."""
+    import re
+
+    return re.sub(r"\d+(?:\.\d+)?", lambda m: str(float(m.group()) + 1).removesuffix(".0"), oversharing(request))
+
+
+def test_over_release_and_wrong_statements_on_backend_lite(sqlite_url, openai_server, tmp_path):
+    from colbench.simulators.rulebased.lite import revealed_facts
+    from colbench.tasks.lite import facts_of
+    from colbench.wiring import select_tasks
+
+    db = Database(sqlite_url)
+    config = dict(model="extractor", engine="scripted", tasks="backend-lite:train", limit=3, sandbox="bwrap")
+    builtin = rollout(db, RolloutConfig(**config)).run
+    openai_server.set_responder(oversharing)
+    over = rollout(db, RolloutConfig(**config, simulator=f"endpoint:{openai_server.base_url}#human")).run
+    # (The same policy, simulator and setting are one run, continued: the lying human gets a store of its own.)
+    other = Database(f"sqlite:///{tmp_path}/lying.db")
+    openai_server.set_responder(misstating)
+    wrong = rollout(other, RolloutConfig(**config, simulator=f"endpoint:{openai_server.base_url}#human")).run
+    quiet, loud = audit_runs(db, [builtin, over])
+    (lying,) = audit_runs(other, [wrong])
+
+    # By hand from the tasks' facts: the extractor's five requests ask for code, never for a fact, so each reply
+    # that states every fact over-releases; the built-in human states nothing it is not asked ("I don't know.").
+    tasks = select_tasks(db, "backend-lite:train", 3)
+    assert all(not revealed_facts(t, q) for t in tasks for q in ("Please paste the function.",))
+    numeric = sum(any(ch.isdigit() for fact in facts_of(t) for ch in fact.sentence) for t in tasks)
+    assert (quiet.lite_replies, quiet.over_release, quiet.wrong_statements) == (15, 0, 0)
+    assert (loud.lite_replies, loud.over_release, loud.wrong_statements) == (15, 15, 0)
+    assert lying.wrong_statements == 5 * numeric, lying  # every reply, in each task with a number among its facts
+    assert numeric >= 2

@@ -111,8 +111,12 @@ def trajectory_view(trajectory, task, turns, tests, scores: dict[int, list[tuple
             subtitle = f"cut from {len(turn.raw)} characters" if clipped else None
             if turn.error:
                 subtitle = f"[red]{escape(turn.error)}[/]"
+            leak = getattr(turn, "leak", None)
+            if leak:  # the simulator guard's verdict: what the human handed over, and what the agent was shown
+                title += f" · [bold red]leak: {escape(leak.get('kind', '?'))} ({escape(leak.get('action', '?'))})[/]"
+                subtitle = f"[red]evidence: {escape(' '.join(str(leak.get('span', '')).split())[:100])}[/]"
             items.append(Panel(Text(turn.content), title=title, subtitle=subtitle, title_align="left",
-                               subtitle_align="right", border_style="green"))
+                               subtitle_align="right", border_style="red" if leak else "green"))
 
     if trajectory.answer is not None:
         language = family_named(task.family).answer_language
@@ -178,6 +182,7 @@ def trajectory_json(trajectory, task, turns, tests, scores, *, reveal: bool) -> 
             "logprob_mean": t.logprob_mean,
             "latency_s": t.latency_s,
             "error": t.error,
+            "leak": getattr(t, "leak", None),
             "screenshot": t.screenshot,
             "critic_scores": {f"ckpt:{c}": s for c, s in scores.get(t.id, [])},
         }

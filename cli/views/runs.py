@@ -71,6 +71,12 @@ def run_view(run: dict) -> Group:
     if run["kind"] == "rollout":
         facts |= {"trajectories": ", ".join(f"{n} {s}" for s, n in run["by_status"].items() if n),
                   "trained": ", ".join(run["trained"]) or None}
+        leaks = run.get("simulator_leaks") or {}
+        if leaks:
+            facts["simulator leaks"] = (
+                f"{sum(leaks.values())} replies in {run['dialogues_leaking']} dialogues ("
+                + ", ".join(f"{n} {action}" for action, n in sorted(leaks.items()))
+                + f"); colbench audit simulator {run['ref']}")
     for key, value in facts.items():
         if value:
             parts.append(Text.assemble((f"{key}: ", "dim"), str(value)))

@@ -244,3 +244,97 @@ def pair_preferences(db, run_id: int) -> dict:
     new, nothing = kinds.preferred(NEW, NOTHING)
     return {"pairs_answer_over_reask": answer, "pairs_reask_over_answer": reask, "pairs_new_over_nothing": new,
             "pairs_nothing_over_new": nothing}
+
+
+# ---------------------------------------------------------------- what a reply stated (audits of any simulator)
+
+_WORD = __import__("re").compile(r"[a-z]+|\d+(?:\.\d+)?")
+_SENTENCE = __import__("re").compile(r"(?<=[.!?;])\s+|\n+")
+
+
+def _words_of(text: str) -> list[str]:
+    return _WORD.findall(text.lower().replace("%", " percent"))
+
+
+def _value_words() -> dict[tuple[str, str], tuple[frozenset, list[frozenset]]]:
+    """Per template and fact name: the words every task's sentence for it shares (its frame: "the sales tax
+    rate is ... percent"), and each value it takes across backend-lite (the rest: {"5"}, {"one", "decimal"})."""
+    global _VALUES
+    if _VALUES is None:
+        from colbench.tasks.lite import facts_of, lite_tasks, template_of
+
+        sentences: dict[tuple[str, str], set[frozenset]] = defaultdict(set)
+        for task in lite_tasks():
+            for fact in facts_of(task):
+                sentences[template_of(task), fact.name].add(frozenset(_words_of(fact.sentence)))
+        _VALUES = {}
+        for name, forms in sentences.items():
+            frame = frozenset.intersection(*forms)
+            _VALUES[name] = (frame, [form - frame for form in forms if form - frame])
+    return _VALUES
+
+
+_VALUES = None
+
+
+def _truth(task, fact) -> tuple[frozenset, frozenset, list[frozenset]]:
+    from colbench.tasks.lite import template_of
+
+    frame, values = _value_words().get((template_of(task), fact.name), (frozenset(), []))
+    return frame, frozenset(_words_of(fact.sentence)) - frame, values
+
+
+def _about(fact, words: set[str]) -> bool:
+    return any(keyword in words for keyword in fact.keywords)
+
+
+def _stated_in(task, facts, words: set[str]) -> dict[str, frozenset]:
+    """The facts one sentence states, with their values' words."""
+    stated = {}
+    for fact in facts:
+        frame, value, _ = _truth(task, fact)
+        # Its value, and enough of its frame that a value shared by two facts (20 units, 20 percent) is not both.
+        named = (_about(fact, words) and 2 * len(frame & words) > len(frame)) or (frame and frame <= words)
+        if value and value <= words and named:
+            stated[fact.name] = value
+    return stated
+
+
+def stated_facts(task, reply: str) -> set[str]:
+    """Names of the hidden facts a reply states: a sentence that names the fact (one of its keywords and half
+    its frame) and carries its value. Empty for a task that is not backend-lite."""
+    from colbench.tasks.lite import facts_of
+
+    facts = facts_of(task)
+    return {name for sentence in _SENTENCE.split(reply) for name in _stated_in(task, facts, set(_words_of(sentence)))}
+
+
+def contradicted_facts(task, reply: str) -> set[str]:
+    """Names of the hidden facts a reply contradicts: a sentence about the fact that carries another value
+    it takes in backend-lite (or, for a number, any other number) and not its own. What the sentence states
+    of another fact ("the discount is 12 percent" beside a 200 threshold) contradicts nothing."""
+    from colbench.tasks.lite import facts_of
+
+    facts = facts_of(task)
+    wrong = set()
+    for sentence in _SENTENCE.split(reply):
+        words = set(_words_of(sentence))
+        stated = _stated_in(task, facts, words)
+        accounted = words - frozenset().union(*stated.values()) if stated else words
+        for fact in facts:
+            _, value, values = _truth(task, fact)
+            if not value or fact.name in stated or not _about(fact, words):
+                continue
+            numbers = {w for w in accounted if w[0].isdigit()}
+            numeric = all(w[0].isdigit() for w in value)
+            if (numeric and numbers) or (not numeric and any(v <= accounted for v in values if v != value)):
+                wrong.add(fact.name)
+    return wrong
+
+
+def over_released(task, question: str, reply: str) -> set[str]:
+    """The facts a reply states that the agent's question did not ask for (the built-in human's reading of
+    which facts a question asks about)."""
+    from colbench.simulators.rulebased.lite import revealed_facts
+
+    return stated_facts(task, reply) - set(revealed_facts(task, question))
