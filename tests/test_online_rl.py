@@ -1057,3 +1057,23 @@ def test_the_study_plans_online_arms_with_their_credit_and_a_critic_for_the_crit
     code, out, err = run("experiment", "backend", "--tasks", "backend-lite", "--arm", "grpo-critic", "--dry-run")
     assert code == 0, err
     assert "Bradley-Terry" in out and "+ the critic with c's turn credit x1" in out
+
+
+def test_each_step_counts_the_dialogues_whose_human_handed_over_the_reference(tiny_model_dir, tmp_path,
+                                                                              openai_server):
+    # A human model that pastes the hidden function in every reply: every dialogue leaks, and under redact the
+    # guard kept every one of those leaks from the agent; under flag none.
+    from test_sim_guard import complying
+
+    openai_server.set_responder(complying)
+    figures = {}
+    for guard in ("redact", "flag"):
+        db = Database(f"sqlite:///{tmp_path / f'{guard}.db'}")
+        config = PolicyConfig(**SMALL | {"steps": 1, "tasks": "backend:train", "sandbox": "bwrap", "sim_guard": guard,
+                                         "simulator": f"endpoint:{openai_server.base_url}#human"})
+        result = fit_policy(db, config, algo="grpo", base_model=str(tiny_model_dir))
+        with db.read() as session:
+            (step,) = queries.training_steps(session, result.run_id)
+        figures[guard] = (step.values["sim_leak"], step.values["sim_redacted"])
+        db.close()
+    assert figures == {"redact": (1.0, 1.0), "flag": (1.0, 0.0)}
