@@ -15,6 +15,8 @@ rejected candidate of each pair its critic ranked, i.e. what the critic taught t
 """
 from __future__ import annotations
 
+import functools
+import re
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 
@@ -248,33 +250,29 @@ def pair_preferences(db, run_id: int) -> dict:
 
 # ---------------------------------------------------------------- what a reply stated (audits of any simulator)
 
-_WORD = __import__("re").compile(r"[a-z]+|\d+(?:\.\d+)?")
-_SENTENCE = __import__("re").compile(r"(?<=[.!?;])\s+|\n+")
+_WORD = re.compile(r"[a-z]+|\d+(?:\.\d+)?")
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 
 
 def _words_of(text: str) -> list[str]:
     return _WORD.findall(text.lower().replace("%", " percent"))
 
 
+@functools.lru_cache(maxsize=1)
 def _value_words() -> dict[tuple[str, str], tuple[frozenset, list[frozenset]]]:
     """Per template and fact name: the words every task's sentence for it shares (its frame: "the sales tax
     rate is ... percent"), and each value it takes across backend-lite (the rest: {"5"}, {"one", "decimal"})."""
-    global _VALUES
-    if _VALUES is None:
-        from colbench.tasks.lite import facts_of, lite_tasks, template_of
+    from colbench.tasks.lite import facts_of, lite_tasks, template_of
 
-        sentences: dict[tuple[str, str], set[frozenset]] = defaultdict(set)
-        for task in lite_tasks():
-            for fact in facts_of(task):
-                sentences[template_of(task), fact.name].add(frozenset(_words_of(fact.sentence)))
-        _VALUES = {}
-        for name, forms in sentences.items():
-            frame = frozenset.intersection(*forms)
-            _VALUES[name] = (frame, [form - frame for form in forms if form - frame])
-    return _VALUES
-
-
-_VALUES = None
+    sentences: dict[tuple[str, str], set[frozenset]] = defaultdict(set)
+    for task in lite_tasks():
+        for fact in facts_of(task):
+            sentences[template_of(task), fact.name].add(frozenset(_words_of(fact.sentence)))
+    values = {}
+    for key, forms in sentences.items():
+        frame = frozenset.intersection(*forms)
+        values[key] = (frame, [form - frame for form in forms if form - frame])
+    return values
 
 
 def _truth(task, fact) -> tuple[frozenset, frozenset, list[frozenset]]:
