@@ -81,8 +81,10 @@ def test_the_system_prompt_states_the_protocol(fam: TaskFamily):
 def test_builtin_is_the_familys_own_simulator(fam: TaskFamily, sqlite_url):
     from colbench.wiring import build_simulator
 
-    simulator = build_simulator(Database(sqlite_url), "builtin", family=fam.name)
-    assert isinstance(simulator, Simulator) and type(simulator) is type(fam.builtin_simulator())
+    unguarded = build_simulator(Database(sqlite_url), "builtin", family=fam.name, guard="off")
+    assert isinstance(unguarded, Simulator) and type(unguarded) is type(fam.builtin_simulator())
+    simulator = build_simulator(Database(sqlite_url), "builtin", family=fam.name)  # behind the default guard
+    assert type(simulator.inner) is type(unguarded) and simulator.instant == getattr(unguarded, "instant", False)
     [task] = builtin_tasks(fam.name)[:1]
     [reply] = simulator.reply([SimRequest(task=task, dialogue=[{"role": "user", "content": task.problem_description}])])
     assert isinstance(reply, SimReply)

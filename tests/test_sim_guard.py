@@ -224,3 +224,45 @@ def test_over_release_and_wrong_statements_on_backend_lite(sqlite_url, openai_se
     assert (loud.lite_replies, loud.over_release, loud.wrong_statements) == (15, 15, 0)
     assert lying.wrong_statements == 5 * numeric, lying  # every reply, in each task with a number among its facts
     assert numeric >= 2
+
+
+def complying_on_the_first_draw_only():
+    """A human model that pastes the function the first time it is asked a thing, and answers in words when the
+    same request comes again (what a sampled human does some of the time)."""
+    draws: dict[str, int] = {}
+
+    def responder(request: dict) -> str:
+        brief = request["messages"][-1]["content"]
+        draws[brief] = draws.get(brief, 0) + 1
+        return complying(request) if draws[brief] == 1 else "It should return the total for the inputs I described."
+
+    return responder
+
+
+def test_resample_delivers_the_clean_redraw_and_keeps_the_leak_on_record(sqlite_url, openai_server):
+    openai_server.set_responder(complying_on_the_first_draw_only())
+    db, result = extract(sqlite_url, openai_server, "resample", tasks=1)
+    turns, tasks, trajectories = shown_and_stored(db, result.run)
+    ((trajectory_id, dialogue),) = turns.items()
+    task = tasks[trajectories[trajectory_id].task_id]
+    replies = [t for t in dialogue if t.role == "user" and t.index > 0]
+    assert len(replies) == 5
+    for turn in replies:
+        assert turn.content == "It should return the total for the inputs I described."
+        assert turn.leak["action"] == "resampled" and turn.leak["resamples"] == 1
+        assert task.ground_truth.strip() in turn.leak["original"]
+    (audit,) = audit_runs(db, [result.run])
+    assert (audit.leaks, audit.reached_agent) == (5, 0)
+
+
+def test_the_guard_keeps_a_server_humans_event_loop_and_a_rule_humans_inline_call():
+    # The rollout answers a server's human on the event loop (so a stopped run cancels its requests) and calls
+    # the rule-based human inline; a guard that hid either would make Ctrl-C wait on hung requests, or put
+    # microsecond replies on a thread.
+    from colbench.simulators.endpoint import EndpointSimulator
+    from colbench.simulators.guard import guarded
+
+    server_human = guarded(EndpointSimulator("human", "http://127.0.0.1:9/v1"), BACKEND, "redact")
+    rule_human = guarded(BACKEND.builtin_simulator(), BACKEND, "redact")
+    assert hasattr(server_human, "areply") and not hasattr(rule_human, "areply") and rule_human.instant
+    assert guarded(rule_human.inner, BACKEND, "off") is rule_human.inner

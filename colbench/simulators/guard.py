@@ -42,37 +42,55 @@ Detector = Callable[[SimRequest, str], "object | None"]  # (request, reply text)
 
 
 class GuardedSimulator(Simulator):
+    """``inner`` behind the guard. It keeps what the rollout reads of its simulator: ``instant`` (called inline),
+    and, through AsyncGuardedSimulator, ``areply``/``aclose`` (a server's human answered on the event loop, so a
+    stopped run cancels its requests instead of waiting on a thread)."""
+
     def __init__(self, inner: Simulator, detect: Detector, mode: str = DEFAULT_GUARD,
                  max_resamples: int = MAX_RESAMPLES):
         if mode not in GUARDS:
             raise ValueError(f"--sim-guard must be one of {', '.join(GUARDS)}; got {mode!r}")
         self.inner, self.detect, self.mode, self.max_resamples = inner, detect, mode, max_resamples
         self.ref = inner.ref
+        self.instant = getattr(inner, "instant", False)
 
     def reply(self, requests: list[SimRequest]) -> list[SimReply]:
         replies = self.inner.reply(requests)
         if self.mode == "off":
             return replies
-        return [self._checked(request, reply) for request, reply in zip(requests, replies)]
+        checked = []
+        for request, reply in zip(requests, replies):
+            leak = self._leak(reply, request)
+            draws = 0
+            while self._resampling(leak, draws):
+                draws += 1
+                (again,) = self.inner.reply([request])
+                if self._clean(again, request):
+                    break
+            checked.append(self._verdict(request, reply, leak, again if draws else None, draws))
+        return checked
 
-    def _checked(self, request: SimRequest, reply: SimReply) -> SimReply:
-        if reply.error is not None or not reply.text:
-            return reply
-        leak = self.detect(request, reply.text)
+    def _leak(self, reply: SimReply, request: SimRequest):
+        return None if reply.error is not None or not reply.text else self.detect(request, reply.text)
+
+    def _clean(self, reply: SimReply, request: SimRequest) -> bool:
+        return reply.error is None and bool(reply.text) and self.detect(request, reply.text) is None
+
+    def _resampling(self, leak, draws: int) -> bool:
+        return leak is not None and self.mode == "resample" and draws < self.max_resamples
+
+    def _verdict(self, request: SimRequest, reply: SimReply, leak, last: SimReply | None, draws: int) -> SimReply:
+        """What the agent reads: ``reply`` as it came when clean (or under flag), the last redraw when that one is
+        clean, else ``reply`` redacted."""
         if leak is None:
             return reply
-        verdict = {"kind": leak.kind, "span": leak.span, "action": "flagged", "original": reply.text, "resamples": 0}
+        verdict = {"kind": leak.kind, "span": leak.span, "action": "flagged", "original": reply.text,
+                   "resamples": draws}
         if self.mode == "flag":
             return replace(reply, leak=verdict)
-        text = reply.text
-        if self.mode == "resample":
-            for attempt in range(1, self.max_resamples + 1):
-                (again,) = self.inner.reply([request])
-                verdict["resamples"] = attempt
-                if again.error is None and again.text and self.detect(request, again.text) is None:
-                    return replace(again, leak={**verdict, "action": "resampled"},
-                                   latency_s=reply.latency_s + again.latency_s)
-        return replace(reply, text=self.redacted(request, text, leak), leak={**verdict, "action": "redacted"})
+        if last is not None and self._clean(last, request):
+            return replace(last, leak={**verdict, "action": "resampled"}, latency_s=reply.latency_s + last.latency_s)
+        return replace(reply, text=self.redacted(request, reply.text, leak), leak={**verdict, "action": "redacted"})
 
     def redacted(self, request: SimRequest, text: str, leak) -> str:
         """``text`` with every leaking span the detector finds replaced by the refusal; the refusal alone when
@@ -90,9 +108,36 @@ class GuardedSimulator(Simulator):
         self.inner.close()
 
 
+class AsyncGuardedSimulator(GuardedSimulator):
+    """The guard over a simulator that answers on the event loop (a model behind a server)."""
+
+    async def areply(self, request: SimRequest) -> SimReply:
+        reply = await self.inner.areply(request)
+        if self.mode == "off":
+            return reply
+        leak, draws, again = self._leak(reply, request), 0, None
+        while self._resampling(leak, draws):
+            draws += 1
+            again = await self.inner.areply(request)
+            if self._clean(again, request):
+                break
+        return self._verdict(request, reply, leak, again, draws)
+
+    async def aclose(self) -> None:
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()
+
+
 def guarded(simulator: Simulator, family, mode: str) -> Simulator:
-    """``simulator`` behind the guard, judged by ``family``'s leak detector."""
+    """``simulator`` behind the guard, judged by ``family``'s leak detector; ``simulator`` itself under off."""
+    if mode not in GUARDS:
+        raise ValueError(f"--sim-guard must be one of {', '.join(GUARDS)}; got {mode!r}")
+    if mode == "off":
+        return simulator
+
     def detect(request: SimRequest, text: str):
         return family.leak(request.task, last_question(request), text)
 
-    return GuardedSimulator(simulator, detect, mode)
+    kind = AsyncGuardedSimulator if hasattr(simulator, "areply") else GuardedSimulator
+    return kind(simulator, detect, mode)
