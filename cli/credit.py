@@ -9,8 +9,9 @@ from rich.table import Table
 from colbench.cli.common import console, fail, print_json, reporting, state
 from colbench.cli.options import flags_from
 from colbench.training.credit import CREDITS, CreditConfig
+from colbench.training.credit.candidates import CandidatesConfig
 
-app = typer.Typer(help="Turn credit: every signal that values agent turns, behind one interface (ls, eval).",
+app = typer.Typer(help="Turn credit: every signal that values agent turns, behind one interface (ls, sample, eval).",
                   no_args_is_help=True)
 
 
@@ -37,14 +38,16 @@ def evaluate(
     policies: str = typer.Option(None, "--policies", help="Only dialogues of these policies (comma-separated, a"
                                  " trailing * matches a prefix)."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the newest N dialogues."),
-    pairs_from: str = typer.Option(None, "--pairs-from", help="A SWEET run (train:<id> or its name) whose stored"
-                                   " candidates give the same-state pairs of the pair accuracy."),
+    pairs_from: str = typer.Option(None, "--pairs-from", help="A candidates run (`colbench credit sample`) or a SWEET"
+                                   " run (train:<id> or its name) whose stored candidates give the same-state pairs of"
+                                   " the pair accuracy."),
     pair_turns: int = typer.Option(None, "--pair-turns", min=1, help="With --pairs-from: at most N of its states."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
     """How well each credit ranks turns as backend-lite's ground truth does: within-dialogue AUC of the turns that
     obtained a new fact, the same among questions alone, answers ordered as their tests, same-state candidate pairs
-    (--pairs-from), and seconds per turn; each with a 95% interval bootstrapped over tasks."""
+    (--pairs-from: all, between questions, between answers), and seconds per turn; each with a 95% interval
+    bootstrapped over tasks."""
     from colbench.training.credit.evaluate import evaluate_credits
     from colbench.runs import resolve
 
@@ -54,7 +57,7 @@ def evaluate(
         with db.read() as session:
             found = resolve(session, pairs_from)
         if found.kind != "train":
-            fail(f"--pairs-from {pairs_from}: give a SWEET training run (train:<id>), not a {found.kind}")
+            fail(f"--pairs-from {pairs_from}: give a candidates or SWEET run (train:<id>), not a {found.kind}")
         run_id = found.id
     chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
     with reporting("credit eval", enabled=not as_json) as on_progress:
@@ -63,9 +66,40 @@ def evaluate(
     if as_json:
         print_json([r.as_dict() for r in results])
         return
-    table = Table("credit", "reads c", "turn AUC", "question AUC", "answers", "pairs", "s/turn", "cost per turn",
+    table = Table("credit", "reads c", "turn AUC", "question AUC", "answers", "pairs", "question pairs", "s/turn",
+                  "cost per turn",
                   title=f"turn credit on {results[0].dialogues} dialogues of {tasks} (95% intervals over tasks)")
     for r in results:
         table.add_row(r.credit, "yes" if r.training_info else "no", r.turn_auc.shown(), r.question_auc.shown(),
-                      r.answer_accuracy.shown(), r.pair_accuracy.shown(), f"{r.seconds_per_turn:.3f}", r.cost)
+                      r.answer_accuracy.shown(), r.pair_accuracy.shown(), r.question_pair_accuracy.shown(),
+                      f"{r.seconds_per_turn:.3f}", r.cost)
     console.print(table)
+
+
+@app.command("sample")
+@flags_from(CandidatesConfig)
+def sample(
+    config: CandidatesConfig,
+    tasks: str = typer.Option("backend-lite:val", "--tasks", help="Whose graded dialogues, as rollout's --tasks."),
+    policies: str = typer.Option(None, "--policies", help="Only dialogues of these policies (comma-separated, a"
+                                 " trailing * matches a prefix)."),
+    limit: int = typer.Option(None, "--limit", min=1, help="Only the newest N dialogues."),
+    name: str = typer.Option(None, "--name", help="Name the candidates run (then --pairs-from NAME)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run's figures as JSON."),
+) -> None:
+    """Same-state candidates for `credit eval --pairs-from`: K turns sampled at every agent turn's stored prompt of
+    the chosen graded backend-lite dialogues, from the policy that made each, each given its ground truth. The same
+    command again is the same run: finished, nothing is sampled; stopped, it goes on."""
+    from colbench.training.credit.candidates import sample_candidates
+
+    chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
+    with reporting("credit sample", enabled=not as_json) as on_progress:
+        result = sample_candidates(state.db(), config, tasks=tasks, policies=chosen, limit=limit, name=name,
+                                   on_progress=on_progress)
+    if as_json:
+        print_json(result.as_dict())
+        return
+    console.print(f"train:{result.run_id}: {result.states} states of {result.dialogues} dialogues ({result.sampled}"
+                  f" sampled now), {result.pairs} pairs whose truth differs ({result.question_pairs} between"
+                  f" questions, {result.answer_pairs} between answers); score them with `colbench credit eval"
+                  f" --pairs-from train:{result.run_id}`")

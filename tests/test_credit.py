@@ -187,6 +187,63 @@ def test_the_oracle_ranker_values_candidates_as_the_truth(rolled, tokenizer):
         oracle.close()
 
 
+def test_credit_sample_makes_the_same_state_pairs_credit_eval_scores(rolled, cli):
+    """K candidates at every agent turn of the mixed agent's dialogues, each stored with its ground truth; pairs of
+    a state whose truth differs ordered by credit eval (the oracle all of them, not swapped); the same command again
+    is the same run, and a run stopped midway samples only what it lacks."""
+    from sqlmodel import select
+
+    from colbench.store.models import SweetCandidate
+
+    flags = ("--tasks", "backend-lite:train", "--policies", "scripted:mixed@0.6", "--candidates", "4", "--sandbox",
+             "bwrap", "--json")
+    code, made, err = cli("credit", "sample", *flags)
+    assert code == 0, err
+    ids = [i for i in all_ids(rolled)]
+    dialogues = [d for d in stored_dialogues(rolled, ids)]
+    with rolled.read() as session:
+        policy_of = {i: t.policy for i, t in queries.trajectories_by_id(session, ids).items()}
+        stored = queries.candidates_of_run(session, made["run_id"])
+    mixed = [d for d in dialogues if policy_of[d.trajectory_id] == "scripted:mixed@0.6"]
+    states = [State(d, position, [c.content for c in stored[turn.id]]) for d in mixed
+              for position, turn in enumerate(d.agent_turns)]
+    assert made["dialogues"] == 3 and made["states"] == len(states) and made["sampled"] == len(states)
+    assert all(len(s.candidates) == 4 for s in states)
+    oracle = make_credit("oracle", rolled, CreditConfig(sandbox="bwrap"))
+    try:
+        truth = candidate_values(oracle, states)
+    finally:
+        oracle.close()
+    stored_truth = [[c.score for c in stored[turn.id]] for d in mixed for turn in d.agent_turns]
+    assert stored_truth == truth  # each candidate's score is its truth in the stored turn's place
+    differing = sum(a != b for row in truth for i, a in enumerate(row) for b in row[i + 1:])
+    assert made["pairs"] == differing > 0 and made["question_pairs"] > 0
+
+    code, rows, err = cli("credit", "eval", "--credit", "oracle", "--credit", "random", "--tasks",
+                          "backend-lite:train", "--pairs-from", made["run"], "--sandbox", "bwrap", "--json")
+    assert code == 0, err
+    oracle_row, chance = rows
+    assert oracle_row["pair_accuracy"] == {**oracle_row["pair_accuracy"], "value": 1.0, "n": made["pairs"]}
+    assert oracle_row["question_pair_accuracy"]["n"] == made["question_pairs"]
+    assert oracle_row["question_pair_accuracy"]["value"] == 1.0 and chance["pair_accuracy"]["value"] < 1.0
+
+    again = cli("credit", "sample", *flags)[1]
+    assert again == {**made, "sampled": 0}  # the same run, nothing sampled
+    # A run stopped midway (its process gone: failed, some states without candidates) goes on where it stopped.
+    lost = sorted(stored)[: len(stored) // 2]
+    with rolled.write() as session:
+        for row in session.exec(select(SweetCandidate).where(SweetCandidate.run_id == made["run_id"])):
+            if row.turn_id in lost:
+                session.delete(row)
+        queries.fail_run(session, made["run_id"], "killed")
+    resumed = cli("credit", "sample", *flags)[1]
+    assert resumed["run_id"] == made["run_id"] and resumed["sampled"] == len(lost) and resumed["pairs"] > 0
+    with rolled.read() as session:
+        assert session.get(TrainingRun, made["run_id"]).status == "done"
+    code, _, err = cli("credit", "sample", "--tasks", "backend-lite:val", "--sandbox", "bwrap")
+    assert code != 0 and "no graded backend-lite dialogues in backend-lite:val" in err and "Traceback" not in err
+
+
 # ---------------------------------------------------------------- a plugin's credit everywhere
 
 

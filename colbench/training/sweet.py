@@ -309,25 +309,34 @@ def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, ranking, 
     Every process must be given the same ``have``: each takes every n-th job of the same to-do
     list, so a process that read the store after another had written would skip some jobs
     and sample others twice."""
-    import torch
-
-    from colbench.engines.base import SamplingParams
-
     cfg = recipe.config
     todo = [j for j in jobs if j.turn_id not in have]
     acc = recipe.accelerator
     mine = todo[acc.process_index :: acc.num_processes]
     stats = {"turns_reused": len(jobs) - len(todo), "turns_sampled": len(todo),
              "candidates_sampled": len(todo) * cfg.candidates}
-    if not mine:
-        return stats
-    per_call = max(1, cfg.sample_batch_size // cfg.candidates)
+    sample_into_store(db, mine, run_id, ranking, key, engine, n=cfg.candidates, temperature=cfg.temperature,
+                      max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, batch_size=cfg.sample_batch_size,
+                      on_progress=on_progress if acc.is_main_process else None)
+    return stats
+
+
+def sample_into_store(db, jobs: Sequence[TurnJob], run_id: int, ranking, key: str, engine, *, n: int,
+                      temperature: float, max_new_tokens: int, seed: int, batch_size: int, on_progress=None) -> None:
+    """``n`` candidates per job at its stored prompt, scored by ``ranking``, stored under ``key`` a generate call at
+    a time (one transaction each, so a stopped run keeps what it sampled). A call's seed derives from its first
+    turn's id: the same jobs draw the same candidates however the work was split."""
+    import torch
+
+    from colbench.engines.base import SamplingParams
+
+    per_call = max(1, batch_size // n)
     done = 0
     with torch.no_grad():
-        for start in range(0, len(mine), per_call):
-            chunk = mine[start : start + per_call]
-            params = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, n=cfg.candidates,
-                                    seed=cfg.seed * 1_000_003 + chunk[0].turn_id)
+        for start in range(0, len(jobs), per_call):
+            chunk = jobs[start : start + per_call]
+            params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, n=n,
+                                    seed=seed * 1_000_003 + chunk[0].turn_id)
             generations = engine.generate_from_prompts([j.prompt for j in chunk], params)
             rows = []
             for job, generation, scores in zip(chunk, generations, ranking.score(chunk, generations)):
@@ -340,9 +349,8 @@ def sample_and_score(db, recipe, jobs: Sequence[TurnJob], run_id: int, ranking, 
             with db.write() as session:
                 queries.replace_sweet_candidates(session, key, [j.turn_id for j in chunk], rows)
             done += len(chunk)
-            if on_progress and acc.is_main_process:
-                on_progress("sample", done, len(mine), {})
-    return stats
+            if on_progress:
+                on_progress("sample", done, len(jobs), {})
 
 
 def build_items(db, recipe, jobs: Sequence[TurnJob], run_id: int, critic_id: int | list[int] | None, base_model: str,

@@ -72,6 +72,7 @@ from colbench.store.queries.runs import (
     add_run_metrics,
     run_metrics,
     fail_run,
+    end_run,
     checkpoint_and_run,
     checkpoints_with_runs,
     same_run,

@@ -85,6 +85,13 @@ def add_run_metrics(session: Session, run_id: int, extra: dict) -> None:
     session.add(run)
 
 
+def end_run(session: Session, run_id: int, metrics: dict) -> None:
+    """A run that makes no checkpoint (a candidates run) is done, with its metrics."""
+    run = session.get(TrainingRun, run_id)
+    run.status, run.metrics, run.finished_at, run.error = "done", metrics, utcnow(), None
+    session.add(run)
+
+
 def fail_run(session: Session, run_id: int, reason: str) -> None:
     run = session.get(TrainingRun, run_id)
     if run is not None:
@@ -252,10 +259,12 @@ def run_checkpoints(session: Session, run_id: int) -> list[Checkpoint]:
     return list(session.exec(query))
 
 
-def unfinished_run(session: Session, kind: str, config: dict, *, name: str | None = None) -> TrainingRun | None:
+def unfinished_run(session: Session, kind: str, config: dict, *, name: str | None = None,
+                   status: str = "failed") -> TrainingRun | None:
     """The newest failed run of ``kind`` made with exactly ``config`` (and ``name``, when one is given): what a rerun
-    of the same command continues (a run whose process is gone is failed first: fail_stale_runs)."""
-    query = select(TrainingRun).where(TrainingRun.kind == kind, TrainingRun.status == "failed")
+    of the same command continues (a run whose process is gone is failed first: fail_stale_runs). ``status`` "done":
+    the newest finished one instead (a run that makes no checkpoint, asked again, is that run)."""
+    query = select(TrainingRun).where(TrainingRun.kind == kind, TrainingRun.status == status)
     if name is not None:
         query = query.where(TrainingRun.name == name)
     for run in session.exec(query.order_by(col(TrainingRun.id).desc())):

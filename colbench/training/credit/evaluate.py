@@ -7,8 +7,9 @@ obtained a new fact, a re-ask, one nothing answers, the answer. Per credit:
   dialogues with both; **question AUC**: the same among questions alone (where SWEET-RL's critic was weakest, 61%);
 - **answer accuracy**: over pairs of answers to the same task that passed different shares of tests, how often the
   credit orders them as the tests do;
-- **pair accuracy**: over same-state candidate pairs (the candidates a SWEET run sampled at stored prompts,
-  ``--pairs-from``), how often the credit orders two candidates whose ground truth differs as the truth does;
+- **pair accuracy**: over same-state candidate pairs (``--pairs-from``: the candidates `colbench credit sample` or a
+  SWEET run sampled at stored prompts), how often the credit orders two candidates whose ground truth differs as the
+  truth does; over all pairs, pairs of two questions, and pairs of two answers;
 - **seconds per turn** of the credit's own work.
 
 Each figure carries a 95% interval from a bootstrap over tasks (dialogues and pairs of one task move together).
@@ -21,10 +22,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 from colbench.training.credit.base import (
-    CREDITS, CreditConfig, CreditError, State, candidate_values, make_credit, stored_dialogues,
+    CREDITS, CreditConfig, CreditError, State, candidate_values, is_answer, make_credit, stored_dialogues,
 )
 
-BOOTSTRAP_SAMPLES = 1000
+BOOTSTRAP_SAMPLES = 2000  # the credit-signals study's plan
 
 
 @dataclass
@@ -52,6 +53,8 @@ class CreditFigures:
     answer_accuracy: Figure
     pair_accuracy: Figure
     seconds_per_turn: float
+    question_pair_accuracy: Figure = field(default_factory=lambda: Figure(None))
+    answer_pair_accuracy: Figure = field(default_factory=lambda: Figure(None))
     details: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -111,14 +114,15 @@ def turn_figures(dialogues, values, kinds) -> dict:
 
 
 def same_state_pairs(db, run_id: int, limit_turns: int | None = None):
-    """The states a SWEET run sampled candidates at: (states, each state's task id)."""
+    """The states a candidates run (`colbench credit sample`) or a SWEET run sampled candidates at."""
     from colbench.store import queries
 
     with db.read() as session:
         by_turn = queries.candidates_of_run(session, run_id)
         trajectory_of = queries.trajectories_of_turns(session, sorted(by_turn))
     if not by_turn:
-        raise CreditError(f"--pairs-from train:{run_id}: that run stored no candidates (a sweet run samples them)")
+        raise CreditError(f"--pairs-from train:{run_id}: that run stored no candidates (`colbench credit sample` or a"
+                          " sweet run samples them)")
     turn_ids = sorted(by_turn)[:limit_turns] if limit_turns else sorted(by_turn)
     dialogues = {d.trajectory_id: d for d in stored_dialogues(db, sorted({trajectory_of[t] for t in turn_ids}))}
     states = []
@@ -129,17 +133,40 @@ def same_state_pairs(db, run_id: int, limit_turns: int | None = None):
     return states
 
 
-def pair_figure(truth: list[list[float | None]], judged: list[list[float | None]], states) -> Figure:
-    """Over candidate pairs of a state whose truth differs: how often the credit orders them as the truth does."""
-    units = []
+def pair_figures(truth: list[list[float | None]], judged: list[list[float | None]], states) -> dict[str, Figure]:
+    """Over candidate pairs of a state whose truth differs: how often the credit orders them as the truth does; over
+    all pairs, pairs of two questions, pairs of two answers."""
+    units: dict[str, list] = {"pair_accuracy": [], "question_pair_accuracy": [], "answer_pair_accuracy": []}
     for state, true_row, row in zip(states, truth, judged):
+        answers = [is_answer(c, state.position + 1) for c in state.candidates]
         for i in range(len(true_row)):
             for j in range(i + 1, len(true_row)):
                 a, b = true_row[i], true_row[j]
                 if a is None or b is None or a == b or row[i] is None or row[j] is None:
                     continue
-                units.append((state.dialogue.task_id, _ordered(row[i], row[j]) if a > b else _ordered(row[j], row[i])))
-    return bootstrap(units)
+                unit = (state.dialogue.task_id, _ordered(row[i], row[j]) if a > b else _ordered(row[j], row[i]))
+                units["pair_accuracy"].append(unit)
+                if answers[i] == answers[j]:
+                    units["answer_pair_accuracy" if answers[i] else "question_pair_accuracy"].append(unit)
+    return {name: bootstrap(found) for name, found in units.items()}
+
+
+def graded_lite_dialogues(db, tasks: str, policies: list[str] | None = None, limit: int | None = None) -> dict:
+    """trajectory id → its lite truth (colbench.families.lite_truth), of the graded backend-lite dialogues of
+    ``tasks`` (of ``policies``; the newest ``limit``); CreditError in one line when there are none."""
+    from colbench.families.lite_truth import lite_dialogues
+    from colbench.store import queries
+    from colbench.wiring import parse_task_selector
+
+    family, split = parse_task_selector(tasks)
+    with db.read() as session:
+        found, _ = queries.trained_data(session, family=family, split=split, watermark=None, policies=policies)
+    ids = sorted((t.id for t in found), reverse=True)[:limit] if limit else sorted(t.id for t in found)
+    truth = lite_dialogues(db, ids)
+    if not truth:
+        raise CreditError(f"no graded backend-lite dialogues in {tasks}" + (f" of {', '.join(policies)}"
+                                                                           if policies else ""))
+    return truth
 
 
 def evaluate_credits(db, specs: Sequence[str], config: CreditConfig, *, tasks: str = "backend-lite:val",
@@ -147,21 +174,10 @@ def evaluate_credits(db, specs: Sequence[str], config: CreditConfig, *, tasks: s
                      pair_turns: int | None = None, on_progress=None) -> list[CreditFigures]:
     """Score each credit of ``specs`` on the graded lite dialogues of ``tasks`` (of ``policies``; the newest
     ``limit``), and on the same-state candidates of the SWEET run ``pairs_from`` (at most ``pair_turns`` states)."""
-    from colbench.families.lite_truth import lite_dialogues
-    from colbench.store import queries
-    from colbench.wiring import parse_task_selector
-
     for spec in specs:
         CREDITS.parse(spec)
-    family, split = parse_task_selector(tasks)
-    with db.read() as session:
-        found, _ = queries.trained_data(session, family=family, split=split, watermark=None, policies=policies)
-    ids = sorted((t.id for t in found), reverse=True)[:limit] if limit else sorted(t.id for t in found)
-    truth = lite_dialogues(db, ids)
-    ids = sorted(i for i in ids if i in truth)
-    if not ids:
-        raise CreditError(f"no graded backend-lite dialogues in {tasks}" + (f" of {', '.join(policies)}"
-                                                                           if policies else ""))
+    truth = graded_lite_dialogues(db, tasks, policies, limit)
+    ids = sorted(truth)
     dialogues = stored_dialogues(db, ids)
     kinds = [truth[i].kinds for i in ids]
     states = same_state_pairs(db, pairs_from, pair_turns) if pairs_from is not None else []
@@ -182,10 +198,10 @@ def evaluate_credits(db, specs: Sequence[str], config: CreditConfig, *, tasks: s
             values = credit.values(dialogues)
             seconds = time.perf_counter() - started
             turns = sum(len(row) for row in values)
-            pairs = Figure(None)
+            pairs = {}
             if states:
                 started = time.perf_counter()
-                pairs = pair_figure(true_values, candidate_values(credit, states), states)
+                pairs = pair_figures(true_values, candidate_values(credit, states), states)
                 seconds += time.perf_counter() - started
                 turns += sum(len(s.candidates) for s in states)
         finally:
@@ -193,7 +209,7 @@ def evaluate_credits(db, specs: Sequence[str], config: CreditConfig, *, tasks: s
         results.append(CreditFigures(
             credit=spec, training_info=bool(getattr(credit, "training_info", choice.training_info)), cost=choice.cost,
             dialogues=len(dialogues), turns=sum(len(row) for row in values),
-            **turn_figures(dialogues, values, kinds), pair_accuracy=pairs,
+            **turn_figures(dialogues, values, kinds), **({"pair_accuracy": Figure(None)} | pairs),
             seconds_per_turn=seconds / max(turns, 1),
         ))
         if on_progress:
