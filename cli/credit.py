@@ -1,6 +1,7 @@
 """`colbench credit`: turn-credit signals, listed and scored against backend-lite's ground truth."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import List
 
 import typer
@@ -38,10 +39,16 @@ def evaluate(
     policies: str = typer.Option(None, "--policies", help="Only dialogues of these policies (comma-separated, a"
                                  " trailing * matches a prefix)."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the newest N dialogues."),
+    task_limit: int = typer.Option(None, "--task-limit", min=1, help="Only the dialogues of the first N tasks (by"
+                                   " id): a subset every credit is scored on alike (the study's mc subset)."),
     pairs_from: str = typer.Option(None, "--pairs-from", help="A candidates run (`colbench credit sample`) or a SWEET"
                                    " run (train:<id> or its name) whose stored candidates give the same-state pairs of"
                                    " the pair accuracy."),
     pair_turns: int = typer.Option(None, "--pair-turns", min=1, help="With --pairs-from: at most N of its states."),
+    values_out: Path = typer.Option(None, "--values-out", help="Also write every value each credit gave, with the"
+                                    " truth beside it, as JSONL (a study's values.jsonl: `colbench study report`"
+                                    " recomputes every figure from it); an existing file gets these credits' rows in"
+                                    " place of any it held for them."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
     """How well each credit ranks turns as backend-lite's ground truth does: within-dialogue AUC of the turns that
@@ -61,19 +68,29 @@ def evaluate(
         run_id = found.id
     chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
     with reporting("credit eval", enabled=not as_json) as on_progress:
-        results = evaluate_credits(db, credit, config, tasks=tasks, policies=chosen, limit=limit, pairs_from=run_id,
-                                   pair_turns=pair_turns, on_progress=on_progress)
+        valued = evaluate_credits(db, credit, config, tasks=tasks, policies=chosen, limit=limit,
+                                  task_limit=task_limit, pairs_from=run_id, pair_turns=pair_turns,
+                                  on_progress=on_progress)
+    if values_out is not None:
+        from colbench.training.credit.evaluate import save_values
+
+        save_values(values_out, valued)
+    results = [v.figures() for v in valued]
     if as_json:
         print_json([r.as_dict() for r in results])
         return
+    console.print(figures_table(results, f"turn credit on {results[0].dialogues} dialogues of {tasks}"))
+
+
+def figures_table(results, title: str) -> Table:
+    """`credit eval`'s table (the study report prints the same)."""
     table = Table("credit", "reads c", "turn AUC", "question AUC", "answers", "pairs", "question pairs", "s/turn",
-                  "cost per turn",
-                  title=f"turn credit on {results[0].dialogues} dialogues of {tasks} (95% intervals over tasks)")
+                  "cost per turn", title=f"{title} (95% intervals over tasks)")
     for r in results:
         table.add_row(r.credit, "yes" if r.training_info else "no", r.turn_auc.shown(), r.question_auc.shown(),
                       r.answer_accuracy.shown(), r.pair_accuracy.shown(), r.question_pair_accuracy.shown(),
                       f"{r.seconds_per_turn:.3f}", r.cost)
-    console.print(table)
+    return table
 
 
 @app.command("sample")

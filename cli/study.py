@@ -14,17 +14,26 @@ app = typer.Typer(help="Studies kept as files (studies/<name>/): their tables, r
 @app.command("report")
 def report(
     folder: Path = typer.Argument(
-        ..., help="The study's folder: trajectories.jsonl and validation.jsonl (colbench/study.py)."
+        ..., help="The study's folder: trajectories.jsonl and validation.jsonl (colbench/study.py), or a credit"
+                  " study's values.jsonl (colbench/training/credit/report.py)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Every figure as JSON."),
 ) -> None:
     """Per split and label, each arm's success and tests passed with 95% intervals and its paired
     difference from zero-shot; SWEET-RL against zero-shot, rft and mtdpo (Holm-corrected) and
     against SWEET-RL without c; every configuration tried on validation, with its cost; SWEET-RL's
-    training pairs against ground truth. Reads no store and no model: anyone can recompute the
-    README's tables."""
-    from colbench.study import markdown, report as study_report
+    training pairs against ground truth. A credit study: every credit's figures against ground truth, and the
+    signal its plan carries online. Reads no store and no model: anyone can recompute the README's tables."""
+    from colbench.study import TRAJECTORIES, markdown, report as study_report
+    from colbench.training.credit import report as credits
 
+    if (folder / credits.VALUES).exists() and not (folder / TRAJECTORIES).exists():
+        found = credits.credit_report(folder)
+        if as_json:
+            print_json(credits.as_json(found))
+            return
+        console.print(credits.markdown(found), highlight=False, markup=False)
+        return
     found = study_report(folder)
     if as_json:
         print_json(found)

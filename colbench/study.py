@@ -96,10 +96,10 @@ def record(folder: Path, arm: str, label: str, rows: list[dict], validation: dic
     second training seed keeps the first seed's rows beside its own."""
     folder.mkdir(parents=True, exist_ok=True)
     splits, seeds = {row["split"] for row in rows}, {row.get("seed") for row in rows}
-    _replace(folder / TRAJECTORIES, lambda r: r["arm"] == arm and r["label"] == label and r["split"] in splits
+    replace_rows(folder / TRAJECTORIES, lambda r: r["arm"] == arm and r["label"] == label and r["split"] in splits
              and r.get("seed") in seeds, [{"arm": arm, "label": label} | row for row in rows])
     if validation is not None:
-        _replace(folder / VALIDATION, lambda r: r["arm"] == arm and r["label"] == label,
+        replace_rows(folder / VALIDATION, lambda r: r["arm"] == arm and r["label"] == label,
                  [{"arm": arm, "label": label} | validation])
 
 
@@ -108,11 +108,11 @@ def record_pairs(folder: Path, arm: str, label: str, kinds: dict, seed: int = 0)
     (families.lite_truth.PairKinds.as_dict: what the arm's SWEET-RL training pairs preferred). An arm
     read at a second training seed keeps the first seed's line beside its own, as ``record`` does."""
     folder.mkdir(parents=True, exist_ok=True)
-    _replace(folder / PAIRS, lambda r: r["arm"] == arm and r["label"] == label and r.get("seed", 0) == seed,
+    replace_rows(folder / PAIRS, lambda r: r["arm"] == arm and r["label"] == label and r.get("seed", 0) == seed,
              [{"arm": arm, "label": label, "seed": seed} | kinds])
 
 
-def _replace(path: Path, is_old, new: list[dict]) -> None:
+def replace_rows(path: Path, is_old, new: list[dict]) -> None:
     """Write ``new`` where the rows ``is_old`` picks stood (at the end when none did), so that
     rerunning a finished stage leaves the committed file as it was."""
     rows = read_jsonl(path)

@@ -244,6 +244,62 @@ def test_credit_sample_makes_the_same_state_pairs_credit_eval_scores(rolled, cli
     assert code != 0 and "no graded backend-lite dialogues in backend-lite:val" in err and "Traceback" not in err
 
 
+def test_the_study_report_recomputes_credit_evals_figures_from_the_values_file(rolled, cli, tmp_path):
+    """`credit eval --values-out` keeps every value beside its truth; `study report` on the folder prints the same
+    figures with no store, a table of every credit on the subset one of them was scored on, and a credit scored in
+    parts (a command per policy) as one."""
+    values = tmp_path / "values.jsonl"
+    code, full, err = cli("credit", "eval", "--credit", "random", "--credit", "oracle", "--tasks",
+                          "backend-lite:train", "--sandbox", "bwrap", "--json")
+    assert code == 0, err
+    for selection in (("--credit", "random"), ("--credit", "oracle", "--task-limit", "2")):
+        code, scored, err = cli("credit", "eval", *selection, "--tasks", "backend-lite:train", "--sandbox", "bwrap",
+                                "--values-out", str(values), "--json")
+        assert code == 0, err
+    assert scored[0]["dialogues"] == 8 < full[1]["dialogues"] == 12  # 4 policies x the first 2 tasks
+    code, report, err = cli("study", "report", str(tmp_path), "--json")
+    assert code == 0, err
+    everyone, on_subset = report["tables"]
+    by_name = {f["credit"]: f for f in everyone["figures"]}
+    assert by_name["random"] == {**full[0], "seconds_per_turn": by_name["random"]["seconds_per_turn"]}
+    assert by_name["oracle"] == {**scored[0], "seconds_per_turn": by_name["oracle"]["seconds_per_turn"]}
+    assert on_subset["dialogues"] == 8 and {f["credit"] for f in on_subset["figures"]} == {"random", "oracle"}
+    assert report["carried"]["credit"] is None  # only the controls were scored: nothing to carry
+    code, text, _ = cli("study", "report", str(tmp_path))
+    assert code == 0 and "| oracle | yes |" in text and "**Carried online**: nothing" in text
+
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for policies in (",".join(POLICIES[:2]), ",".join(POLICIES[2:])):
+        code, _, err = cli("credit", "eval", "--credit", "oracle", "--tasks", "backend-lite:train", "--policies",
+                           policies, "--sandbox", "bwrap", "--values-out", str(parts / "values.jsonl"), "--json")
+        assert code == 0, err
+    [table] = cli("study", "report", str(parts), "--json")[1]["tables"]
+    [oracle] = table["figures"]
+    assert oracle == {**full[1], "seconds_per_turn": oracle["seconds_per_turn"]}
+
+
+def test_the_plans_rule_carries_the_best_question_pairs_or_the_cheaper_of_two_that_overlap():
+    from colbench.training.credit.evaluate import CreditFigures, Figure
+    from colbench.training.credit.report import carried
+
+    def signal(name, value, low, high, seconds):
+        none = Figure(None)
+        return CreditFigures(name, False, "", 10, 40, none, none, none, none, seconds,
+                             question_pair_accuracy=Figure(value, low, high, 100))
+
+    chance = signal("random", 0.50, 0.45, 0.55, 0.0)
+    truth = signal("oracle", 1.0, 1.0, 1.0, 0.0)
+    assert carried([chance, truth, signal("critic", 0.61, 0.56, 0.66, 0.1),
+                    signal("infogain", 0.75, 0.70, 0.80, 0.5)])["credit"] == "infogain"
+    # Overlapping intervals: the cheaper is carried.
+    assert carried([chance, signal("critic", 0.72, 0.66, 0.78, 0.1),
+                    signal("infogain", 0.75, 0.70, 0.80, 0.5)])["credit"] == "critic"
+    # A best that does not clear random's upper bound: nothing.
+    found = carried([chance, signal("critic", 0.58, 0.52, 0.64, 0.1)])
+    assert found["credit"] is None and "does not clear random" in found["why"]
+
+
 # ---------------------------------------------------------------- a plugin's credit everywhere
 
 

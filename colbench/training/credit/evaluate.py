@@ -92,29 +92,32 @@ def dialogue_aucs(values: Sequence[float | None], positive: Sequence[bool]) -> f
     return sum(_ordered(p, n) for p in pos for n in neg) / (len(pos) * len(neg))
 
 
-def turn_figures(dialogues, values, kinds) -> dict:
-    """The turn AUC, the question AUC and the answer accuracy of one credit's ``values``."""
+def turn_figures(dialogues: Sequence[dict]) -> dict:
+    """The turn AUC, the question AUC and the answer accuracy of one credit, from its dialogue rows
+    (CreditValues.dialogues)."""
     from colbench.families.lite_truth import ANSWER, NEW, QUESTIONS
 
     turn, question = [], []
     answers: dict[int, list[tuple[float, float]]] = {}  # task → (credit, reward) of each answer turn
-    for dialogue, row, kind in zip(dialogues, values, kinds):
+    for dialogue in dialogues:
+        task, row, kind, reward = dialogue["task"], dialogue["values"], dialogue["kinds"], dialogue["reward"]
         auc = dialogue_aucs(row, [k == NEW for k in kind])
         if auc is not None:
-            turn.append((dialogue.task_id, auc))
+            turn.append((task, auc))
         asked = [(v, k) for v, k in zip(row, kind) if k in QUESTIONS]
         auc = dialogue_aucs([v for v, _ in asked], [k == NEW for _, k in asked])
         if auc is not None:
-            question.append((dialogue.task_id, auc))
-        if kind and kind[-1] == ANSWER and row and row[-1] is not None and dialogue.reward is not None:
-            answers.setdefault(dialogue.task_id, []).append((row[-1], dialogue.reward))
+            question.append((task, auc))
+        if kind and kind[-1] == ANSWER and row and row[-1] is not None and reward is not None:
+            answers.setdefault(task, []).append((row[-1], reward))
     ordered = [(task, _ordered(a[0], b[0]) if a[1] > b[1] else _ordered(b[0], a[0]))
                for task, found in answers.items() for i, a in enumerate(found) for b in found[i + 1:] if a[1] != b[1]]
     return {"turn_auc": bootstrap(turn), "question_auc": bootstrap(question), "answer_accuracy": bootstrap(ordered)}
 
 
-def same_state_pairs(db, run_id: int, limit_turns: int | None = None):
-    """The states a candidates run (`colbench credit sample`) or a SWEET run sampled candidates at."""
+def same_state_pairs(db, run_id: int, limit_turns: int | None = None, among: set[int] | None = None):
+    """The states a candidates run (`colbench credit sample`) or a SWEET run sampled candidates at (the first
+    ``limit_turns`` by turn id; of the dialogues ``among`` only)."""
     from colbench.store import queries
 
     with db.read() as session:
@@ -123,7 +126,10 @@ def same_state_pairs(db, run_id: int, limit_turns: int | None = None):
     if not by_turn:
         raise CreditError(f"--pairs-from train:{run_id}: that run stored no candidates (`colbench credit sample` or a"
                           " sweet run samples them)")
-    turn_ids = sorted(by_turn)[:limit_turns] if limit_turns else sorted(by_turn)
+    turn_ids = sorted(t for t in by_turn if among is None or trajectory_of[t] in among)
+    if not turn_ids:
+        raise CreditError(f"--pairs-from train:{run_id}: none of its states is a turn of the dialogues scored")
+    turn_ids = turn_ids[:limit_turns] if limit_turns else turn_ids
     dialogues = {d.trajectory_id: d for d in stored_dialogues(db, sorted({trajectory_of[t] for t in turn_ids}))}
     states = []
     for turn_id in turn_ids:
@@ -133,27 +139,84 @@ def same_state_pairs(db, run_id: int, limit_turns: int | None = None):
     return states
 
 
-def pair_figures(truth: list[list[float | None]], judged: list[list[float | None]], states) -> dict[str, Figure]:
+def pair_figures(states: Sequence[dict]) -> dict[str, Figure]:
     """Over candidate pairs of a state whose truth differs: how often the credit orders them as the truth does; over
-    all pairs, pairs of two questions, pairs of two answers."""
+    all pairs, pairs of two questions, pairs of two answers (from CreditValues.states)."""
     units: dict[str, list] = {"pair_accuracy": [], "question_pair_accuracy": [], "answer_pair_accuracy": []}
-    for state, true_row, row in zip(states, truth, judged):
-        answers = [is_answer(c, state.position + 1) for c in state.candidates]
-        for i in range(len(true_row)):
-            for j in range(i + 1, len(true_row)):
-                a, b = true_row[i], true_row[j]
+    for state in states:
+        truth, row, answers = state["truth"], state["values"], state["answers"]
+        for i in range(len(truth)):
+            for j in range(i + 1, len(truth)):
+                a, b = truth[i], truth[j]
                 if a is None or b is None or a == b or row[i] is None or row[j] is None:
                     continue
-                unit = (state.dialogue.task_id, _ordered(row[i], row[j]) if a > b else _ordered(row[j], row[i]))
+                unit = (state["task"], _ordered(row[i], row[j]) if a > b else _ordered(row[j], row[i]))
                 units["pair_accuracy"].append(unit)
                 if answers[i] == answers[j]:
                     units["answer_pair_accuracy" if answers[i] else "question_pair_accuracy"].append(unit)
     return {name: bootstrap(found) for name, found in units.items()}
 
 
-def graded_lite_dialogues(db, tasks: str, policies: list[str] | None = None, limit: int | None = None) -> dict:
+@dataclass
+class CreditValues:
+    """What one credit said, as a study's files keep it (``values.jsonl``, a row per dialogue and per state): every
+    figure of `credit eval` is computed from this, so `colbench study report` recomputes them with no store or model.
+
+    ``dialogues``: {"trajectory", "task", "reward", "kinds" (lite truth per agent turn), "values"};
+    ``states``: {"turn" (the stored agent turn), "task", "answers" (per candidate: is it the answer), "truth" (per
+    candidate: its ground truth), "values"}."""
+
+    credit: str
+    training_info: bool
+    cost: str
+    seconds: float  # the credit's own work, over every turn and candidate it valued
+    dialogues: list[dict]
+    states: list[dict] = field(default_factory=list)
+
+    def figures(self, trajectories: set[int] | None = None) -> CreditFigures:
+        """The figures, over every dialogue or only ``trajectories`` (and the states of their turns)."""
+        dialogues = [d for d in self.dialogues if trajectories is None or d["trajectory"] in trajectories]
+        states = [s for s in self.states if trajectories is None or s["trajectory"] in trajectories]
+        valued = sum(len(d["values"]) for d in self.dialogues) + sum(len(s["values"]) for s in self.states)
+        pairs = pair_figures(states) if states else {}
+        return CreditFigures(
+            credit=self.credit, training_info=self.training_info, cost=self.cost, dialogues=len(dialogues),
+            turns=sum(len(d["values"]) for d in dialogues), **turn_figures(dialogues),
+            **({"pair_accuracy": Figure(None)} | pairs), seconds_per_turn=self.seconds / max(valued, 1),
+        )
+
+    def trajectories(self) -> set[int]:
+        return {d["trajectory"] for d in self.dialogues}
+
+    def rows(self) -> list[dict]:
+        head = {"credit": self.credit}
+        summary = {"training_info": self.training_info, "cost": self.cost, "seconds": self.seconds,
+                   "trajectories": sorted(self.trajectories())}
+        return ([head | {"summary": summary}] + [head | {"dialogue": d} for d in self.dialogues]
+                + [head | {"state": s} for s in self.states])
+
+    @staticmethod
+    def from_rows(rows: Sequence[dict]) -> list["CreditValues"]:
+        """``rows()`` of any number of credits, read back, in the order they first appear; a credit scored in parts
+        (one command per policy) is one, its seconds summed."""
+        found: dict[str, CreditValues] = {}
+        for row in rows:
+            values = found.setdefault(row["credit"], CreditValues(row["credit"], False, "", 0.0, []))
+            if "summary" in row:
+                values.training_info, values.cost = row["summary"]["training_info"], row["summary"]["cost"]
+                values.seconds += row["summary"]["seconds"]
+            elif "dialogue" in row:
+                values.dialogues.append(row["dialogue"])
+            elif "state" in row:
+                values.states.append(row["state"])
+        return list(found.values())
+
+
+def graded_lite_dialogues(db, tasks: str, policies: list[str] | None = None, limit: int | None = None,
+                          task_limit: int | None = None) -> dict:
     """trajectory id → its lite truth (colbench.families.lite_truth), of the graded backend-lite dialogues of
-    ``tasks`` (of ``policies``; the newest ``limit``); CreditError in one line when there are none."""
+    ``tasks`` (of ``policies``; the newest ``limit``; those of the first ``task_limit`` tasks by id); CreditError in
+    one line when there are none."""
     from colbench.families.lite_truth import lite_dialogues
     from colbench.store import queries
     from colbench.wiring import parse_task_selector
@@ -161,6 +224,9 @@ def graded_lite_dialogues(db, tasks: str, policies: list[str] | None = None, lim
     family, split = parse_task_selector(tasks)
     with db.read() as session:
         found, _ = queries.trained_data(session, family=family, split=split, watermark=None, policies=policies)
+    if task_limit:
+        first = set(sorted({t.task_id for t in found})[:task_limit])
+        found = [t for t in found if t.task_id in first]
     ids = sorted((t.id for t in found), reverse=True)[:limit] if limit else sorted(t.id for t in found)
     truth = lite_dialogues(db, ids)
     if not truth:
@@ -170,17 +236,18 @@ def graded_lite_dialogues(db, tasks: str, policies: list[str] | None = None, lim
 
 
 def evaluate_credits(db, specs: Sequence[str], config: CreditConfig, *, tasks: str = "backend-lite:val",
-                     policies: list[str] | None = None, limit: int | None = None, pairs_from: int | None = None,
-                     pair_turns: int | None = None, on_progress=None) -> list[CreditFigures]:
-    """Score each credit of ``specs`` on the graded lite dialogues of ``tasks`` (of ``policies``; the newest
-    ``limit``), and on the same-state candidates of the SWEET run ``pairs_from`` (at most ``pair_turns`` states)."""
+                     policies: list[str] | None = None, limit: int | None = None, task_limit: int | None = None,
+                     pairs_from: int | None = None, pair_turns: int | None = None,
+                     on_progress=None) -> list[CreditValues]:
+    """Value the graded lite dialogues of ``tasks`` (of ``policies``; the newest ``limit``; of the first
+    ``task_limit`` tasks) and the same-state candidates the run ``pairs_from`` sampled in them (at most
+    ``pair_turns`` states) with each credit of ``specs``."""
     for spec in specs:
         CREDITS.parse(spec)
-    truth = graded_lite_dialogues(db, tasks, policies, limit)
+    truth = graded_lite_dialogues(db, tasks, policies, limit, task_limit)
     ids = sorted(truth)
     dialogues = stored_dialogues(db, ids)
-    kinds = [truth[i].kinds for i in ids]
-    states = same_state_pairs(db, pairs_from, pair_turns) if pairs_from is not None else []
+    states = same_state_pairs(db, pairs_from, pair_turns, set(ids)) if pairs_from is not None else []
     true_values = None
     if states:
         oracle = make_credit("oracle", db, config)
@@ -188,6 +255,9 @@ def evaluate_credits(db, specs: Sequence[str], config: CreditConfig, *, tasks: s
             true_values = candidate_values(oracle, states)
         finally:
             oracle.close()
+    state_rows = [{"trajectory": s.dialogue.trajectory_id, "turn": s.dialogue.agent_turns[s.position].id,
+                   "task": s.dialogue.task_id, "answers": [is_answer(c, s.position + 1) for c in s.candidates],
+                   "truth": row} for s, row in zip(states, true_values or [])]
 
     results = []
     for spec in specs:
@@ -196,22 +266,38 @@ def evaluate_credits(db, specs: Sequence[str], config: CreditConfig, *, tasks: s
         try:
             started = time.perf_counter()
             values = credit.values(dialogues)
+            judged = candidate_values(credit, states) if states else []
             seconds = time.perf_counter() - started
-            turns = sum(len(row) for row in values)
-            pairs = {}
-            if states:
-                started = time.perf_counter()
-                pairs = pair_figures(true_values, candidate_values(credit, states), states)
-                seconds += time.perf_counter() - started
-                turns += sum(len(s.candidates) for s in states)
         finally:
             credit.close()
-        results.append(CreditFigures(
+        results.append(CreditValues(
             credit=spec, training_info=bool(getattr(credit, "training_info", choice.training_info)), cost=choice.cost,
-            dialogues=len(dialogues), turns=sum(len(row) for row in values),
-            **turn_figures(dialogues, values, kinds), **({"pair_accuracy": Figure(None)} | pairs),
-            seconds_per_turn=seconds / max(turns, 1),
+            seconds=seconds,
+            dialogues=[{"trajectory": d.trajectory_id, "task": d.task_id, "reward": d.reward,
+                        "kinds": truth[d.trajectory_id].kinds, "values": row} for d, row in zip(dialogues, values)],
+            states=[state | {"values": row} for state, row in zip(state_rows, judged)],
         ))
         if on_progress:
             on_progress("credit eval", len(results), len(specs), {})
     return results
+
+
+def save_values(path, valued: Sequence[CreditValues]) -> None:
+    """``valued``'s rows into the JSONL file ``path``, in place of the rows it held for the same credit and the same
+    dialogues; a credit's rows of other dialogues stay (a signal scored in parts, e.g. mc by each dialogue's own
+    policy, one command each)."""
+    from pathlib import Path
+
+    from colbench.study import replace_rows
+
+    covered = {v.credit: v.trajectories() for v in valued}
+
+    def replaced(row: dict) -> bool:
+        mine = covered.get(row.get("credit"))
+        if mine is None:
+            return False
+        if "summary" in row:
+            return bool(mine & set(row["summary"].get("trajectories", ())))
+        return (row.get("dialogue") or row.get("state") or {}).get("trajectory") in mine
+
+    replace_rows(Path(path), replaced, [row for v in valued for row in v.rows()])

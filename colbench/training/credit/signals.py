@@ -124,10 +124,12 @@ def newest_critic(db) -> str:
     return f"ckpt:{found}"
 
 
-@CREDITS.register("critic", "the SWEET-RL critic's advantage of the turn (--critic; with the reference if it was"
-                  " trained with it)", training_info=True, cost="2 forward passes per dialogue (critic, reference)")
+@CREDITS.register("critic", "the SWEET-RL critic's advantage of the turn (critic:<checkpoint>, else --critic; with"
+                  " the reference if it was trained with it)", argument="<checkpoint>", training_info=True,
+                  cost="2 forward passes per dialogue (critic, reference)")
 def _critic(db, config: CreditConfig, argument: str) -> TurnCredit:
-    return CriticCredit(db, config.critic or newest_critic(db), config)
+    # critic:<checkpoint> names it in the spec, so two critics score side by side (with c and without).
+    return CriticCredit(db, argument or config.critic or newest_critic(db), config)
 
 
 # ---------------------------------------------------------------- counterfactual replies
@@ -238,11 +240,16 @@ def _infogain(db, config: CreditConfig, argument: str) -> TurnCredit:
     return InfoGainCredit(db, config)
 
 
+def reference_message(reference: str) -> str:
+    """c as the agent's next message would hand it over (the credit-signals plan's form)."""
+    return f"Here is the function:\n```python\n{reference.strip()}\n```"
+
+
 class ReferenceGainCredit(TurnCredit):
     """The privileged information gain: how much the human's reply o_t to turn t raises a frozen model's
-    log-likelihood of the reference c as the agent's next message, log p(c | h_t, a_t, o_t) − log p(c | h_t, a_t,
-    placeholder). The answer, which gets no reply, is credited with what it itself does to c's likelihood:
-    log p(c | h_t, a_t) − log p(c | h_t)."""
+    log-likelihood of the reference c as the agent's next message (``reference_message``),
+    log p(c | h_t, a_t, o_t) − log p(c | h_t, a_t, placeholder). The answer, which gets no reply, is credited with
+    what it itself does to c's likelihood: log p(c | h_t, a_t) − log p(c | h_t)."""
 
     def __init__(self, db, config: CreditConfig):
         self.lm, self.config = ChatScorer(db, config.scorer or config.model, config), config
@@ -251,7 +258,7 @@ class ReferenceGainCredit(TurnCredit):
         found = []
         for dialogue in dialogues:
             messages, family, row = dialogue.messages(), dialogue.task.family, []
-            reference = self.lm.encode(dialogue.task.ground_truth)
+            reference = self.lm.encode(reference_message(dialogue.task.ground_truth))
             for position, reply in _replied(dialogue):
                 if reply is None:
                     with_turn, without = messages[: position + 1], messages[:position]

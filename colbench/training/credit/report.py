@@ -1,0 +1,87 @@
+"""A credit study's tables from its files alone (``values.jsonl``: `credit eval --values-out`), and the choice its plan
+makes (studies/credit-signals/plan.md, "Decision rules"): `colbench study report` on a folder that holds one.
+
+Every figure is recomputed from the values and truths the file keeps, by the same code `credit eval` prints with, so
+the tables need no store and no model. A credit scored on fewer dialogues than the others (``mc``, on its subset)
+gets a second table: every credit on that subset alike.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from colbench.training.credit.evaluate import CreditFigures, CreditValues
+
+VALUES = "values.jsonl"
+CONTROLS = ("oracle", "random")  # the ground truth and the chance line: never what a study carries
+
+
+@dataclass
+class CreditTable:
+    title: str
+    dialogues: int
+    figures: list[CreditFigures]
+
+
+def credit_report(folder: Path) -> dict:
+    """{"tables": [CreditTable], "carried": the plan's choice, with why}."""
+    from colbench.study import StudyError, read_jsonl
+
+    valued = CreditValues.from_rows(read_jsonl(folder / VALUES))
+    if not valued:
+        raise StudyError(f"{folder / VALUES} holds no credit values")
+    everyone = set.union(*({d["trajectory"] for d in v.dialogues} for v in valued))
+    tables = [CreditTable(f"every credit on the {len(everyone)} dialogues", len(everyone),
+                          [v.figures() for v in valued])]
+    subsets = {frozenset(d["trajectory"] for d in v.dialogues) for v in valued} - {frozenset(everyone)}
+    for subset in sorted(subsets, key=len):
+        named = ", ".join(v.credit for v in valued if {d["trajectory"] for d in v.dialogues} == subset)
+        covering = [v for v in valued if subset <= {d["trajectory"] for d in v.dialogues}]
+        tables.append(CreditTable(f"the {len(subset)} dialogues {named} was scored on, every credit alike",
+                                  len(subset), [v.figures(set(subset)) for v in covering]))
+    return {"tables": tables, "carried": carried(tables[0].figures)}
+
+
+def carried(figures: list[CreditFigures]) -> dict:
+    """The plan's rule: the non-control signal with the highest question pair accuracy, if its lower bound is above
+    random's upper bound; of two whose intervals overlap, the cheaper (fewer seconds a turn)."""
+    chance = next((f.question_pair_accuracy for f in figures if f.credit == "random"), None)
+    scored = [f for f in figures if f.credit not in CONTROLS and f.question_pair_accuracy.value is not None]
+    if not scored:
+        return {"credit": None, "why": "no signal but the controls has a question pair accuracy"}
+    best = max(scored, key=lambda f: f.question_pair_accuracy.value)
+    rivals = [f for f in scored if f is not best and f.question_pair_accuracy.high >= best.question_pair_accuracy.low
+              and f.seconds_per_turn < best.seconds_per_turn]
+    choice = min(rivals, key=lambda f: f.seconds_per_turn) if rivals else best
+    figure = choice.question_pair_accuracy
+    if chance is None or chance.high is None:
+        return {"credit": None, "why": "random has no question pair accuracy to clear"}
+    if figure.low <= chance.high:
+        return {"credit": None, "why": f"{choice.credit}'s lower bound {figure.low:.3f} does not clear random's upper"
+                                       f" bound {chance.high:.3f}: the online study carries nothing"}
+    how = f"the highest ({figure.shown()})" if choice is best else (
+        f"cheaper than {best.credit} ({choice.seconds_per_turn:.3f} s/turn against {best.seconds_per_turn:.3f}) with"
+        f" an overlapping interval ({figure.shown()} against {best.question_pair_accuracy.shown()})")
+    return {"credit": choice.credit, "why": f"question pair accuracy {how}; above random's {chance.shown()}"}
+
+
+def markdown(found: dict) -> str:
+    lines = []
+    for table in found["tables"]:
+        lines += [f"### {table.title}", "",
+                  "| credit | reads c | turn AUC | question AUC | answers | pairs | question pairs | answer pairs |"
+                  " s/turn |", "|---|---|---|---|---|---|---|---|---|"]
+        for f in table.figures:
+            lines.append(f"| {f.credit} | {'yes' if f.training_info else 'no'} | {f.turn_auc.shown()} |"
+                         f" {f.question_auc.shown()} | {f.answer_accuracy.shown()} | {f.pair_accuracy.shown()} |"
+                         f" {f.question_pair_accuracy.shown()} | {f.answer_pair_accuracy.shown()} |"
+                         f" {f.seconds_per_turn:.3f} |")
+        lines.append("")
+    choice = found["carried"]
+    lines.append(f"**Carried online**: {choice['credit'] or 'nothing'}: {choice['why']}.")
+    return "\n".join(lines)
+
+
+def as_json(found: dict) -> dict:
+    return {"tables": [{"title": t.title, "dialogues": t.dialogues, "figures": [f.as_dict() for f in t.figures]}
+                       for t in found["tables"]], "carried": found["carried"]}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The credit-signals study (studies/credit-signals/plan.md), from nothing to its committed files. Resumable: rerun a
+# stage after an interruption and what its store holds is skipped. Each stage's start and stop go to times.log.
+#
+#   bash scripts/credit_signals.sh base        # π0: study 3's demonstrations and warm start
+#   bash scripts/credit_signals.sh rft         # round 1 (π0 on lite-train 1-100 x 4) and rejection fine-tuning
+#   bash scripts/credit_signals.sh dialogues   # π0 and rft on every lite-val task x 2 (seed 1): the scored dialogues
+#   bash scripts/credit_signals.sh candidates  # 4 candidates at every agent turn of them (seed 2), with their truth
+#   bash scripts/credit_signals.sh critics     # the critic with and without c, on round 1's dialogues
+#   bash scripts/credit_signals.sh score       # every signal's figures (mc last, on its 100-dialogue subset)
+#   bash scripts/credit_signals.sh export      # the dialogues and candidates to the study's files
+#
+# STORE (default credit-signals) holds the store and checkpoints, never committed; the study's files go to
+# studies/credit-signals.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+stage=${1:?usage: credit_signals.sh base|rft|dialogues|candidates|critics|score|export}
+# shellcheck source=scripts/study_env.sh
+source "$here/scripts/study_env.sh" credit-signals credit-signals
+
+# The plan's shared settings: 256 tokens a turn at temperature 1, the built-in human, bwrap.
+turns=(--max-new-tokens 256 --temperature 1 --sandbox bwrap)
+critic=(--model ckpt:warm --split lite-train --full --lr 1e-5 --epochs 2 --batch-size 4 --grad-accum 2
+        --no-gradient-checkpointing --device cpu)
+
+# The checkpoint a named training run made, as a policy is stored (ckpt:<id>).
+ckpt() {
+  "$colbench" runs show "$1" --json | python3 -c 'import json, sys
+last = json.load(sys.stdin)["checkpoints"][-1]
+print("ckpt:%s" % (last["id"] if isinstance(last, dict) else last))'
+}
+# Whether the store holds a finished run of that name.
+have() { "$colbench" runs show "$1" --json 2>/dev/null | python3 -c 'import json, sys; sys.exit(json.load(sys.stdin).get("status") != "done")' 2>/dev/null; }
+
+case "$stage" in
+base)
+  timed demos "$colbench" rollout --engine scripted:expert --tasks backend-lite:train --offset 200 --limit 160 \
+    --name demos
+  have warm || timed warm "$colbench" policy fit --algo sft --split lite-train --full --lr 1e-4 --epochs 3 --name warm
+  ;;
+rft)
+  timed round1 "$colbench" rollout --model ckpt:warm --tasks backend-lite:train --limit 100 -k 4 "${turns[@]}" \
+    --name round1
+  have rft || timed rft "$colbench" policy fit --algo rft --model ckpt:warm --split lite-train \
+    --policies "$(ckpt warm)" --full --lr 3e-5 --epochs 4 --device cpu --name rft
+  ;;
+dialogues)
+  for policy in warm rft; do
+    timed "dialogues-$policy" "$colbench" rollout --model ckpt:"$policy" --tasks backend-lite:val -k 2 --seed 1 \
+      "${turns[@]}" --name "val-$policy"
+  done
+  ;;
+candidates)
+  timed candidates "$colbench" credit sample --tasks backend-lite:val --policies "$(ckpt warm),$(ckpt rft)" \
+    --candidates 4 --seed 2 --max-new-tokens 256 --temperature 1 --sandbox bwrap --name val-candidates
+  ;;
+critics)
+  have critic || timed critic "$colbench" critic fit "${critic[@]}" --policies "$(ckpt warm)" --training-info \
+    --name critic
+  have critic-noc || timed critic-noc "$colbench" critic fit "${critic[@]}" --policies "$(ckpt warm)" \
+    --no-training-info --name critic-noc
+  ;;
+*)
+  echo "usage: credit_signals.sh base|rft|dialogues|candidates|critics|score|export (score and export: next)" >&2
+  exit 2 ;;
+esac
