@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from colbench import protocol
 from colbench.errors import ColbenchError
 from colbench.simulators.guard import REFUSAL
+from colbench.simulators.offrole import off_role
 
 # A human who declines or does not know: the built-in one says "I don't know."; models hedge in these words.
 _REFUSAL = re.compile(r"\b(i don'?t know|i do not know|i can'?t (share|say|tell)|i cannot (share|say|tell)|"
@@ -38,12 +39,20 @@ class SimulatorAudit:
     resampled: int = 0
     refusals: int = 0  # replies that decline or do not know (the guard's refusal included)
     empty: int = 0  # no reply at all: the simulator failed ("No response.") or wrote nothing
+    off_role: int = 0  # replies out of the human's role (colbench.simulators.offrole), on what it wrote
     kinds: dict = field(default_factory=dict)  # leak kind -> replies
+    off_role_kinds: dict = field(default_factory=dict)  # off-role kind -> replies
     # backend-lite, where every hidden fact is known (colbench.families.lite_truth): of its replies, how many
     # stated a fact the question did not ask for, and how many contradicted one
     lite_replies: int = 0
     over_release: int = 0
     wrong_statements: int = 0
+    # --draws K: each stored reply's prefix answered K times more by the run's simulator
+    draws: int = 0
+    redrawn: int = 0  # prefixes answered again
+    disagreeing: int = 0  # prefixes whose K draws and the stored reply are not all the same text
+    distinct_replies: float | None = None  # mean distinct texts per prefix, the stored reply among them
+    draw_errors: int = 0  # draws that got no reply (left out of the comparison)
 
     def figures(self) -> dict:
         rate = lambda n, d: n / d if d else None  # noqa: E731
@@ -53,17 +62,20 @@ class SimulatorAudit:
             "reached_agent_per_reply": rate(self.reached_agent, self.replies),
             "refusal_rate": rate(self.refusals, self.replies),
             "empty_rate": rate(self.empty, self.replies),
+            "off_role_rate": rate(self.off_role, self.replies),
             "over_release_rate": rate(self.over_release, self.lite_replies),
             "wrong_statement_rate": rate(self.wrong_statements, self.lite_replies),
+            "disagreement_rate": rate(self.disagreeing, self.redrawn),
         }
 
 
-def audit_runs(db, refs: list[str]) -> list[SimulatorAudit]:
-    """One audit per run of ``refs`` (rollout:<id>, a run's name, or train:<id> of online RL: its rollouts)."""
-    return [audit for ref in refs for audit in _audits_of(db, ref)]
+def audit_runs(db, refs: list[str], draws: int = 0, draw_limit: int | None = None) -> list[SimulatorAudit]:
+    """One audit per run of ``refs`` (rollout:<id>, a run's name, or train:<id> of online RL: its rollouts); with
+    ``draws``, each reply's prefix (the first ``draw_limit`` of a run) answered that many times more."""
+    return [audit for ref in refs for audit in _audits_of(db, ref, draws, draw_limit)]
 
 
-def _audits_of(db, ref: str) -> list[SimulatorAudit]:
+def _audits_of(db, ref: str, draws: int = 0, draw_limit: int | None = None) -> list[SimulatorAudit]:
     from colbench.runs import resolve
     from colbench.store import queries
     from colbench.store.models import RolloutRun
@@ -79,10 +91,10 @@ def _audits_of(db, ref: str) -> list[SimulatorAudit]:
                 raise NothingToAudit(f"{ref}: that training run rolled nothing out (only online RL's runs do)")
         else:
             raise NothingToAudit(f"{ref} is an evaluation: audit the rollout runs it read (colbench runs show {ref})")
-    return [_audit(db, run, ref if len(runs) == 1 else f"rollout:{run.id}") for run in runs]
+    return [_audit(db, run, ref if len(runs) == 1 else f"rollout:{run.id}", draws, draw_limit) for run in runs]
 
 
-def _audit(db, run, label: str) -> SimulatorAudit:
+def _audit(db, run, label: str, draws: int = 0, draw_limit: int | None = None) -> SimulatorAudit:
     from colbench.families import family as family_named
     from colbench.families import lite_truth
     from colbench.store import queries
@@ -95,6 +107,8 @@ def _audit(db, run, label: str) -> SimulatorAudit:
         found = queries.find_trajectories(session, TrajectoryFilter(rollout_id=run.id, limit=None))
         turns = queries.turns_for(session, [t.id for t, _, _ in found])
     kinds: Counter = Counter()
+    off_kinds: Counter = Counter()
+    prefixes = []  # (trajectory id, task, the turns before a reply, what the simulator wrote)
     for trajectory, task, _ in found:
         leaked_here = False
         question = ""
@@ -106,11 +120,16 @@ def _audit(db, run, label: str) -> SimulatorAudit:
                 continue
             audit.replies += 1
             written = (turn.leak or {}).get("original") or (turn.raw if turn.raw is not None else turn.content)
+            before = [t for t in turns[trajectory.id] if t.index < turn.index and t.role in ("user", "assistant")]
+            prefixes.append((trajectory.id, task, before, written))
             if turn.error is not None or not written.strip() or turn.content == protocol.NO_RESPONSE:
                 audit.empty += 1
                 continue
             if REFUSAL in turn.content or _REFUSAL.search(turn.content):
                 audit.refusals += 1
+            if (off := off_role(written)) is not None:
+                audit.off_role += 1
+                off_kinds[off] += 1
             if is_lite(task):  # judged on what the simulator wrote, as leaks are
                 audit.lite_replies += 1
                 audit.over_release += bool(lite_truth.over_released(task, question, written))
@@ -132,4 +151,30 @@ def _audit(db, run, label: str) -> SimulatorAudit:
         raise NothingToAudit(f"{label} has no simulator replies to audit ({audit.dialogues} dialogues, none with a"
                              " human reply after the opening)")
     audit.kinds = dict(kinds.most_common())
+    audit.off_role_kinds = dict(off_kinds.most_common())
+    if draws:
+        _redraw(db, run, family, audit, prefixes[:draw_limit] if draw_limit else prefixes, draws)
     return audit
+
+
+def _redraw(db, run, family, audit: SimulatorAudit, prefixes: list, draws: int) -> None:
+    """Each prefix answered ``draws`` times more by the run's own simulator (no guard: what it writes), through the
+    family's environment as a rollout asks it: how often the answers to one prefix differ."""
+    from colbench.tasks.rows import spec_of
+    from colbench.wiring import build_env, build_simulator
+
+    simulator = build_simulator(db, run.simulator, family=family.name, guard="off")
+    env, close = build_env(db, family.name, workers=1, render_pool=1)
+    try:
+        distinct = []
+        for trajectory_id, task, before, written in prefixes:
+            episode = env.episode_class.resume(trajectory_id, spec_of(task), before)
+            replies = simulator.reply(env.sim_requests([episode]) * draws)
+            audit.draw_errors += sum(r.error is not None for r in replies)
+            distinct.append(len({written.strip()} | {r.text.strip() for r in replies if r.error is None}))
+        audit.draws, audit.redrawn = draws, len(distinct)
+        audit.disagreeing = sum(n > 1 for n in distinct)
+        audit.distinct_replies = sum(distinct) / len(distinct) if distinct else None
+    finally:
+        close()
+        simulator.close()

@@ -134,6 +134,7 @@ def test_the_extractor_gets_nothing_from_the_builtin_human(sqlite_url):
         # every constant and key, it does name a dictionary's keys (categorize_expenses' four categories): the
         # detector counts that as constants beyond a specific question, and the docs report the rate.
         assert set(audit.kinds) <= {"constants"} and audit.leaks <= 1, (tasks, audit)
+        assert audit.off_role == 0, audit  # it stays a human who describes
         if tasks == "backend-lite:train":
             assert audit.leaks == 0, audit
 
@@ -266,3 +267,57 @@ def test_the_guard_keeps_a_server_humans_event_loop_and_a_rule_humans_inline_cal
     rule_human = guarded(BACKEND.builtin_simulator(), BACKEND, "redact")
     assert hasattr(server_human, "areply") and not hasattr(rule_human, "areply") and rule_human.instant
     assert guarded(rule_human.inner, BACKEND, "off") is rule_human.inner
+
+
+# Off role (colbench/simulators/offrole.py): each case is a failure of a model playing the human seen in practice
+# (SmolLM2 as the local human answers as the assistant or pastes a function; endpoint models echo the agent's
+# marker), or a human's plain description that must stay in role.
+OFF_ROLE_CASES = [
+    ("Sure:\n```python\ndef total(xs):\n    return sum(xs)\n```", "solution"),
+    ("def total(xs):\n    return sum(xs)", "solution"),
+    ("class Cart:\n    pass", "solution"),
+    ('<div class="p-4 bg-white"><h1>Welcome</h1></div>', "solution"),
+    ("Assistant: Could you tell me the input type?", "as the agent"),
+    ("Agent: here is my plan", "as the agent"),
+    ("It takes a list.\nUser: and what does it return?\nAssistant: a number", "as the agent"),
+    ("I WANT TO ANSWER: def total(xs): return sum(xs)", "protocol"),
+    ("OUTPUT: the function is ready", "protocol"),
+    ("It should return the total of the list as a float.", None),
+    ("Return the total, and round it to two decimals.", None),
+    ("The page has a header with a blue background and a centered title.", None),
+    ("I don't know.", None),
+    ("Yes, an empty list should give 0.", None),
+    ("Use the class names from our style guide; the div layout is up to you.", None),
+]
+
+
+@pytest.mark.parametrize("reply,kind", OFF_ROLE_CASES)
+def test_off_role_replies_are_told_from_a_human_describing(reply, kind):
+    from colbench.simulators.offrole import off_role
+
+    assert off_role(reply) == kind
+
+
+def test_the_audit_counts_a_human_that_speaks_as_the_agent(sqlite_url, openai_server):
+    openai_server.set_responder(lambda request: "Assistant: What should the function return for an empty list?")
+    db, result = extract(sqlite_url, openai_server, "flag", tasks=2)
+    (audit,) = audit_runs(db, [result.run])
+    assert audit.replies == 10 and audit.off_role == 10 and audit.off_role_kinds == {"as the agent": 10}
+    assert audit.leaks == 0 and audit.figures()["off_role_rate"] == 1.0
+
+
+def test_draws_reask_each_prefix_as_the_rollout_asked_it(sqlite_url, openai_server):
+    """--draws K: the deterministic built-in human answers each stored prefix again exactly as it did (the prefix is
+    rebuilt as the rollout built it); a served human whose answer changes with every call disagrees everywhere."""
+    db = Database(sqlite_url)
+    builtin = rollout(db, RolloutConfig(model="scripted:mixed@0.6", engine="scripted", tasks="backend-lite:train",
+                                        limit=2, sandbox="bwrap"))
+    (audit,) = audit_runs(db, [builtin.run], draws=2)
+    assert audit.redrawn == audit.replies > 0 and audit.disagreeing == 0 and audit.distinct_replies == 1.0
+    assert audit.draw_errors == 0
+    calls = iter(range(10_000))
+    openai_server.set_responder(lambda request: f"It should handle case number {next(calls)}.")
+    _, served = extract(sqlite_url, openai_server, "off", tasks=1)
+    (audit,) = audit_runs(db, [served.run], draws=2, draw_limit=3)
+    assert audit.redrawn == 3 and audit.disagreeing == 3 and audit.distinct_replies == 3.0 and audit.draw_errors == 0
+    assert audit.figures()["disagreement_rate"] == 1.0
