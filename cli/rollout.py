@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import typer
 
-from colbench.cli.common import console, print_json, reporting, state
+from colbench.cli.common import FAMILY_HELP, Family, console, print_json, reporting, state
 from colbench.cli.options import flags_from
 from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, sandbox_help
 from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP
@@ -46,6 +46,8 @@ def rollout(config: RolloutConfig,
 
 
 def grade(
+    family: Family = typer.Option(None, "--family", help=f"Only this task family's answers ({FAMILY_HELP}). Default:"
+                                  " every family that re-grades stored answers (those graded by tests)."),
     policy: str = typer.Option(None, "--policy", help="Only this policy's trajectories."),
     ungraded_only: bool = typer.Option(False, "--ungraded", help="Only trajectories with no grade yet."),
     sandbox: str = typer.Option(AUTO_SANDBOX, "--sandbox", help=sandbox_help()),
@@ -54,23 +56,30 @@ def grade(
     grading: str = typer.Option(DEFAULT_GRADING, "--grading", help="Grading semantics. " + GRADING_HELP),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Re-grade stored backend answers in the sandbox (after an official import, or under another --grading)."""
-    from colbench.grading.grader import Grader
-    from colbench.regrade import regrade
+    """Re-grade stored answers in their family's environment, the sandbox for families graded by tests (after an
+    official import, or under another --grading)."""
+    from colbench.regrade import combined, regrade, regrading_families
+    from colbench.wiring import build_env
 
     workers = old_workers or workers  # --workers: the name this flag had before it matched rollout's
-
-    with (
-        Grader(sandbox=sandbox, workers=workers, grading=grading) as grader,
-        reporting("grading", enabled=not as_json) as on_progress
-    ):
-        summary = regrade(state.db(), grader, policy=policy, ungraded_only=ungraded_only, on_progress=on_progress)
+    db = state.db()
+    by_family = {}
+    for name in regrading_families(family and family.value):
+        env, close = build_env(db, name, sandbox=sandbox, workers=workers, render_pool=1, grading=grading)
+        try:
+            with reporting(f"grading {name}", enabled=not as_json) as on_progress:
+                by_family[name] = regrade(db, env, policy=policy, ungraded_only=ungraded_only,
+                                          on_progress=on_progress)
+        finally:
+            close()
+    total = combined(by_family.values())
     if as_json:
-        print_json(summary)
+        print_json(total | {"families": by_family})
         return
     console.print(
-        f"graded {summary['graded']} trajectories ({grading} grading): mean tests passed {summary['mean_reward']:.3f},"
-        f" success {summary['success_rate']:.1%}"
+        f"graded {total['graded']} trajectories ({grading} grading): mean reward {total['mean_reward']:.3f},"
+        f" success {total['success_rate']:.1%}"
+        + "".join(f"; {name}: {s['graded']}" for name, s in by_family.items() if len(by_family) > 1)
     )
 
 

@@ -53,9 +53,11 @@ def tasks_ls(
     show_all: bool = typer.Option(False, "--all", help="Every row (no --limit)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """List stored tasks."""
+    """List stored tasks, the families' built-in ones among them (stored here if missing, as a rollout would)."""
+    from colbench.families.builtin import ensure_builtin_tasks
     from colbench.store import queries
 
+    ensure_builtin_tasks(state.db(), family and family.value)  # every family's, when none is named
     with state.db().read() as session:
         tasks = queries.tasks_in(session, family=family and family.value, split=split and split.value)
     total = len(tasks)

@@ -32,7 +32,8 @@ def trajectories_import(
     family: Family = typer.Option(
         None,
         "--family",
-        help=f"Task family ({FAMILY_HELP}). Default: backend if the task has test_cases, else frontend."
+        help=f"Task family ({FAMILY_HELP}). Default: the one each task record names in 'family' (colbench's exports"
+             " do), else the one family that claims it (backend: a record with test_cases)."
     ),
     split: Split = typer.Option(Split.train, "--split", help="Split for tasks not stored yet."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable summary."),

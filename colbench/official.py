@@ -1,7 +1,8 @@
 """The official ColBench / SWEET-RL data formats: read them into the store, write them back.
 
 Task files are JSONL, one task a line: `problem_description`, `ground_truth`,
-`test_cases` (backend) and optionally `hidden_information`. Offline trajectory files
+`test_cases` (backend) and optionally `hidden_information`; colbench's exports add `family`,
+which decides the family of a record read back (colbench.families.family_of_record). Offline trajectory files
 are JSONL of `{task, dialogue_history, answer, reward?}`, where assistant turns carry
 `input` (the full chat-templated prompt) and `output` (the raw generation).
 
@@ -30,7 +31,7 @@ from colbench.tasks.rows import spec_of, task_row  # noqa: F401 - also imported 
 from colbench.tasks.spec import SPLITS, TaskSpec
 
 UNGRADED = {"reward_metric": None, "success": None, "grading": None}
-TASK_FIELDS = ("problem_description", "ground_truth", "test_cases", "hidden_information")
+TASK_FIELDS = ("family", "problem_description", "ground_truth", "test_cases", "hidden_information")
 
 
 @dataclass

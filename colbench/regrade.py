@@ -1,7 +1,9 @@
-"""Re-grading stored answers: the same sandbox and rows as rollouts use."""
+"""Re-grading stored answers: the family's environment grades them again (the sandbox and rows rollouts use).
+
+A family re-grades when its grade reads the answer alone (TaskFamily.regrades); another is refused in one line."""
 from __future__ import annotations
 
-from colbench.families.backend import BackendEnv, BackendFamily
+from colbench.families import family as family_named, registry
 from colbench.tasks.rows import spec_of
 from colbench.rollout import save_grades
 from colbench.progress import Progress
@@ -11,16 +13,28 @@ from colbench.store.db import Database
 BATCH = 64
 
 
-def regrade(db: Database, grader, *, policy: str | None = None, ungraded_only: bool = False,
+def regrading_families(name: str | None = None) -> list[str]:
+    """The families `colbench grade` grades: ``name``'s (refused where it does not re-grade), else every one that
+    re-grades."""
+    if name is None:
+        return [f.name for f in registry().values() if f.regrades]
+    if not family_named(name).regrades:
+        raise ValueError(f"the {name} family does not re-grade stored answers: its grade reads more of the dialogue"
+                         " than the answer (TaskFamily.regrades)")
+    return [name]
+
+
+def regrade(db: Database, env, *, policy: str | None = None, ungraded_only: bool = False,
             on_progress: Progress | None = None) -> dict:
-    """Grade every stored backend answer (or only ungraded ones), reporting progress after each batch."""
+    """Grade every stored answer of ``env``'s family (or only ungraded ones) in ``env`` (its family's, as
+    colbench.wiring.build_env makes it), reporting progress after each batch."""
+    regrading_families(env.family)
     with db.read() as session:
         work = [
             (t.id, spec_of(task), t.answer)
             for t, task in queries.answers_to_grade(
-                session, family=BackendFamily.name, policy=policy, ungraded_only=ungraded_only)
+                session, family=env.family, policy=policy, ungraded_only=ungraded_only)
         ]
-    env = BackendEnv(grader)
     rewards, successes = [], 0
     for start in range(0, len(work), BATCH):
         chunk = work[start : start + BATCH]
@@ -31,5 +45,16 @@ def regrade(db: Database, grader, *, policy: str | None = None, ungraded_only: b
         successes += sum(bool(g.success) for g in grades)
         if on_progress:
             on_progress("grade", start + len(chunk), len(work), {})
-    n = len(rewards)
-    return {"graded": n, "mean_reward": sum(rewards) / n if n else 0.0, "success_rate": successes / n if n else 0.0}
+    return summary(len(rewards), sum(rewards), successes)
+
+
+def summary(graded: int, reward_sum: float, successes: float) -> dict:
+    return {"graded": graded, "mean_reward": reward_sum / graded if graded else 0.0,
+            "success_rate": successes / graded if graded else 0.0}
+
+
+def combined(summaries) -> dict:
+    """One summary of several families' (each weighted by how many it graded)."""
+    summaries = list(summaries)
+    return summary(sum(s["graded"] for s in summaries), sum(s["mean_reward"] * s["graded"] for s in summaries),
+                   sum(s["success_rate"] * s["graded"] for s in summaries))

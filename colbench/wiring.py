@@ -23,7 +23,8 @@ def select_tasks(db: Database, selector: str, limit: int | None, offset: int = 0
     with db.read() as session:
         tasks = queries.tasks_in(session, family=family, split=split)
     if not tasks:
-        raise ValueError(f"no {family} tasks in the {split} split; import some with `colbench tasks import`")
+        raise ValueError(f"no {family} tasks in the {split} split ({family_named(family).split_rule()}); import some"
+                         " with `colbench tasks import`")
     tasks = tasks[offset:]
     if not tasks:
         raise ValueError(f"--offset {offset} skips every {family} task of the {split} split")

@@ -2,10 +2,20 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
+
+# The test plugin packages (tests/plugin_package: secret-word and brevity, arith-chat), installed as pip would install
+# them: on the path of this process and of every process it starts, their dist-info folders naming their entry points.
+# colbench's own tests pass with plugins installed; tests/test_plugins.py runs their families end to end.
+PLUGIN_PACKAGES = Path(__file__).resolve().parent / "plugin_package"
+if str(PLUGIN_PACKAGES) not in sys.path:
+    sys.path.insert(0, str(PLUGIN_PACKAGES))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(PLUGIN_PACKAGES), os.environ.get("PYTHONPATH")) if p)
 
 # A suite started in the background of a non-interactive shell (`cmd &`) inherits SIGINT
 # ignored, and so would every process it starts: the Ctrl-C tests would see nothing. A handler

@@ -8,7 +8,8 @@ import pytest
 
 from colbench.grading.sandboxes.bwrap import BwrapBackend
 from colbench.store import queries
-from colbench.families.builtin import builtin_files, builtin_tasks, ensure_builtin_tasks, load_builtin, split_of
+from colbench.families import family
+from colbench.families.builtin import builtin_files, builtin_tasks, ensure_builtin_tasks, load_builtin
 from colbench.authoring.validate import RULES, validate_tasks
 
 
@@ -25,7 +26,7 @@ def test_files_are_package_data_and_the_split_is_one_in_six():
     assert len(test) == len(loaded) // 6
     if len(loaded) == 300:
         assert len(test) == 50 and len(loaded) - len(test) == 250
-    assert [split_of(i) for i in range(7)] == ["train"] * 5 + ["test", "train"]
+    assert [family("backend").builtin_split(i) for i in range(7)] == ["train"] * 5 + ["test", "train"]
     assert all(t.spec.source == "builtin" and t.spec.naive_solution for t in loaded)
     assert len(builtin_tasks("backend", split="test")) == len(test)
     assert builtin_tasks("frontend") == [] or all(s.family == "frontend" for s in builtin_tasks("frontend"))

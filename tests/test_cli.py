@@ -62,9 +62,11 @@ def test_tasks_import_and_ls(db_url, tmp_path):
     path = write_jsonl(tmp_path / "tasks.jsonl", [backend_task(i) for i in range(3)])
     result = run("tasks", "import", str(path), "--family", "backend", "--split", "test", db_url=db_url)
     assert result.returncode == 0 and "3 tasks added" in result.stdout
-    listing = json.loads(run("tasks", "ls", "--json", db_url=db_url).stdout)
-    assert [t["split"] for t in listing] == ["test"] * 3 and all(t["tests"] == 10 for t in listing)
-    table = run("tasks", "ls", db_url=db_url).stdout
+    listing = json.loads(run("tasks", "ls", "--all", "--json", db_url=db_url).stdout)
+    imported = [t for t in listing if t["source"] == "import:tasks.jsonl"]
+    assert [t["split"] for t in imported] == ["test"] * 3 and all(t["tests"] == 10 for t in imported)
+    assert {t["source"] for t in listing} == {"import:tasks.jsonl", "builtin"}  # and the built-in ones, never rolled
+    table = run("tasks", "ls", "--family", "backend", "--split", "test", db_url=db_url).stdout
     assert "shop number 2" in table
 
 
@@ -73,7 +75,8 @@ def test_malformed_import_is_one_line_naming_file_and_line(sqlite_url, tmp_path)
     path.write_text(json.dumps(backend_task(0)) + "\n{oops\n")
     result = run("tasks", "import", str(path), "--family", "backend", "--split", "train", db_url=sqlite_url)
     assert_one_line_error(result, "broken.jsonl:2")
-    assert json.loads(run("tasks", "ls", "--json", db_url=sqlite_url).stdout) == []
+    listing = json.loads(run("tasks", "ls", "--all", "--json", db_url=sqlite_url).stdout)
+    assert listing and {t["source"] for t in listing} == {"builtin"}  # nothing of the file
 
 
 def test_missing_file_is_one_line(sqlite_url, tmp_path):
@@ -169,6 +172,7 @@ def test_export_round_trip_through_the_cli(stocked, tmp_path):
     original = [json.loads(line) for line in (tmp_path / "offline.jsonl").read_text().splitlines()]
     # Every graded record names its grading (an official file's rewards are the official grader's).
     assert [r.pop("grading", None) for r in exported] == ["official" if "reward" in r else None for r in original]
+    assert [r["task"].pop("family") for r in exported] == ["backend"] * len(original)  # and each task its family
     assert exported == original
 
 

@@ -11,6 +11,7 @@ import pytest
 from sqlmodel import select
 
 from colbench.eval import bootstrap, evaluate, pass_at_k, pass_hat_k
+from colbench.families.backend import BackendEnv
 from colbench.regrade import regrade
 from colbench.grading.grader import Grader
 from colbench.official import import_trajectories
@@ -113,7 +114,7 @@ def test_grade_recomputes_rewards_of_imported_answers_in_the_sandbox(db, tmp_pat
     ] = "def shipping_cost_2(weight, express):\n    return round(2 + 2.5 * weight, 2)\n"  # ignores express
     import_trajectories(db, write_jsonl(tmp_path / "offline.jsonl", records), policy="llama")
     with Grader(sandbox="bwrap") as grader:
-        summary = regrade(db, grader, policy="llama")
+        summary = regrade(db, BackendEnv(grader), policy="llama")
     assert summary["graded"] == 3
     with db.read() as session:
         rows = {t.task_id: t for t in session.exec(select(Trajectory))}
@@ -126,11 +127,11 @@ def test_grade_recomputes_rewards_of_imported_answers_in_the_sandbox(db, tmp_pat
     # other semantics the grades differ (`grading` names them) and each takes a new place.
     seqs = {t.id: t.graded_seq for t in rows.values()}
     with Grader(sandbox="bwrap") as grader:
-        regrade(db, grader, policy="llama")
+        regrade(db, BackendEnv(grader), policy="llama")
     with db.read() as session:
         assert {t.id: t.graded_seq for t in session.exec(select(Trajectory))} == seqs
     with Grader(sandbox="bwrap", grading="strict") as grader:
-        regrade(db, grader, policy="llama")
+        regrade(db, BackendEnv(grader), policy="llama")
     with db.read() as session:
         again = {t.id: t.graded_seq for t in session.exec(select(Trajectory))}
     assert all(again[i] > max(seqs.values()) for i in seqs)

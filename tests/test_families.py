@@ -28,8 +28,11 @@ def test_the_registry_holds_the_shipped_families():
 
 
 def test_an_unknown_family_is_a_one_line_error():
-    with pytest.raises(families.UnknownFamily, match=r"^family must be one of backend, frontend, not 'mobile'$"):
+    offered = ", ".join(families.names())  # the shipped ones first, then any plugin's
+    assert offered.startswith("backend, frontend")
+    with pytest.raises(families.UnknownFamily) as err:
         families.family("mobile")
+    assert str(err.value) == f"family must be one of {offered}, not 'mobile'"
 
 
 @pytest.mark.parametrize("fam", FAMILIES, ids=ids)
@@ -56,6 +59,10 @@ def test_every_attribute_is_set_and_sane(fam: TaskFamily):
     from colbench.authoring.validate import TASK_CHECKS
 
     assert fam.task_checks in TASK_CHECKS
+    # Its splits: every built-in task in one of them, and the rule said in words for the message of an empty split.
+    assert {fam.builtin_split(k) for k in range(12)} <= set(SPLITS) and fam.name in fam.split_rule()
+    assert {spec.split for spec in builtin_tasks(fam.name)} <= set(SPLITS)
+    assert isinstance(fam.regrades, bool)
 
 
 @pytest.mark.parametrize("fam", FAMILIES, ids=ids)
@@ -98,7 +105,10 @@ def test_official_records_round_trip_and_name_their_family(fam: TaskFamily):
         record = spec.to_official()
         again = task_from_record(record, family=fam.name, split=spec.split, source=spec.source, where="x")
         assert again.content_hash == spec.content_hash and again.test_cases == spec.test_cases
-        assert fam.claims(record) and family_of_record(record) is fam
+        # The record names its family, and the name decides, whichever other families would claim it unnamed.
+        assert record["family"] == fam.name and family_of_record(record) is fam
+        with pytest.raises(FormatError, match="^x: the record is a task of the family"):
+            task_from_record(record | {"family": "elsewhere"}, family=fam.name, split="train", source="x", where="x")
 
 
 @pytest.mark.parametrize("fam", FAMILIES, ids=ids)

@@ -28,8 +28,9 @@ def test_tasks_round_trip(db, tmp_path):
 
     out = tmp_path / "out"
     export_official(db, out)
-    assert _read(out / "backend_test_tasks.jsonl") == records
-    assert _read(out / "frontend_train_tasks.jsonl") == [frontend_task(i) for i in range(3)]
+    # Each exported record names its family (which decides it when read back); the rest is as it went in.
+    assert _read(out / "backend_test_tasks.jsonl") == [{"family": "backend"} | r for r in records]
+    assert _read(out / "frontend_train_tasks.jsonl") == [{"family": "frontend"} | frontend_task(i) for i in range(3)]
 
 
 def test_task_reimport_is_idempotent(db, tmp_path):
@@ -56,11 +57,13 @@ def test_trajectories_round_trip_with_inputs_outputs_answer_reward(db, tmp_path)
 
     out = tmp_path / "out"
     export_official(db, out)
-    # The export names the grading of every reward; otherwise the records come back as they went in.
+    # The export names the grading of every reward, and each task's family; otherwise the records come back as they
+    # went in.
     exported = _read(out / "trajectories.jsonl")
     assert [r.get("grading") for r in exported] == [
         "official" if r.get("reward") is not None else None for r in records
     ]
+    assert {r["task"].pop("family") for r in exported} == {"backend"}
     assert [{k: v for k, v in r.items() if k != "grading"} for r in exported] == records
     strict = [dict(r, grading="strict") for r in exported if "grading" in r]
     reimported = tmp_path / "strict.jsonl"

@@ -1,6 +1,8 @@
 """Generation engines: the registry of them by name, and a factory to build one.
 
-A new engine is one module (a subclass of engines.base.Engine) and its registration below.
+A new engine is one module: a subclass of engines.base.Engine and its ``@ENGINES.register(...)`` factory, in
+colbench (imported below, beside the shipped ones) or in a separate package (one ``colbench.engines`` entry point;
+docs/plugins.md).
 """
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ same kind of registry as the engines' and simulators', which also loads the ``co
 entry points: a separate package adds a family with one module (``@FAMILIES.register(...)`` on its
 class) and one entry point. Code elsewhere asks the family (``family(name).env(...)``,
 ``family(name).reply_limit``) and never compares a family's name; ``tests/test_families.py`` runs the
-common contract over every registered family, plugins included.
+common contract over every registered family, plugins included. A family graded by hidden tests
+subclasses ``tested.TestedFamily`` (the sandboxed grader; docs/plugins.md walks through one).
 """
 from __future__ import annotations
 
@@ -73,8 +74,11 @@ def family_of_selector(selector: str) -> TaskFamily:
 
 
 def family_of_record(record: dict) -> TaskFamily:
-    """The one family that claims an official task record whose file does not say. None or several claiming it
-    is an error naming them (give --family): no family wins by its place in the registry."""
+    """The family a task record names (``family``: colbench's exports name it), else the one family that claims it
+    (TaskFamily.claims). None or several claiming it is an error naming them (give --family): no family wins by its
+    place in the registry."""
+    if record.get("family") is not None:
+        return family(record["family"])
     claimants = [f for f in registry().values() if f.claims(record)]
     if len(claimants) != 1:
         which = ", ".join(f.name for f in claimants) or "no family"

@@ -30,6 +30,13 @@ class TaskFamily:
     tiers: dict[str, dict[str, str]] = {}  # extra task-selector prefixes → {their split: stored split}
     # The package whose data files <name>_*.jsonl are the family's built-in tasks (colbench.families.builtin).
     builtin_package: str = "colbench.tasks.builtin"
+    # The split of the built-in tasks: task k (counted from 0 across the family's files in file-name order) is a test
+    # task when k % test_every == test_every - 1, else a train task. Position only, never content: a task fixed in
+    # place, or one added at the end, moves no other task between splits.
+    test_every: int = 6
+    # Whether `colbench grade` may grade a stored answer again on its own: Env.grade(task, answer) is the grade its
+    # rollout gave (not so where a grade reads more of the dialogue than the answer: frontend's last page shown).
+    regrades: bool = False
 
     def env(self, db, *, sandbox: str, workers: int, clip: str | None, render_pool: int, grading: str):
         """The family's environment and the function that closes it: (env, close)."""
@@ -48,7 +55,8 @@ class TaskFamily:
         raise NotImplementedError
 
     def claims(self, record: dict) -> bool:
-        """Whether an official task record with no family given is one of this family's."""
+        """Whether an official task record that does not name its family (the official files' do not; colbench's
+        exports do, in ``family``, and the name decides) is one of this family's."""
         raise NotImplementedError
 
     def imported_grade(self, reward: float, record: dict, default_grading: str) -> dict[str, Any]:
@@ -58,6 +66,15 @@ class TaskFamily:
     def graded_by(self, env) -> str:
         """What graded a rollout in ``env``, in a word (the sandbox, or the similarity's name)."""
         raise NotImplementedError
+
+    def builtin_split(self, position: int) -> str:
+        """The split of the built-in task at ``position`` (0-based, across the family's files in file-name order)."""
+        return "test" if position % self.test_every == self.test_every - 1 else "train"
+
+    def split_rule(self) -> str:
+        """``builtin_split`` in words, for the message that finds a split empty."""
+        return (f"built-in task k of {self.name} (from 0, across its files in name order) is a test task when"
+                f" k % {self.test_every} == {self.test_every - 1}, else train")
 
     def turn_oracle(self, db, trajectory_ids, sandbox: str = "auto"):
         """Ground truth for single agent turns of these stored dialogues (SWEET-RL's --score oracle, a control): an

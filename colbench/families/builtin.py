@@ -6,11 +6,12 @@ Files are named `<family>_<anything>.jsonl` (official task format plus our
 `naive_solution`), e.g. `backend_a.jsonl`. They are read through importlib.resources,
 so they load the same from a checkout and from an installed wheel.
 
-The split is fixed and deterministic. The files of a family are read in file-name
-order and their tasks numbered 0, 1, 2, ... across all of them (blank lines do not
-count); task k is a test task iff k % 6 == 5, so exactly floor(N / 6) tasks are test
-tasks (300 → 250 train / 50 test). The rule depends only on position, never on
-content, so:
+The split is the family's (TaskFamily.builtin_split), fixed and deterministic. The files
+of a family are read in file-name order and their tasks numbered 0, 1, 2, ... across all
+of them (blank lines do not count); by default task k is a test task iff
+k % test_every == test_every - 1 (test_every = 6: 300 → 250 train / 50 test; a family may
+set its own test_every, or override builtin_split). The rule depends only on position,
+never on content, so:
 
 - fixing a task in place (same line, new text) never moves it between splits;
 - a new file whose name sorts after the existing ones (backend_d.jsonl), or new lines
@@ -31,7 +32,6 @@ from colbench.tasks.rows import task_row
 from colbench.tasks.spec import TaskSpec
 
 SOURCE = "builtin"
-TEST_EVERY = 6  # one task in six is a test task: position % 6 == 5
 
 
 @dataclass
@@ -56,19 +56,15 @@ def builtin_files(family: str = DEFAULT_FAMILY) -> list:
     return sorted(found, key=lambda entry: entry.name)
 
 
-def split_of(position: int) -> str:
-    """The fixed split of the task at `position` (0-based, across the family's files)."""
-    return "test" if position % TEST_EVERY == TEST_EVERY - 1 else "train"
-
-
 def load_builtin(family: str = DEFAULT_FAMILY) -> list[BuiltinTask]:
     """Every built-in task of the family with its file and line. FormatError names the line."""
     tasks: list[BuiltinTask] = []
+    owner = family_named(family)
     for entry in builtin_files(family):
         with entry.open("rb") as handle:
             for number, record in records(handle, entry.name):
-                where = f"{entry.name}:{number}"
-                spec = task_from_record(record, family=family, split=split_of(len(tasks)), source=SOURCE, where=where)
+                where, split = f"{entry.name}:{number}", owner.builtin_split(len(tasks))
+                spec = task_from_record(record, family=family, split=split, source=SOURCE, where=where)
                 tasks.append(BuiltinTask(spec, entry.name, number))
     return tasks
 
@@ -79,14 +75,17 @@ def builtin_tasks(family: str = DEFAULT_FAMILY, split: str | None = None) -> lis
     return [spec for spec in specs if split is None or spec.split == split]
 
 
-def ensure_builtin_tasks(db, family: str = DEFAULT_FAMILY) -> int:
-    """Store the family's built-in tasks that are missing; returns how many were added.
+def ensure_builtin_tasks(db, family: str | None = DEFAULT_FAMILY) -> int:
+    """Store the family's built-in tasks that are missing (every registered family's for None); returns how many
+    were added.
 
     Idempotent (tasks are keyed by content hash) and all in one transaction.
     """
+    from colbench.families import names
     from colbench.store import queries
 
-    rows = [task_row(task.spec, {"builtin": task.where}) for task in load_builtin(family)]
+    rows = [task_row(task.spec, {"builtin": task.where})
+            for name in ([family] if family else names()) for task in load_builtin(name)]
     if not rows:
         return 0
     with db.write() as session:

@@ -19,6 +19,9 @@ def task_from_record(record: dict, *, family: str, split: str, source: str, wher
         owner = family_named(family)
     except UnknownFamily as exc:
         raise FormatError(f"{where}: {exc}") from None
+    named = record.get("family")
+    if named is not None and named != family:
+        raise FormatError(f"{where}: the record is a task of the family {named!r}, not {family!r}")
     description = text_field("problem_description")
     reference = text_field("ground_truth")
     hidden = text_field("hidden_information", required=False)

@@ -2,8 +2,9 @@
 from a short spec string (``builtin``, ``endpoint:<base_url>#<model>``, ...; SIMULATORS lists
 them with their help).
 
-A new simulator is one module (a subclass of simulators.base.Simulator) and its registration
-below. A factory is called as ``factory(argument, builtin=..., engine_factory=..., **served)``:
+A new simulator is one module (a subclass of simulators.base.Simulator) and its registration,
+below or in a separate package under the ``colbench.simulators`` entry points (docs/plugins.md).
+A factory is called as ``factory(argument, builtin=..., engine_factory=..., **served)``:
 ``argument`` is what follows the kind in the spec, ``builtin`` the tasks' family's own simulator
 (a family knows its simulator, so the family passes it in: this package sits below the
 families), ``served`` (timeout_s, max_retries, concurrency) what a simulator behind a server

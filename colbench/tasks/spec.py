@@ -51,7 +51,10 @@ class TaskSpec:
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def to_official(self) -> dict[str, Any]:
+        """The official task record, naming its family (not an official field: the official files hold one family
+        each), so that a family's own export reads back as its own whichever other family would claim it."""
         record: dict[str, Any] = {
+            "family": self.family,
             "problem_description": self.problem_description,
             "ground_truth": self.ground_truth,
         }

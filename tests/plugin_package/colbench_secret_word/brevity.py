@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 
+from colbench import protocol
+
 from colbench.envs.base import Env, Episode, Grade
 from colbench.families import FAMILIES
 from colbench.simulators.base import SimReply, Simulator
 
 from colbench_secret_word.family import SecretWordFamily
 
-SYSTEM_PROMPT = "Reply in one message, as briefly as you can."
+# The protocol stated, as every family's prompt states it (tests/test_families.py), though one message ends it.
+SYSTEM_PROMPT = ("Reply in one message, as briefly as you can. (Of {turns} messages, `" + protocol.ANSWER_MARKER
+                 + "` or not.)")
 LONGEST = 40  # characters: a message this long or longer earns 0
 
 
@@ -69,7 +73,7 @@ class BrevityFamily(SecretWordFamily):
         return "brevity" in str(record.get("problem_description", "")).lower()
 
     def imported_grade(self, reward: float, record: dict, default_grading: str) -> dict:
-        return {"reward_metric": "brevity", "success": float(reward) >= 1.0, "grading": None}
+        return {"reward_metric": "brevity", "success": None, "grading": None}  # its figure is the reward
 
     def graded_by(self, env) -> str:
         return "its brevity"
