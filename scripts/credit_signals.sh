@@ -7,14 +7,15 @@
 #   bash scripts/credit_signals.sh dialogues   # π0 and rft on every lite-val task x 2 (seed 1): the scored dialogues
 #   bash scripts/credit_signals.sh candidates  # 4 candidates at every agent turn of them (seed 2), with their truth
 #   bash scripts/credit_signals.sh critics     # the critic with and without c, on round 1's dialogues
-#   bash scripts/credit_signals.sh score       # every signal's figures (mc last, on its 100-dialogue subset)
-#   bash scripts/credit_signals.sh export      # the dialogues and candidates to the study's files
+#   bash scripts/credit_signals.sh score SIGNAL  # one signal's values into values.jsonl: controls, critics,
+#                                                # infogain, ref-infogain, mc (last; per policy, on its subset)
+#   colbench study report studies/credit-signals # every table, from values.jsonl alone
 #
 # STORE (default credit-signals) holds the store and checkpoints, never committed; the study's files go to
-# studies/credit-signals.
+# studies/credit-signals (values.jsonl: every value beside its truth; times.log).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-stage=${1:?usage: credit_signals.sh base|rft|dialogues|candidates|critics|score|export}
+stage=${1:?usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL}
 # shellcheck source=scripts/study_env.sh
 source "$here/scripts/study_env.sh" credit-signals credit-signals
 
@@ -30,7 +31,10 @@ last = json.load(sys.stdin)["checkpoints"][-1]
 print("ckpt:%s" % (last["id"] if isinstance(last, dict) else last))'
 }
 # Whether the store holds a finished run of that name.
-have() { "$colbench" runs show "$1" --json 2>/dev/null | python3 -c 'import json, sys; sys.exit(json.load(sys.stdin).get("status") != "done")' 2>/dev/null; }
+have() {
+  "$colbench" runs show "$1" --json 2>/dev/null |
+    python3 -c 'import json, sys; sys.exit(json.load(sys.stdin).get("status") != "done")' 2>/dev/null
+}
 
 case "$stage" in
 base)
@@ -60,7 +64,27 @@ critics)
   have critic-noc || timed critic-noc "$colbench" critic fit "${critic[@]}" --policies "$(ckpt warm)" \
     --no-training-info --name critic-noc
   ;;
+score)
+  # Each signal on the scored dialogues and the candidates' same-state pairs, π0 its model (the plan's scorer).
+  scored=(--tasks backend-lite:val --pairs-from val-candidates --sandbox bwrap --device cpu
+          --values-out "$files/values.jsonl" --json)
+  signal=${2:?score SIGNAL: controls, critics, infogain, ref-infogain or mc}
+  case "$signal" in
+  controls) timed score-controls "$colbench" credit eval --credit oracle --credit random "${scored[@]}" ;;
+  critics) timed score-critics "$colbench" credit eval --credit critic:ckpt:critic --credit critic:ckpt:critic-noc \
+    "${scored[@]}" ;;
+  infogain | ref-infogain) timed "score-$signal" "$colbench" credit eval --credit "$signal" --model ckpt:warm \
+    "${scored[@]}" ;;
+  mc)  # the dialogue's own policy plays the continuations: one command per policy, on the first 25 tasks' dialogues
+    for policy in warm rft; do
+      timed "score-mc-$policy" "$colbench" credit eval --credit mc --model ckpt:"$policy" \
+        --policies "$(ckpt "$policy")" --task-limit 25 --mc-samples 4 --mc-max-new-tokens 256 --mc-temperature 1 \
+        --seed 0 "${scored[@]}"
+    done ;;
+  *) echo "unknown signal: $signal (controls, critics, infogain, ref-infogain, mc)" >&2; exit 2 ;;
+  esac
+  ;;
 *)
-  echo "usage: credit_signals.sh base|rft|dialogues|candidates|critics|score|export (score and export: next)" >&2
+  echo "usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL" >&2
   exit 2 ;;
 esac

@@ -321,3 +321,25 @@ def test_draws_reask_each_prefix_as_the_rollout_asked_it(sqlite_url, openai_serv
     (audit,) = audit_runs(db, [served.run], draws=2, draw_limit=3)
     assert audit.redrawn == 3 and audit.disagreeing == 3 and audit.distinct_replies == 3.0 and audit.draw_errors == 0
     assert audit.figures()["disagreement_rate"] == 1.0
+
+
+def test_imported_official_dialogues_get_their_leak_verdicts(sqlite_url, tmp_path):
+    """The released data's simulator was never guarded: import an official trajectory file, then audit it. Two of
+    four dialogues have a human reply that pastes the hidden function; the audit finds exactly those."""
+    from colbench.official import import_trajectories
+    from colbench.store.models import RolloutRun
+    from conftest import write_jsonl
+    from officialdata import backend_task, trajectory
+
+    records = [trajectory(backend_task(i)) for i in range(4)]
+    for record in records[:2]:
+        first_reply = next(m for m in record["dialogue_history"][1:] if m["role"] == "user")
+        first_reply["content"] = "Sure, here it is:\n```python\n" + record["task"]["ground_truth"] + "```"
+    db = Database(sqlite_url)
+    import_trajectories(db, write_jsonl(tmp_path / "released.jsonl", records))
+    with db.read() as session:
+        (run,) = session.exec(select(RolloutRun).where(RolloutRun.policy == "import:released")).all()
+    (audit,) = audit_runs(db, [f"rollout:{run.id}"])
+    assert (audit.dialogues, audit.replies) == (4, 8)
+    assert (audit.leaks, audit.dialogues_leaking, audit.reached_agent) == (2, 2, 2)
+    assert audit.kinds == {"code-block": 2} and audit.off_role == 2  # a pasted function is off role too
