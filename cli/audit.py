@@ -64,6 +64,10 @@ def simulator(
         table.add_row(f"{draws} more draws", *(
             f"{f['disagreement_rate']:.1%} ({f['disagreeing']}/{f['redrawn']}) differ, {f['distinct_replies']:.2f}"
             " distinct" if f["redrawn"] else "-" for f in figures), "prefixes whose answers are not all the same")
+        table.add_row("dialogues the draws can move", *(
+            f"{f['dialogues_disagreeing_rate']:.1%} ({f['dialogues_disagreeing']}/{f['redrawn_dialogues']})"
+            if f["redrawn_dialogues"] else "-" for f in figures),
+            "with such a prefix; none: the simulator explains none of the success variance")
     console.print(table)
 
 

@@ -53,6 +53,11 @@ class SimulatorAudit:
     disagreeing: int = 0  # prefixes whose K draws and the stored reply are not all the same text
     distinct_replies: float | None = None  # mean distinct texts per prefix, the stored reply among them
     draw_errors: int = 0  # draws that got no reply (left out of the comparison)
+    # dialogues with a prefix whose answers differ: the most whose outcome the simulator's draws can move. None of
+    # them: the dialogues are a function of the policy's draws alone, and the simulator explains none of the
+    # variance of its success.
+    dialogues_disagreeing: int = 0
+    redrawn_dialogues: int = 0
 
     def figures(self) -> dict:
         rate = lambda n, d: n / d if d else None  # noqa: E731
@@ -66,6 +71,7 @@ class SimulatorAudit:
             "over_release_rate": rate(self.over_release, self.lite_replies),
             "wrong_statement_rate": rate(self.wrong_statements, self.lite_replies),
             "disagreement_rate": rate(self.disagreeing, self.redrawn),
+            "dialogues_disagreeing_rate": rate(self.dialogues_disagreeing, self.redrawn_dialogues),
         }
 
 
@@ -166,15 +172,19 @@ def _redraw(db, run, family, audit: SimulatorAudit, prefixes: list, draws: int) 
     simulator = build_simulator(db, run.simulator, family=family.name, guard="off")
     env, close = build_env(db, family.name, workers=1, render_pool=1)
     try:
-        distinct = []
+        distinct, moved = [], set()
         for trajectory_id, task, before, written in prefixes:
             episode = env.episode_class.resume(trajectory_id, spec_of(task), before)
             replies = simulator.reply(env.sim_requests([episode]) * draws)
             audit.draw_errors += sum(r.error is not None for r in replies)
             distinct.append(len({written.strip()} | {r.text.strip() for r in replies if r.error is None}))
+            if distinct[-1] > 1:
+                moved.add(trajectory_id)
         audit.draws, audit.redrawn = draws, len(distinct)
         audit.disagreeing = sum(n > 1 for n in distinct)
         audit.distinct_replies = sum(distinct) / len(distinct) if distinct else None
+        audit.redrawn_dialogues = len({p[0] for p in prefixes})
+        audit.dialogues_disagreeing = len(moved)
     finally:
         close()
         simulator.close()

@@ -314,13 +314,14 @@ def test_draws_reask_each_prefix_as_the_rollout_asked_it(sqlite_url, openai_serv
                                         limit=2, sandbox="bwrap"))
     (audit,) = audit_runs(db, [builtin.run], draws=2)
     assert audit.redrawn == audit.replies > 0 and audit.disagreeing == 0 and audit.distinct_replies == 1.0
-    assert audit.draw_errors == 0
+    assert audit.draw_errors == 0 and audit.dialogues_disagreeing == 0 and audit.redrawn_dialogues >= 1
     calls = iter(range(10_000))
     openai_server.set_responder(lambda request: f"It should handle case number {next(calls)}.")
     _, served = extract(sqlite_url, openai_server, "off", tasks=1)
     (audit,) = audit_runs(db, [served.run], draws=2, draw_limit=3)
     assert audit.redrawn == 3 and audit.disagreeing == 3 and audit.distinct_replies == 3.0 and audit.draw_errors == 0
     assert audit.figures()["disagreement_rate"] == 1.0
+    assert (audit.dialogues_disagreeing, audit.redrawn_dialogues) == (1, 1)  # the 3 prefixes are one dialogue's
 
 
 def test_imported_official_dialogues_get_their_leak_verdicts(sqlite_url, tmp_path):
