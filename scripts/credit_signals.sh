@@ -28,7 +28,7 @@ critic=(--model ckpt:warm --split lite-train --full --lr 1e-5 --epochs 2 --batch
 ckpt() {
   "$colbench" runs show "$1" --json | python3 -c 'import json, sys
 last = json.load(sys.stdin)["checkpoints"][-1]
-print("ckpt:%s" % (last["id"] if isinstance(last, dict) else last))'
+print(last if isinstance(last, str) else "ckpt:%s" % last["id"])'
 }
 # Whether the store holds a finished run of that name.
 have() {
