@@ -289,6 +289,16 @@ class Split(str, Enum):
     test = "test"
 
 
+def _stored_splits() -> dict[str, str]:
+    from colbench.tasks.spec import LITE_SPLITS, SPLITS
+
+    return {s: s for s in (*SPLITS, *LITE_SPLITS.values())}
+
+
+# A split as the store names it: the official two and the backend-lite tier's (lite-train, lite-val, ...).
+StoredSplit = Enum("StoredSplit", _stored_splits(), type=str)
+
+
 class Status(str, Enum):
     pending = "pending"
     running = "running"

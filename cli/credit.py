@@ -12,7 +12,8 @@ from colbench.cli.options import flags_from
 from colbench.training.credit import CREDITS, CreditConfig
 from colbench.training.credit.candidates import CandidatesConfig
 
-app = typer.Typer(help="Turn credit: every signal that values agent turns, behind one interface (ls, sample, eval).",
+app = typer.Typer(help="Turn credit: every signal that values agent turns, behind one interface (ls, sample, eval;"
+                  " export and import keep a candidates run in a file).",
                   no_args_is_help=True)
 
 
@@ -120,3 +121,46 @@ def sample(
                   f" sampled now), {result.pairs} pairs whose truth differs ({result.question_pairs} between"
                   f" questions, {result.answer_pairs} between answers); score them with `colbench credit eval"
                   f" --pairs-from train:{result.run_id}`")
+
+
+@app.command("export")
+def export(
+    run: str = typer.Argument(..., help="The candidates run (train:<id> or its name, as --pairs-from takes it)."),
+    out: Path = typer.Option(..., "--out", help="The JSONL file to write (whole, or not at all)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the count as JSON."),
+) -> None:
+    """Write a candidates run's candidates to a file, each naming its state by its dialogue's content and the agent
+    turn's number (no store's ids), so that `colbench credit import` restores the run in another store holding the
+    same dialogues (`colbench export --ids` and `trajectories import --keep-ids` carry those)."""
+    from colbench.runs import resolve
+    from colbench.training.credit.candidate_files import save_candidates
+
+    db = state.db()
+    with db.read() as session:
+        found = resolve(session, run)
+    if found.kind != "train":
+        fail(f"{run}: give a candidates run (train:<id> or its name), not a {found.kind}")
+    count = save_candidates(db, found.id, out)
+    if as_json:
+        print_json({"path": str(out), "candidates": count})
+        return
+    console.print(f"{out}: {count} candidates of train:{found.id}")
+
+
+@app.command("import")
+def import_candidates(
+    file: Path = typer.Argument(..., help="A file `colbench credit export` wrote."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run's figures as JSON."),
+) -> None:
+    """Restore a candidates run from its file onto the stored dialogues it was sampled in (import them first): the
+    same candidates at the same agent turns, under the run's name, so `credit eval --pairs-from` scores the same pairs.
+    A state no stored dialogue has is an error, and nothing is written; the same file again finds the run restored."""
+    from colbench.training.credit.candidate_files import restore_candidates
+
+    result = restore_candidates(state.db(), file)
+    if as_json:
+        print_json(result.as_dict())
+        return
+    console.print(f"train:{result.run_id}: {result.states} states of {result.dialogues} dialogues, {result.pairs}"
+                  f" pairs whose truth differs ({result.question_pairs} between questions, {result.answer_pairs}"
+                  " between answers)")

@@ -12,6 +12,7 @@ from colbench.cli.common import (
     Family,
     Split,
     Status,
+    StoredSplit,
     console,
     count_lines,
     print_import,
@@ -35,7 +36,11 @@ def trajectories_import(
         help=f"Task family ({FAMILY_HELP}). Default: the one each task record names in 'family' (colbench's exports"
              " do), else the one family that claims it (backend: a record with test_cases)."
     ),
-    split: Split = typer.Option(Split.train, "--split", help="Split for tasks not stored yet."),
+    split: StoredSplit = typer.Option(Split.train.value, "--split", help="Split for tasks not stored yet (a lite"
+                                      " split stores the backend-lite tier first, as a rollout does)."),
+    keep_ids: bool = typer.Option(False, "--keep-ids", help="Give every dialogue and turn the id its record carries"
+                                  " (`colbench export --ids`): a study's files that name them stay valid. An id the"
+                                  " store holds already is an error."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable summary."),
 ) -> None:
     """Import trajectories, with each assistant turn's input and output, the answer and the reward."""
@@ -44,7 +49,8 @@ def trajectories_import(
     db = state.db()
     with reporting(f"importing {file.name}", count_lines(file), enabled=not as_json) as on_progress:
         summary = import_trajectories(
-            db, file, policy=policy, family=family and family.value, split=split.value, progress=on_progress
+            db, file, policy=policy, family=family and family.value, split=split.value, keep_ids=keep_ids,
+            progress=on_progress
         )
     print_import(summary, as_json, "trajectories")
 
@@ -57,8 +63,10 @@ def export(
     out: Path = typer.Option(Path("export"), "--out", help="Folder to write into."),
     fmt: ExportFormat = typer.Option(ExportFormat.official, "--format", help="Output format."),
     family: Family = typer.Option(None, "--family", help=f"Only this task family ({FAMILY_HELP})."),
-    split: Split = typer.Option(None, "--split"),
+    split: StoredSplit = typer.Option(None, "--split", help="Only this split (lite-val: backend-lite's val tasks)."),
     policy: str = typer.Option(None, "--policy", help="Only this policy's trajectories."),
+    ids: bool = typer.Option(False, "--ids", help="Also write each trajectory's id and each message's turn id (not"
+                             " official fields), for `trajectories import --keep-ids`."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable summary."),
 ) -> None:
     """Write tasks (<family>_<split>_tasks.jsonl) and trajectories (trajectories.jsonl) in the official format."""
@@ -66,7 +74,7 @@ def export(
 
     with reporting("exporting", enabled=not as_json) as on_progress:
         summary = export_official(
-            state.db(), out, family=family and family.value, split=split and split.value, policy=policy,
+            state.db(), out, family=family and family.value, split=split and split.value, policy=policy, ids=ids,
             progress=on_progress
         )
     if as_json:

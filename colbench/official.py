@@ -28,7 +28,7 @@ from colbench.store import queries
 from colbench.families import family as family_named, family_of_record
 from colbench.families.records import task_from_record  # noqa: F401 - also imported from here
 from colbench.tasks.rows import spec_of, task_row  # noqa: F401 - also imported from here
-from colbench.tasks.spec import SPLITS, TaskSpec
+from colbench.tasks.spec import LITE_SPLITS, SPLITS, TaskSpec
 
 UNGRADED = {"reward_metric": None, "success": None, "grading": None}
 TASK_FIELDS = ("family", "problem_description", "ground_truth", "test_cases", "hidden_information")
@@ -110,13 +110,16 @@ def import_tasks(
 # ---------------------------------------------------------------- trajectories
 
 
-def _trajectory_hash(policy: str, task_hash: str, record: dict) -> str:
-    """Identity of an imported trajectory: its policy, task, every message's fields, and the answer.
+def _trajectory_hash(policy: str, task_hash: str, record: dict, keep_ids: bool = False) -> str:
+    """Identity of an imported trajectory: its policy, task, every message's fields, and the answer (and, restored
+    under its own ids, its id: two alike dialogues of a scripted policy are two rows there).
 
     Hashed field by field (not from the line's bytes), so the same record re-exported or
     placed in another file is recognised as already stored.
     """
     digest = hashlib.sha256(f"{policy}\x00{task_hash}".encode())
+    if keep_ids:
+        digest.update(f"\x03{record['trajectory_id']}".encode())
     for message in record["dialogue_history"]:
         for name in ("role", "content", "input", "output"):
             value = message.get(name)
@@ -128,6 +131,28 @@ def _trajectory_hash(policy: str, task_hash: str, record: dict) -> str:
 
 def _family_of(task: dict, family: str | None) -> str:
     return family or family_of_record(task).name
+
+
+def _stored_ids(record: dict, where: str) -> tuple[int, list[int]]:
+    """The trajectory id and the turn ids an export's --ids wrote into a record (for import's --keep-ids)."""
+    def an_id(value, name: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise FormatError(f"{where}: --keep-ids needs {name} as a positive integer (an export made with --ids)")
+        return value
+
+    history = record["dialogue_history"]
+    return (an_id(record.get("trajectory_id"), "'trajectory_id'"),
+            [an_id(m.get("turn_id"), f"dialogue_history[{i}].turn_id") for i, m in enumerate(history)])
+
+
+def _unique_ids(ids: list[tuple[int, list[int]]], path: Path) -> None:
+    """No id twice in one file (each line's own ids are checked as it is read)."""
+    trajectories = [t for t, _ in ids]
+    turns = [i for _, its in ids for i in its]
+    for what, found in (("trajectory", trajectories), ("turn", turns)):
+        if len(set(found)) != len(found):
+            twice = next(i for i in found if found.count(i) > 1)
+            raise FormatError(f"{path}: {what} id {twice} is given twice")
 
 
 def _turn_rows(history: list, where: str) -> list[tuple]:
@@ -160,12 +185,17 @@ def import_trajectories(
     policy: str | None = None,
     family: str | None = None,
     split: str = "train",
+    keep_ids: bool = False,
     progress: Progress | None = None,
 ) -> ImportSummary:
-    """Import an offline trajectory file. Tasks it mentions are added if missing."""
+    """Import an offline trajectory file. Tasks it mentions are added if missing (a lite split's: the whole lite
+    tier first, as a rollout stores it, so they keep their built-in ids). ``keep_ids``: every dialogue and turn takes
+    the id its record carries (an export's --ids), so that what names them elsewhere (a study's values.jsonl) stays
+    valid; an id the store holds for another row is an error, and nothing is written."""
     policy = policy or f"import:{path.stem}"
     tally = Tally(progress, "import")
     parsed: list[tuple[TaskSpec, dict | None, dict, list[dict]]] = []
+    ids: list[tuple[int, list[int]]] = []  # with keep_ids: each record's (trajectory id, turn ids)
     for number, record in read_jsonl(path):
         where = f"{path}:{number}"
         task = record.get("task")
@@ -186,12 +216,22 @@ def import_trajectories(
         if grading not in GRADINGS:
             raise FormatError(f"{where}: field 'grading' must be one of {', '.join(GRADINGS)}")
         parsed.append((spec, _extra_fields(task), record, _turn_rows(history, where)))
+        if keep_ids:
+            ids.append(_stored_ids(record, where))
         tally(1)
+    if keep_ids:
+        _unique_ids(ids, path)
+    if split in LITE_SPLITS.values():
+        from colbench.families.builtin import ensure_lite_tasks
+
+        ensure_lite_tasks(db)
 
     with db.write() as session:
         task_ids, tasks_added = queries.add_tasks(session, [task_row(s, e) for s, e, _, _ in parsed])
-        hashes = [_trajectory_hash(policy, spec.content_hash, record) for spec, _, record, _ in parsed]
+        hashes = [_trajectory_hash(policy, spec.content_hash, record, keep_ids) for spec, _, record, _ in parsed]
         stored = queries.existing_trajectory_hashes(session, hashes)
+        if keep_ids:
+            _check_free(session, [i for i, digest in zip(ids, hashes) if digest not in stored], path)
         next_index = queries.sample_counts(session, policy, task_ids.values())
         stored_tasks = queries.tasks_by_id(session, task_ids.values())
         runs: dict[str, int] = {}  # one rollout run per task set the file touches
@@ -203,18 +243,20 @@ def import_trajectories(
                                                        config={"import": str(path)}).id
         db.lock_for_sequence(session)
         seq = queries.next_graded_seq(session)
-        trajectories, turns, now = [], [], utcnow()
-        for (spec, _, record, turn_rows), digest in zip(parsed, hashes):
+        trajectories, turns, turn_ids, now = [], [], [], utcnow()
+        for k, ((spec, _, record, turn_rows), digest) in enumerate(zip(parsed, hashes)):
             if digest in stored:
                 continue
             stored.add(digest)
+            if keep_ids:
+                turn_ids.append(ids[k][1])
             task_id = task_ids[spec.content_hash]
             index = next_index.get(task_id, 0)
             next_index[task_id] = index + 1
             reward = record.get("reward")
             graded = reward is not None
             trajectories.append(
-                {
+                ({"id": ids[k][0]} if keep_ids else {}) | {
                     "task_id": task_id,
                     "rollout_id": runs[f"{stored_tasks[task_id].family}:{stored_tasks[task_id].split}"],
                     "policy": policy,
@@ -237,14 +279,27 @@ def import_trajectories(
             )
             seq += graded
             turns.append(turn_rows)
-        added = len(queries.bulk_insert_trajectories(session, trajectories, turns))
+        added = len(queries.bulk_insert_trajectories(session, trajectories, turns, turn_ids if keep_ids else None))
     return ImportSummary(str(path), len(parsed), added, len(parsed) - added, tasks_added=tasks_added)
 
 
-def trajectory_record(task: Task, trajectory: Trajectory, turns: list) -> dict[str, Any]:
+def _check_free(session, ids: list[tuple[int, list[int]]], path: Path) -> None:
+    """--keep-ids: the ids the new dialogues take must be free (a row holding one is another dialogue's)."""
+    trajectories, turns = queries.taken_ids(session, [t for t, _ in ids], [i for _, its in ids for i in its])
+    for what, taken in (("trajectory", trajectories), ("turn", turns)):
+        if taken:
+            raise FormatError(f"{path}: the store already holds {what} id {min(taken)} ({len(taken)} of the file's"
+                              f" {what} ids): --keep-ids restores into a store that lacks them")
+
+
+def trajectory_record(task: Task, trajectory: Trajectory, turns: list, ids: bool = False) -> dict[str, Any]:
+    """The official record of a stored dialogue; ``ids``: with its trajectory's id and each message's turn id (not
+    official fields; what import's --keep-ids restores)."""
     history = []
     for turn in turns:
         message: dict[str, Any] = {"role": turn.role, "content": turn.content}
+        if ids:
+            message["turn_id"] = turn.id
         if turn.prompt is not None:
             message["input"] = turn.prompt
         if turn.raw is not None and turn.role == "assistant":
@@ -255,6 +310,8 @@ def trajectory_record(task: Task, trajectory: Trajectory, turns: list) -> dict[s
         record["reward"] = trajectory.reward
         if trajectory.grading:
             record["grading"] = trajectory.grading  # not an official field: which semantics made the reward
+    if ids:
+        record["trajectory_id"] = trajectory.id
     return record
 
 
@@ -273,9 +330,11 @@ def export_official(
     family: str | None = None,
     split: str | None = None,
     policy: str | None = None,
+    ids: bool = False,
     progress: Progress | None = None,
 ) -> ExportSummary:
-    """Write `<family>_<split>_tasks.jsonl` per family and split, and `trajectories.jsonl`.
+    """Write `<family>_<split>_tasks.jsonl` per family and split, and `trajectories.jsonl` (``ids``: with every
+    trajectory's and turn's id, see trajectory_record).
 
     Files are written whole to a temporary name and renamed, so an interrupted export
     never leaves a half file behind under the real name.
@@ -300,7 +359,7 @@ def export_official(
 
         def records():
             for trajectory, task, _ in found:
-                yield trajectory_record(task, trajectory, turns[trajectory.id])
+                yield trajectory_record(task, trajectory, turns[trajectory.id], ids)
                 tally(1)
 
         if found:

@@ -9,13 +9,21 @@
 #   bash scripts/credit_signals.sh critics     # the critic with and without c, on round 1's dialogues
 #   bash scripts/credit_signals.sh score SIGNAL  # one signal's values into values.jsonl: controls, critics,
 #                                                # infogain, ref-infogain, mc (last; per policy, on its subset)
+#   bash scripts/credit_signals.sh save        # the scored dialogues and candidates into the study's files
+#   bash scripts/credit_signals.sh restore     # them back into a fresh store, after base and rft again
 #   colbench study report studies/credit-signals # every table, from values.jsonl alone
 #
 # STORE (default credit-signals) holds the store and checkpoints, never committed; the study's files go to
-# studies/credit-signals (values.jsonl: every value beside its truth; times.log).
+# studies/credit-signals (values.jsonl: every value beside its truth; times.log). A session's store is lost when it
+# ends, so `save` (after `candidates`) writes what the scores are made on as committed files: dialogues-warm.jsonl
+# and dialogues-rft.jsonl (each policy's scored dialogues, with every agent turn's prompt and every trajectory and
+# turn id) and candidates.jsonl (the candidates run). A later session runs `base` and `rft` (its checkpoints), then
+# `restore`: each policy's dialogues under that policy's checkpoint ref, at their own ids (so values.jsonl's rows,
+# keyed by trajectory and turn id, stay valid; an id the rebuilt store holds already stops it, writing nothing),
+# and the candidates run under its name, so `score` goes on as before. Rerun, either stage finds its work done.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-stage=${1:?usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL}
+stage=${1:?usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore}
 # shellcheck source=scripts/study_env.sh
 source "$here/scripts/study_env.sh" credit-signals credit-signals
 
@@ -84,7 +92,23 @@ score)
   *) echo "unknown signal: $signal (controls, critics, infogain, ref-infogain, mc)" >&2; exit 2 ;;
   esac
   ;;
+save)
+  for policy in warm rft; do  # the export writes the split's tasks beside them: the lite tier rebuilds those itself
+    out=$(mktemp -d)
+    "$colbench" export --split lite-val --policy "$(ckpt "$policy")" --ids --out "$out" --json >/dev/null
+    mv "$out/trajectories.jsonl" "$files/dialogues-$policy.jsonl"
+    rm -r "$out"
+  done
+  "$colbench" credit export val-candidates --out "$files/candidates.jsonl"
+  ;;
+restore)
+  for policy in warm rft; do
+    timed "restore-$policy" "$colbench" trajectories import "$files/dialogues-$policy.jsonl" \
+      --policy "$(ckpt "$policy")" --split lite-val --keep-ids
+  done
+  timed restore-candidates "$colbench" credit import "$files/candidates.jsonl"
+  ;;
 *)
-  echo "usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL" >&2
+  echo "usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore" >&2
   exit 2 ;;
 esac

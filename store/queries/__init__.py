@@ -26,6 +26,7 @@ from colbench.store.queries.tasks import (
 from colbench.store.queries.trajectories import (
     trajectories_of_turns,
     bulk_insert_trajectories,
+    taken_ids,
     TURN_IMPORT_COLUMNS,
     existing_trajectory_hashes,
     sample_counts,

@@ -11,11 +11,13 @@ from colbench.store.models import Screenshot, Task, TestResult, Trajectory, Turn
 from colbench.store.queries._shared import ROWS_PER_STATEMENT, chunks, insert_new
 
 
-def bulk_insert_trajectories(session: Session, trajectories: list[dict], turns: list[list[tuple]]) -> list[int]:
+def bulk_insert_trajectories(session: Session, trajectories: list[dict], turns: list[list[tuple]],
+                             turn_ids: list[list[int]] | None = None) -> list[int]:
     """Insert imported trajectories and their turns with a few large statements.
 
-    `trajectories[i]` is a column dict with a unique content_hash; `turns[i]` holds that
-    trajectory's turns as tuples in TURN_IMPORT_COLUMNS order. Returns the ids of the
+    `trajectories[i]` is a column dict with a unique content_hash (and its id, when restored
+    under the ids it had); `turns[i]` holds that trajectory's turns as tuples in
+    TURN_IMPORT_COLUMNS order, and `turn_ids[i]`, when given, their ids. Returns the ids of the
     trajectories this call created, in order: on PostgreSQL another process importing
     the same file at the same moment may have stored some first, and those are skipped
     (SQLite's BEGIN IMMEDIATE already serialises imports, so there it is all of them).
@@ -46,12 +48,32 @@ def bulk_insert_trajectories(session: Session, trajectories: list[dict], turns: 
     # Turns are the bulk of an import (hundreds of thousands of rows): hand them to the
     # driver's executemany as tuples, skipping SQLAlchemy's per-row parameter processing.
     marker = "?" if connection.dialect.paramstyle == "qmark" else "%s"
-    columns = ", ".join(_quoted(connection, n) for n in ("trajectory_id",) + TURN_IMPORT_COLUMNS)
-    statement = f"INSERT INTO turn ({columns}) VALUES ({', '.join([marker] * (len(TURN_IMPORT_COLUMNS) + 1))})"
-    rows = [(trajectory_id, *turn) for trajectory_id, its_turns in zip(ids, turns) for turn in its_turns]
+    names = ("trajectory_id",) + TURN_IMPORT_COLUMNS
+    if turn_ids is None:
+        rows = [(trajectory_id, *turn) for trajectory_id, its_turns in zip(ids, turns) for turn in its_turns]
+    else:
+        names = ("id",) + names
+        rows = [(turn_id, trajectory_id, *turn) for trajectory_id, its_turns, its_ids in zip(ids, turns, turn_ids)
+                for turn, turn_id in zip(its_turns, its_ids)]
+    columns = ", ".join(_quoted(connection, n) for n in names)
+    statement = f"INSERT INTO turn ({columns}) VALUES ({', '.join([marker] * len(names))})"
     for start in range(0, len(rows), ROWS_PER_STATEMENT * 4):
         connection.exec_driver_sql(statement, rows[start : start + ROWS_PER_STATEMENT * 4])
+    if turn_ids is not None and connection.dialect.name == "postgresql":
+        # Rows given their ids leave PostgreSQL's sequences behind; the next plain insert would take a used id.
+        for table in ("trajectory", "turn"):
+            connection.exec_driver_sql(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'),"
+                                       f" (SELECT max(id) FROM {table}))")
     return ids
+
+
+def taken_ids(session: Session, trajectory_ids: Sequence[int], turn_ids: Sequence[int]) -> tuple[set[int], set[int]]:
+    """Which of these trajectory ids and turn ids the store holds already."""
+    found: tuple[set[int], set[int]] = (set(), set())
+    for table, wanted, into in ((Trajectory, trajectory_ids, found[0]), (Turn, turn_ids, found[1])):
+        for chunk in chunks(list(wanted)):
+            into.update(session.exec(select(table.id).where(col(table.id).in_(chunk))))
+    return found
 
 
 TURN_IMPORT_COLUMNS = ("index", "role", "content", "raw", "prompt", "prompt_shared")

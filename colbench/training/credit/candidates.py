@@ -88,14 +88,14 @@ def sample_candidates(db, config: CandidatesConfig, *, tasks: str = "backend-lit
     with db.read() as session:
         stored = queries.candidates_of_run(session, run_id)
     numbers = {t.id: n for i in ids for n, t in enumerate((t for t in turns[i] if t.role == "assistant"), start=1)}
-    result = _counted(run_id, len(ids), stored, numbers, sampled)
+    result = counted(run_id, len(ids), stored, numbers, sampled)
     if done is None:
         with db.write() as session:
             queries.end_run(session, run_id, result.as_dict())
     return result
 
 
-def _key(run_id: int, policy: str) -> str:
+def sampling_key(run_id: int, policy: str) -> str:
     # One run's candidates are its own: another selection never replaces them (sweet_candidate's key is unique per
     # turn and index).
     return f"{KIND}:{run_id}:{hashlib.sha256(policy.encode()).hexdigest()[:16]}"
@@ -109,7 +109,7 @@ def _sample_policy(db, config: CandidatesConfig, run_id: int, family: str, polic
     engine = _policy_engine(db, config.engine, policy)
     try:
         jobs = list(_jobs(engine, family, dialogues))
-        key = _key(run_id, policy)
+        key = sampling_key(run_id, policy)
         have = stored_candidates(db, key, [j.turn_id for j in jobs])
         todo = [j for j in jobs if j.turn_id not in have]
         if not todo:
@@ -171,7 +171,7 @@ class _Sampler:
         return self.engine.generate([json.loads(p) for p in prompts], params)
 
 
-def _counted(run_id: int, dialogues: int, stored: dict, numbers: dict, sampled: int) -> CandidatesResult:
+def counted(run_id: int, dialogues: int, stored: dict, numbers: dict, sampled: int) -> CandidatesResult:
     """The run's figures: its states, and its pairs (all, between two questions, between two answers)."""
     from colbench.training.credit.base import is_answer
 
