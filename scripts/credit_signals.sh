@@ -9,21 +9,23 @@
 #   bash scripts/credit_signals.sh critics     # the critic with and without c, on round 1's dialogues
 #   bash scripts/credit_signals.sh score SIGNAL  # one signal's values into values.jsonl: controls, critics,
 #                                                # infogain, ref-infogain, mc (last; per policy, on its subset)
-#   bash scripts/credit_signals.sh save        # the scored dialogues and candidates into the study's files
-#   bash scripts/credit_signals.sh restore     # them back into a fresh store, after base and rft again
+#   bash scripts/credit_signals.sh save        # the scored dialogues (and candidates, once made) into files
+#   bash scripts/credit_signals.sh restore     # them into a fresh store, first; then base and rft again
+#   bash scripts/credit_signals.sh check       # whether the rebuilt π0 and rft are the saved ones (sha256)
 #   colbench study report studies/credit-signals # every table, from values.jsonl alone
 #
 # STORE (default credit-signals) holds the store and checkpoints, never committed; the study's files go to
 # studies/credit-signals (values.jsonl: every value beside its truth; times.log). A session's store is lost when it
-# ends, so `save` (after `candidates`) writes what the scores are made on as committed files: dialogues-warm.jsonl
-# and dialogues-rft.jsonl (each policy's scored dialogues, with every agent turn's prompt and every trajectory and
-# turn id) and candidates.jsonl (the candidates run). A later session runs `base` and `rft` (its checkpoints), then
-# `restore`: each policy's dialogues under that policy's checkpoint ref, at their own ids (so values.jsonl's rows,
-# keyed by trajectory and turn id, stay valid; an id the rebuilt store holds already stops it, writing nothing),
-# and the candidates run under its name, so `score` goes on as before. Rerun, either stage finds its work done.
+# ends, so `save` writes what the scores are made on as committed files: dialogues-warm.jsonl and dialogues-rft.jsonl
+# (each policy's scored dialogues, with every agent turn's prompt and every trajectory and turn id),
+# checkpoints.sha256 (the weights that made them) and, once the candidates run is finished, candidates.jsonl. A later
+# session runs `restore` on a fresh store before anything else (the dialogues take their own ids, and what is made
+# after them takes the next ones, so no id collides and values.jsonl's rows, keyed by trajectory and turn id, stay
+# valid; checkpoint ids 1 and 2 are π0's and rft's again, as a fresh store numbers them), then `base` and `rft`,
+# then `check`: the same sha256 means the rebuilt policies are the ones that made the dialogues.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-stage=${1:?usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore}
+stage=${1:?usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore|check}
 # shellcheck source=scripts/study_env.sh
 source "$here/scripts/study_env.sh" credit-signals credit-signals
 
@@ -37,6 +39,14 @@ ckpt() {
   "$colbench" runs show "$1" --json | python3 -c 'import json, sys
 last = json.load(sys.stdin)["checkpoints"][-1]
 print(last if isinstance(last, str) else "ckpt:%s" % last["id"])'
+}
+# The weights file of a named training run's checkpoint.
+weights() {
+  "$here/.venv/bin/python" -c 'import sys
+from colbench.model_refs import get_checkpoint
+from colbench.store.db import Database
+row, _ = get_checkpoint(Database(sys.argv[1]), sys.argv[2])
+print(row.path + "/model.safetensors")' "$COLBENCH_DB" "$(ckpt "$1")"
 }
 # Whether the store holds a finished run of that name.
 have() {
@@ -99,14 +109,27 @@ save)
     mv "$out/trajectories.jsonl" "$files/dialogues-$policy.jsonl"
     rm -r "$out"
   done
-  "$colbench" credit export val-candidates --out "$files/candidates.jsonl"
+  for policy in warm rft; do
+    echo "$policy $(ckpt "$policy") $(sha256sum < "$(weights "$policy")" | cut -d' ' -f1)"
+  done > "$files/checkpoints.sha256"
+  if have val-candidates; then "$colbench" credit export val-candidates --out "$files/candidates.jsonl"; fi
   ;;
 restore)
-  for policy in warm rft; do
-    timed "restore-$policy" "$colbench" trajectories import "$files/dialogues-$policy.jsonl" \
-      --policy "$(ckpt "$policy")" --split lite-val --keep-ids
-  done
-  timed restore-candidates "$colbench" credit import "$files/candidates.jsonl"
+  # A fresh store: the saved dialogues first, under the refs their policies had (π0 ckpt:1, rft ckpt:2).
+  while read -r policy ref _; do
+    timed "restore-$policy" "$colbench" trajectories import "$files/dialogues-$policy.jsonl" --policy "$ref" \
+      --split lite-val --keep-ids
+  done < "$files/checkpoints.sha256"
+  if [ -f "$files/candidates.jsonl" ]; then
+    timed restore-candidates "$colbench" credit import "$files/candidates.jsonl"
+  fi
+  ;;
+check)
+  while read -r policy ref saved; do
+    found=$(sha256sum < "$(weights "$policy")" | cut -d' ' -f1)
+    [ "$(ckpt "$policy")" = "$ref" ] && [ "$found" = "$saved" ] && echo "$policy: $ref, the saved weights" ||
+      { echo "$policy: $(ckpt "$policy") $found, not the saved $ref $saved" >&2; exit 1; }
+  done < "$files/checkpoints.sha256"
   ;;
 *)
   echo "usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore" >&2
