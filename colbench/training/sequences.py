@@ -130,19 +130,25 @@ def conversation(family: str, dialogue: Sequence[dict]) -> list[dict]:
     return [{"role": "system", "content": system_prompt(family)}] + messages
 
 
-def agent_prompts(tokenizer, family: str, turns: Sequence) -> Iterator[tuple[object, str]]:
-    """Each agent turn of a stored dialogue (``Turn`` rows in order) with the prompt it was given:
-    the stored one, or (an import without ``input``) the one a rollout would have shown."""
+def agent_conversations(family: str, turns: Sequence) -> Iterator[tuple[object, list[dict]]]:
+    """Each agent turn of a stored dialogue (``Turn`` rows in order) with the conversation a rollout showed the
+    policy before it (Episode.conversation)."""
     history: list[dict] = []
     for turn in turns:
         if turn.role == "assistant":
-            prompt = turn.prompt
-            if prompt is None:
-                prompt = tokenizer.apply_chat_template(conversation(family, history), tokenize=False,
-                                                       add_generation_prompt=True)
-            yield turn, prompt
+            yield turn, conversation(family, history)
         if turn.role in ("user", "assistant"):
             history.append({"role": turn.role, "content": turn.content or ""})
+
+
+def agent_prompts(tokenizer, family: str, turns: Sequence) -> Iterator[tuple[object, str]]:
+    """Each agent turn of a stored dialogue (``Turn`` rows in order) with the prompt it was given:
+    the stored one, or (an import without ``input``) the one a rollout would have shown."""
+    for turn, shown in agent_conversations(family, turns):
+        prompt = turn.prompt
+        if prompt is None:
+            prompt = tokenizer.apply_chat_template(shown, tokenize=False, add_generation_prompt=True)
+        yield turn, prompt
 
 
 def agent_turns(tokenizer, family: str, turns: Sequence) -> list[AgentTurn]:

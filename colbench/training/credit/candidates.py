@@ -149,12 +149,8 @@ def _jobs(engine, family: str, dialogues):
             for turn, prompt in S.agent_prompts(engine.tokenizer, family, rows):
                 yield TurnJob(turn.id, trajectory_id, task_id, "", prompt)
             continue
-        history: list[dict] = []
-        for turn in rows:
-            if turn.role == "assistant":
-                yield TurnJob(turn.id, trajectory_id, task_id, "", json.dumps(S.conversation(family, history)))
-            if turn.role in ("user", "assistant"):
-                history.append({"role": turn.role, "content": turn.content or ""})
+        for turn, shown in S.agent_conversations(family, rows):
+            yield TurnJob(turn.id, trajectory_id, task_id, "", json.dumps(shown))
 
 
 class _Sampler:
