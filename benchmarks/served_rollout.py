@@ -89,6 +89,8 @@ def rollout_config(args, url: str, limit: int, k: int) -> tuple[RolloutConfig, s
                    grade_workers=args.grade_workers)
     if args.batch_size:
         options["batch_size"] = args.batch_size
+    if "sim_guard" in fields:  # the leak guard judges every human reply (colbench/simulators/guard.py)
+        options["sim_guard"] = args.sim_guard
     if "concurrency" in fields:
         options["concurrency"] = args.concurrency or limit * k
         setting = f"RolloutConfig.concurrency={options['concurrency']}"
@@ -135,6 +137,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=None, help="RolloutConfig.batch_size (default: its own)")
     parser.add_argument("--sandbox", default="auto", help="grading sandbox (answers are short text: grading is cheap)")
     parser.add_argument("--grade-workers", type=int, default=4)
+    parser.add_argument("--sim-guard", default="flag", help="RolloutConfig.sim_guard (off: no leak check; the default"
+                        " flag: every reply checked)")
     parser.add_argument("--keep", action="store_true", help="keep the database and print where it is")
     args = parser.parse_args()
     wanted = MEMORY_TRAJECTORIES if args.memory else args.trajectories
