@@ -23,6 +23,7 @@ out) or None, and never raises: a reference that does not parse is read by token
 from __future__ import annotations
 
 import ast
+import functools
 import keyword
 import re
 from dataclasses import asdict, dataclass
@@ -248,6 +249,15 @@ def _constants(statements: list[_Statement], public: set[str], reply: str, quest
     return None
 
 
+@functools.lru_cache(maxsize=256)
+def _reference_parts(reference: str) -> tuple[frozenset[str], tuple, frozenset[str]]:
+    """The reference's defined names, statements and public literals: parsed once per reference, not once per reply
+    (the guard judges every reply of a dialogue against the same task). Frozen: the cache hands out one copy."""
+    defined = _defined_names(reference)
+    statements, public = _statements(reference, defined)
+    return frozenset(defined), tuple(statements), frozenset(public)
+
+
 def backend_leak(reference: str, reply: str, question: str = "") -> Leak | None:
     """Whether ``reply`` (to the agent's ``question``) carries the code of ``reference``, a Python function."""
     if not reply or not reference:
@@ -256,8 +266,7 @@ def backend_leak(reference: str, reply: str, question: str = "") -> Leak | None:
         found = _code_block(reply)
         if found:
             return found
-        defined = _defined_names(reference)
-        statements, public = _statements(reference, defined)
+        defined, statements, public = _reference_parts(reference)
         tokens = _tokens(reply)
         for statement in statements:
             if _substantial(statement.pattern):
