@@ -118,6 +118,55 @@ def test_infogain_is_nothing_for_the_placeholder_and_grows_with_a_reply(tiny_mod
     assert stated[0] > 1e-6 and stated[1] == 0.0  # the last question has no reply yet: no information
 
 
+def test_a_candidates_credit_read_alone_is_its_value_in_the_whole_dialogue(tiny_model_dir, lite_task):
+    """What a candidate is worth at its state (``last_values``, its own turn scored alone) is what ``values`` gives
+    that turn; a dialogue ending on the human's reply makes infogain generate the next action itself."""
+    config = CreditConfig(model=str(tiny_model_dir), scorer=str(tiny_model_dir), device="cpu")
+    replied = lite_dialogue(lite_task, facts_of(lite_task)[0].sentence)
+    ended = CreditDialogue(lite_task, replied.turns[:3], task_id=1)  # the reply is the last message
+    for name in ("infogain", "ref-infogain"):
+        credit = make_credit(name, None, config)
+        try:
+            whole = credit.values([replied, ended])
+            alone = credit.last_values([replied, ended])
+        finally:
+            credit.close()
+        assert alone == pytest.approx([row[-1] for row in whole], abs=1e-4), name
+        assert ended and whole[1][0] != 0.0, name  # the generated next action read the reply
+
+
+def test_the_scorer_reads_shared_prefixes_once_and_every_sequence_as_if_alone(tiny_model_dir):
+    """ChatScorer.contrasts batches sequences over their shared prefix (its keys and values computed once): each
+    table must be the one a plain forward pass over that sequence alone gives, and each triple's two tables must
+    come back in its order, across batches (3 sequences a batch splits triples), with and without a shared prefix,
+    and where a context is the shared prefix itself."""
+    import torch
+
+    from colbench.training.credit.signals import ChatScorer
+
+    lm = ChatScorer(None, str(tiny_model_dir), CreditConfig(device="cpu", batch_size=3))
+    prefix = lm.context("backend", [{"role": "user", "content": "Write a function f(x) for me."}])
+    low = min(prefix) - 1 if min(prefix) > 0 else 1
+    assert prefix[0] != low
+    triples = [([low] + prefix, [low] + prefix + [11], [21, 22, 23]),
+               (prefix, prefix + [12, 13], [24, 25]),
+               (prefix + [14], prefix + [15], [26]),
+               (prefix + [14, 16], prefix + [14], [27, 28])]
+    seen = []
+    lm.contrasts(triples, lambda a, b, target: seen.append((a, b, target)) or 0.0)
+
+    def alone(context, target):
+        with torch.no_grad():
+            logits = lm.model(input_ids=torch.tensor([context + target])).logits[0]
+        return torch.log_softmax(logits[len(context) - 1: len(context) + len(target) - 1].float(), dim=-1)
+
+    assert len(seen) == len(triples)
+    for a_context, b_context, target in triples:
+        [(a, b)] = [(a, b) for a, b, t in seen if t == target]
+        torch.testing.assert_close(a, alone(a_context, target), atol=2e-4, rtol=1e-4)
+        torch.testing.assert_close(b, alone(b_context, target), atol=2e-4, rtol=1e-4)
+
+
 def test_ref_infogain_credits_a_stated_value_and_not_i_dont_know(lite_task):
     """The embedded model reads the reference after the dialogue: a reply stating a value the reference uses makes
     it likelier; "I don't know." about as likely as the placeholder."""

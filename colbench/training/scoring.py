@@ -205,12 +205,14 @@ def _batches(items: list, size: int):
 
 
 def shared_prefix_logps(model, context, prefix: list[int], cands: list[list[int]], batch_size: int,
-                        pad_id: int) -> list[torch.Tensor]:
+                        pad_id: int, tables: list[int] | None = None) -> list[torch.Tensor]:
     """Token log-probs of each candidate after ``prefix``, running the prefix once.
 
     The prefix minus its last token fills a KV cache; each batch of candidates gets
     that cache expanded over the batch (views, no copy) and runs the prefix's last
     token followed by its own tokens, so position j's logits predict candidate token j.
+    ``tables``: per candidate, how many of its last tokens to return the whole log-softmax
+    over the vocabulary for (``[n, V]``) instead of the candidate's own tokens' log-probs.
     """
     from transformers import DynamicCache
 
@@ -252,6 +254,10 @@ def shared_prefix_logps(model, context, prefix: list[int], cands: list[list[int]
                 select[r, :n] = True
             select = select.to(device)
             logits = softcap(head(hidden[:, :-1][select]), base.config)
+            if tables is not None:
+                for r, piece in zip(chunk, logits.split(lengths)):
+                    results[r] = torch.log_softmax(piece[len(piece) - tables[r]:].float(), dim=-1).cpu()
+                continue
             picked = token_logps_from_logits(logits, ids[:, 1:].to(device)[select])
             for r, piece in zip(chunk, picked.split(lengths)):
                 results[r] = piece.float().cpu()

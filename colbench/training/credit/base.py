@@ -92,11 +92,17 @@ def unstored_turn(role: str, content: str) -> SimpleNamespace:
 
 
 class TurnCredit:
-    """A credit signal. ``values`` is the whole interface; ``close`` frees what it loaded."""
+    """A credit signal. ``values`` is the whole interface (``last_values`` a shortcut a costly signal may take);
+    ``close`` frees what it loaded."""
 
     def values(self, dialogues: Sequence[CreditDialogue]) -> list[list[float | None]]:
         """Per dialogue, per agent turn: the turn's credit (None: none to give, e.g. a turn cut away)."""
         raise NotImplementedError
+
+    def last_values(self, dialogues: Sequence[CreditDialogue]) -> list[float | None]:
+        """Per dialogue, its last agent turn's credit: what a candidate turn is worth at its state. A signal whose
+        every turn costs model passes reads that turn alone; by default the last of ``values``."""
+        return [row[-1] if row else None for row in self.values(dialogues)]
 
     def close(self) -> None:
         pass
@@ -201,9 +207,9 @@ def candidate_values(credit: TurnCredit, states: Sequence[State]) -> list[list[f
     asking = [i for i, (_, answers) in enumerate(made) if not answers]
     for i, reply in zip(asking, human_replies([made[i][0] for i in asking])):
         made[i][0].turns.append(unstored_turn("user", reply))
-    values = credit.values([dialogue for dialogue, _ in made]) if made else []
+    values = credit.last_values([dialogue for dialogue, _ in made]) if made else []
     found: list[list[float | None]] = [[] for _ in states]
-    for s, row in zip(owners, values):
-        found[s].append(row[-1] if row else None)
+    for s, value in zip(owners, values):
+        found[s].append(value)
     return found
 

@@ -6,6 +6,8 @@ and what it costs per agent turn.
 from __future__ import annotations
 
 import hashlib
+from typing import Sequence
+
 from colbench import protocol
 from colbench.training.credit.base import CREDITS, CreditConfig, CreditDialogue, CreditError, TurnCredit, is_answer
 
@@ -147,6 +149,7 @@ class ChatScorer:
         self.tokenizer = load_tokenizer(source)
         self.model = load_model(source, device=self.device)
         self.model.eval()
+        self.batch_size = config.batch_size
 
     def context(self, family: str, messages: list[dict]) -> list[int]:
         """The ids of ``messages`` followed by the agent's generation prompt."""
@@ -161,20 +164,49 @@ class ChatScorer:
 
         return encode_text(self.tokenizer, text) + (end_of_turn_ids(self.tokenizer) if closed else [])
 
-    def log_probs(self, context: list[int], target: list[int]):
-        """Per target token, the log-softmax over the vocabulary at the position that predicts it ([T, V])."""
+    def contrasts(self, triples: Sequence[tuple[list[int], list[int], list[int]]], reduce) -> list[float]:
+        """For each (context_a, context_b, target): ``reduce(a, b, target)``, with a and b the log-softmax over the
+        vocabulary at each target token's position after either context ([T, V] each).
+
+        A credit compares two dialogues that differ only late (the human's reply or a placeholder), and the
+        candidates of one state share everything before them, so the sequences are read sorted by their tokens, in
+        batches of --batch-size whose longest shared prefix is computed once and its keys and values reused by
+        every sequence of the batch. On a CPU that is most of each forward pass."""
+        sequences = [(context, target) for a, b, target in triples for context in (a, b)]
+        tables: dict[int, object] = {}
+        found = [0.0] * len(triples)
+        order = sorted(range(len(sequences)), key=lambda i: sequences[i][0] + sequences[i][1])
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start: start + self.batch_size]
+            for i, table in zip(batch, self._tables([sequences[i] for i in batch])):
+                partner = i ^ 1  # a triple's two sequences are neighbours in ``sequences``
+                if partner in tables:
+                    pair = (table, tables.pop(partner)) if i % 2 == 0 else (tables.pop(partner), table)
+                    found[i // 2] = float(reduce(*pair, sequences[i][1]))
+                else:
+                    tables[i] = table
+        return found
+
+    def _tables(self, sequences: list[tuple[list[int], list[int]]]):
+        """The log-softmax tables of ``sequences`` (see ``contrasts``), each run of them that starts alike read over
+        its shared prefix once (training/scoring.py's shared_prefix_logps)."""
+        from itertools import groupby
+
         import torch
 
-        ids = torch.tensor([context + target], device=self.device)
-        with torch.no_grad():
-            logits = self.model(input_ids=ids).logits[0, len(context) - 1 : len(context) + len(target) - 1]
-        return torch.log_softmax(logits.float(), dim=-1)
+        from colbench.training.scoring import shared_prefix_logps
 
-    def target_logp(self, context: list[int], target: list[int]) -> float:
-        import torch
-
-        table = self.log_probs(context, target)
-        return float(table.gather(1, torch.tensor(target, device=table.device)[:, None]).sum())
+        found = []
+        for _, run in groupby(sequences, key=lambda sequence: sequence[0][0]):  # sorted: alike starts adjoin
+            run = list(run)
+            full = [context + target for context, target in run]
+            shared = min(len(context) for context, _ in run)
+            for ids in full[1:]:
+                shared = next((k for k, (x, y) in enumerate(zip(full[0][:shared], ids)) if x != y), shared)
+            found += shared_prefix_logps(self.model, torch.no_grad(), full[0][:shared], [ids[shared:] for ids in full],
+                                         len(run), self.tokenizer.pad_token_id or 0,
+                                         tables=[len(target) for _, target in run])
+        return found
 
     def greedy(self, context: list[int], tokens: int) -> list[int]:
         import torch
@@ -203,34 +235,51 @@ class InfoGainCredit(TurnCredit):
         self.lm, self.config = ChatScorer(db, config.model, config), config
 
     def values(self, dialogues):
-        found = []
-        for dialogue in dialogues:
-            messages, family, row = dialogue.messages(), dialogue.task.family, []
-            for _, reply in _replied(dialogue):
-                if reply is None:
-                    row.append(0.0)
-                    continue
-                real = self.lm.context(family, messages[: reply + 1])
-                counterfactual = self.lm.context(family, messages[:reply] + [
-                    {"role": "user", "content": self.config.placeholder}])
-                if reply + 1 < len(messages):
-                    following = self.lm.encode(messages[reply + 1]["content"])
-                else:
-                    following = self.lm.greedy(real, self.config.next_tokens)
-                row.append(self.kl(real, counterfactual, following))
-            found.append(row)
-        return found
+        return _per_turn(dialogues, self.turn_triple, self.lm.contrasts, self.kl)
 
-    def kl(self, real: list[int], counterfactual: list[int], following: list[int]) -> float:
-        if real == counterfactual or not following:
-            return 0.0
+    def last_values(self, dialogues):
+        return _last_turn(dialogues, self.turn_triple, self.lm.contrasts, self.kl)
+
+    def turn_triple(self, dialogue: CreditDialogue, position: int, reply: int | None):
+        """(the context with the reply, with the placeholder, the next action), or None: nothing to compare."""
+        if reply is None:
+            return None
+        messages, family = dialogue.messages(), dialogue.task.family
+        real = self.lm.context(family, messages[: reply + 1])
+        counterfactual = self.lm.context(family, messages[:reply] + [
+            {"role": "user", "content": self.config.placeholder}])
+        if real == counterfactual:
+            return None
+        if reply + 1 < len(messages):
+            following = self.lm.encode(messages[reply + 1]["content"])
+        else:
+            following = self.lm.greedy(real, self.config.next_tokens)
+        return (real, counterfactual, following) if following else None
+
+    def kl(self, p, q, following: list[int]) -> float:
         import torch
 
-        p, q = self.lm.log_probs(real, following), self.lm.log_probs(counterfactual, following)
         if self.config.kl_estimate == "sampled":
             taken = torch.tensor(following, device=p.device)[:, None]
             return float((p.gather(1, taken) - q.gather(1, taken)).mean())
         return float((p.exp() * (p - q)).sum(-1).mean().clamp(min=0.0))
+
+
+def _per_turn(dialogues, triple_of, contrasts, reduce) -> list[list[float]]:
+    """Every agent turn's value: ``reduce`` over the turn's triple (see ChatScorer.contrasts), 0 where it has none;
+    every triple of every dialogue read in one call, so that shared prefixes are shared."""
+    rows = [[triple_of(d, position, reply) for position, reply in _replied(d)] for d in dialogues]
+    wanted = [t for row in rows for t in row if t is not None]
+    found = iter(contrasts(wanted, reduce))
+    return [[next(found) if t is not None else 0.0 for t in row] for row in rows]
+
+
+def _last_turn(dialogues, triple_of, contrasts, reduce) -> list[float | None]:
+    """The last agent turn's value alone (what a candidate at its state is worth): its triple only."""
+    triples = [triple_of(d, *_replied(d)[-1]) if d.agent_positions() else None for d in dialogues]
+    found = iter(contrasts([t for t in triples if t is not None], reduce))
+    return [next(found) if t is not None else (0.0 if d.agent_positions() else None)
+            for d, t in zip(dialogues, triples)]
 
 
 @CREDITS.register("infogain", "InfoPO's information gain: KL between the policy's next action after the human's"
@@ -255,20 +304,28 @@ class ReferenceGainCredit(TurnCredit):
         self.lm, self.config = ChatScorer(db, config.scorer or config.model, config), config
 
     def values(self, dialogues):
-        found = []
-        for dialogue in dialogues:
-            messages, family, row = dialogue.messages(), dialogue.task.family, []
-            reference = self.lm.encode(reference_message(dialogue.task.ground_truth))
-            for position, reply in _replied(dialogue):
-                if reply is None:
-                    with_turn, without = messages[: position + 1], messages[:position]
-                else:
-                    with_turn = messages[: reply + 1]
-                    without = messages[:reply] + [{"role": "user", "content": self.config.placeholder}]
-                row.append(self.lm.target_logp(self.lm.context(family, with_turn), reference)
-                           - self.lm.target_logp(self.lm.context(family, without), reference))
-            found.append(row)
-        return found
+        return _per_turn(dialogues, self.turn_triple, self.lm.contrasts, _likelihood_gain)
+
+    def last_values(self, dialogues):
+        return _last_turn(dialogues, self.turn_triple, self.lm.contrasts, _likelihood_gain)
+
+    def turn_triple(self, dialogue: CreditDialogue, position: int, reply: int | None):
+        messages, family = dialogue.messages(), dialogue.task.family
+        if reply is None:
+            with_turn, without = messages[: position + 1], messages[:position]
+        else:
+            with_turn = messages[: reply + 1]
+            without = messages[:reply] + [{"role": "user", "content": self.config.placeholder}]
+        return (self.lm.context(family, with_turn), self.lm.context(family, without),
+                self.lm.encode(reference_message(dialogue.task.ground_truth)))
+
+
+def _likelihood_gain(a, b, target: list[int]) -> float:
+    """log p(target | context a) − log p(target | context b), from their tables."""
+    import torch
+
+    taken = torch.tensor(target, device=a.device)[:, None]
+    return float(a.gather(1, taken).sum() - b.gather(1, taken).sum())
 
 
 @CREDITS.register("ref-infogain", "the reference's log-likelihood gain under a frozen model when the human's reply"
