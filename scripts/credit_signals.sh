@@ -12,6 +12,7 @@
 #   bash scripts/credit_signals.sh save        # the scored dialogues (and candidates, once made) into files
 #   bash scripts/credit_signals.sh restore     # them into a fresh store, first; then base and rft again
 #   bash scripts/credit_signals.sh check       # whether the rebuilt π0 and rft are the saved ones (sha256)
+#   bash scripts/credit_signals.sh drift POLICY  # how far a rebuilt policy is from the one that sampled its candidates
 #   colbench study report studies/credit-signals # every table, from values.jsonl alone
 #
 # STORE (default credit-signals) holds the store and checkpoints, never committed; the study's files go to
@@ -25,7 +26,7 @@
 # then `check`: the same sha256 means the rebuilt policies are the ones that made the dialogues.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-stage=${1:?usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore|check}
+stage=${1:?usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore|check|drift}
 # shellcheck source=scripts/study_env.sh
 source "$here/scripts/study_env.sh" credit-signals credit-signals
 
@@ -131,7 +132,13 @@ check)
       { echo "$policy: $(ckpt "$policy") $found, not the saved $ref $saved" >&2; exit 1; }
   done < "$files/checkpoints.sha256"
   ;;
+drift)
+  # A rebuilt policy's mean log-prob per token of the saved candidates its namesake sampled, against the sampler's.
+  policy=${2:?drift POLICY: warm or rft}
+  "$here/.venv/bin/python" "$here/scripts/credit_drift.py" "$COLBENCH_DB" val-candidates "$(ckpt "$policy")" \
+    --states "${DRIFT_STATES:-40}"
+  ;;
 *)
-  echo "usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore" >&2
+  echo "usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore|check|drift" >&2
   exit 2 ;;
 esac
