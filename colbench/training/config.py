@@ -436,7 +436,7 @@ class PolicyConfig(TrainingConfig):
         "grpo, rloo: PPO's ε (the lower one where --clip-high is set): a token's probability ratio to π_old, the"
         " policy as the step started (the trainer's log-probs, computed before the step's first update), is clipped"
         " to [1−ε, 1+ε]; it leaves 1 once an update within the step has moved the policy."
-    ), min=0.0)
+    ), min=0.0, flags=("--clip", "--clip-low"))
     clip_high: float | None = option(None, (
         "grpo, rloo: the upper ε, clipping the ratio at 1+clip_high (DAPO's 'clip-higher': 0.28, which lets unlikely"
         " tokens grow). Default: --clip."
