@@ -87,13 +87,16 @@ score)
   # Each signal on the scored dialogues and the candidates' same-state pairs, π0 its model (the plan's scorer).
   scored=(--tasks backend-lite:val --pairs-from val-candidates --sandbox bwrap --device cpu
           --values-out "$files/values.jsonl" --json)
+  # Only the scored dialogues: the store also holds other lite-val dialogues (an online run's validation).
+  studied=(--policies "$(cut -d' ' -f2 "$files/checkpoints.sha256" | paste -sd,)")
   signal=${2:?score SIGNAL: controls, critics, infogain, ref-infogain or mc}
   case "$signal" in
-  controls) timed score-controls "$colbench" credit eval --credit oracle --credit random "${scored[@]}" ;;
+  controls) timed score-controls "$colbench" credit eval --credit oracle --credit random "${studied[@]}" \
+    "${scored[@]}" ;;
   critics) timed score-critics "$colbench" credit eval --credit critic:ckpt:critic --credit critic:ckpt:critic-noc \
-    "${scored[@]}" ;;
+    "${studied[@]}" "${scored[@]}" ;;
   infogain | ref-infogain) timed "score-$signal" "$colbench" credit eval --credit "$signal" --model ckpt:warm \
-    "${scored[@]}" ;;
+    "${studied[@]}" "${scored[@]}" ;;
   mc)  # the dialogue's own policy plays the continuations: one command per policy, on the first 25 tasks' dialogues
     for policy in warm rft; do
       timed "score-mc-$policy" "$colbench" credit eval --credit mc --model ckpt:"$policy" \
