@@ -11,7 +11,9 @@
 #                                                # infogain, ref-infogain, mc (last; per policy, on its subset)
 #   bash scripts/credit_signals.sh save        # the scored dialogues (and candidates, once made) into files
 #   bash scripts/credit_signals.sh restore     # them into a fresh store, first; then base and rft again
-#   bash scripts/credit_signals.sh check       # whether the rebuilt π0 and rft are the saved ones (sha256)
+#   bash scripts/credit_signals.sh check [FILE]  # whether the rebuilt π0 and rft are the saved ones (sha256; FILE
+#                                                # scorers.sha256: the scorers amendment 3 fixed)
+#   bash scripts/credit_signals.sh scorers     # the rebuilt policies' sha256 into scorers.sha256 (amendment 3)
 #   bash scripts/credit_signals.sh drift POLICY  # how far a rebuilt policy is from the one that sampled its candidates
 #   colbench study report studies/credit-signals # every table, from values.jsonl alone
 #
@@ -26,9 +28,14 @@
 # then `check`: the same sha256 means the rebuilt policies are the ones that made the dialogues.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-stage=${1:?usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore|check|drift}
+stage=${1:?usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore|scorers|check|drift}
 # shellcheck source=scripts/study_env.sh
 source "$here/scripts/study_env.sh" credit-signals credit-signals
+# PyTorch picks its CPU kernels by the instruction set it finds, and AVX-512's round otherwise than AVX2's (four
+# training steps of the 135M model end on other bits under the two): a session on another machine rebuilt other
+# weights from the same recipe (amendment 3). Every stage runs AVX2's kernels, which every x86 machine here has:
+# PyTorch's own, MKL's and oneDNN's, and CTranslate2's (the sampler, which picked AVX2 on this machine anyway).
+export ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 DNNL_MAX_CPU_ISA=AVX2 CT2_FORCE_CPU_ISA=AVX2
 
 # The plan's shared settings: 256 tokens a turn at temperature 1, the built-in human, bwrap.
 turns=(--max-new-tokens 256 --temperature 1 --sandbox bwrap)
@@ -128,12 +135,17 @@ restore)
     timed restore-candidates "$colbench" credit import "$files/candidates.jsonl"
   fi
   ;;
+scorers)
+  for policy in warm rft; do
+    if have "$policy"; then echo "$policy $(ckpt "$policy") $(sha256sum < "$(weights "$policy")" | cut -d' ' -f1)"; fi
+  done > "$files/scorers.sha256"
+  ;;
 check)
   while read -r policy ref saved; do
     found=$(sha256sum < "$(weights "$policy")" | cut -d' ' -f1)
     [ "$(ckpt "$policy")" = "$ref" ] && [ "$found" = "$saved" ] && echo "$policy: $ref, the saved weights" ||
       { echo "$policy: $(ckpt "$policy") $found, not the saved $ref $saved" >&2; exit 1; }
-  done < "$files/checkpoints.sha256"
+  done < "$files/${2:-checkpoints.sha256}"
   ;;
 drift)
   # A rebuilt policy's mean log-prob per token of the saved candidates its namesake sampled, against the sampler's.
@@ -142,6 +154,6 @@ drift)
     --states "${DRIFT_STATES:-40}"
   ;;
 *)
-  echo "usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore|check|drift" >&2
+  echo "usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore|scorers|check|drift" >&2
   exit 2 ;;
 esac
