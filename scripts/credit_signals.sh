@@ -56,6 +56,8 @@ from colbench.store.db import Database
 row, _ = get_checkpoint(Database(sys.argv[1]), sys.argv[2])
 print(row.path + "/model.safetensors")' "$COLBENCH_DB" "$(ckpt "$1")"
 }
+# A named training run's line of a digest file: its name, its checkpoint and its weights' sha256.
+digest() { echo "$1 $(ckpt "$1") $(sha256sum < "$(weights "$1")" | cut -d' ' -f1)"; }
 # Whether the store holds a finished run of that name.
 have() {
   "$colbench" runs show "$1" --json 2>/dev/null |
@@ -121,7 +123,7 @@ save)
     rm -r "$out"
   done
   for policy in warm rft; do
-    echo "$policy $(ckpt "$policy") $(sha256sum < "$(weights "$policy")" | cut -d' ' -f1)"
+    digest "$policy"
   done > "$files/checkpoints.sha256"
   if have val-candidates; then "$colbench" credit export val-candidates --out "$files/candidates.jsonl"; fi
   ;;
@@ -137,14 +139,14 @@ restore)
   ;;
 scorers)
   for policy in warm rft; do
-    if have "$policy"; then echo "$policy $(ckpt "$policy") $(sha256sum < "$(weights "$policy")" | cut -d' ' -f1)"; fi
+    if have "$policy"; then digest "$policy"; fi
   done > "$files/scorers.sha256"
   ;;
 check)
   while read -r policy ref saved; do
-    found=$(sha256sum < "$(weights "$policy")" | cut -d' ' -f1)
-    [ "$(ckpt "$policy")" = "$ref" ] && [ "$found" = "$saved" ] && echo "$policy: $ref, the saved weights" ||
-      { echo "$policy: $(ckpt "$policy") $found, not the saved $ref $saved" >&2; exit 1; }
+    found=$(digest "$policy")
+    [ "$found" = "$policy $ref $saved" ] && echo "$policy: $ref, the saved weights" ||
+      { echo "$found, not the saved $ref $saved" >&2; exit 1; }
   done < "$files/${2:-checkpoints.sha256}"
   ;;
 drift)

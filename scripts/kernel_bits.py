@@ -1,9 +1,9 @@
 """Whether CPU training here lands on the same bits: four AdamW steps of the embedded 135M model on fixed random
 tokens, then the sha256 of its weights (amendment 3 of studies/credit-signals/plan.md).
 
-Two runs on one machine print the same digest; under ATEN_CPU_CAPABILITY=avx2 a machine with AVX-512 prints another
-one, the digest an AVX2-only machine prints by default. So a study that rebuilds its models in a later session pins
-the kernels (scripts/credit_signals.sh does).
+Two runs on one machine print the same digest; on a machine with AVX-512, ATEN_CPU_CAPABILITY=avx2 (PyTorch's AVX2
+kernels) prints another. So a study that rebuilds its models in a later session, perhaps on another machine, pins the
+kernels (scripts/credit_signals.sh does).
 
     .venv/bin/python scripts/kernel_bits.py
     ATEN_CPU_CAPABILITY=avx2 .venv/bin/python scripts/kernel_bits.py
