@@ -272,6 +272,26 @@ class CriticScore(SQLModel, table=True):
     created_at: datetime = _when(nullable=False)
 
 
+class CreditValue(SQLModel, table=True):
+    """What a turn credit (colbench/training/credit) gave one agent turn, or one candidate in its place, kept so that
+    `credit eval` stopped midway goes on where it stopped and the same command again scores nothing.
+
+    ``credit_key`` names everything that decides the value beyond the dialogue (the credit, its flags, the weights
+    it reads, and for a candidate the candidates run): a value is reused only under the same key."""
+
+    __tablename__ = "credit_value"
+    __table_args__ = (UniqueConstraint("credit_key", "turn_id", "candidate"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    credit_key: str = Field(index=True)
+    credit: str  # the credit as named (`credit eval --credit`), for a person reading the table
+    turn_id: int = Field(foreign_key="turn.id", index=True)
+    candidate: int = -1  # -1: the stored turn itself; k ≥ 0: the candidate of index k in its place
+    value: Optional[float] = None  # None: the credit gives that turn none
+    seconds: float = 0.0  # this value's share of the credit's own work
+    created_at: datetime = _when(nullable=False)
+
+
 class Evaluation(SQLModel, table=True):
     id: Optional[int] = Field(default=None, primary_key=True)
     policy: str = Field(index=True)

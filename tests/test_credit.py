@@ -293,6 +293,48 @@ def test_credit_sample_makes_the_same_state_pairs_credit_eval_scores(rolled, cli
     assert code != 0 and "no graded backend-lite dialogues in backend-lite:val" in err and "Traceback" not in err
 
 
+def test_credit_eval_stopped_midway_goes_on_where_it_stopped_and_again_scores_nothing(rolled, cli, monkeypatch):
+    """Every value lands in the store as a chunk of dialogues (or states) is valued: a stop loses one chunk at most,
+    the same command goes on with what it lacks and gives what an unstopped one gives, and other flags (another
+    seed) are another credit's values, not these."""
+    from colbench.training.credit.evaluate import CHUNK, evaluate_credits
+    from colbench.training.credit.signals import RandomCredit
+
+    code, made, err = cli("credit", "sample", "--tasks", "backend-lite:train", "--policies", "scripted:mixed@0.6",
+                          "--candidates", "3", "--sandbox", "bwrap", "--json")
+    assert code == 0, err
+    config = CreditConfig(sandbox="bwrap", seed=3)
+    everything = dict(tasks="backend-lite:train", pairs_from=made["run_id"])
+    dialogues = stored_dialogues(rolled, all_ids(rolled))
+    assert len(dialogues) > CHUNK  # the stop below falls between two chunks
+    valued, real = [], RandomCredit.values
+
+    def values(credit, chunk):
+        valued.append(len(chunk))
+        if len(valued) == 2 and stopping:
+            raise KeyboardInterrupt  # Ctrl-C while the second chunk of dialogues is valued
+        return real(credit, chunk)
+
+    monkeypatch.setattr(RandomCredit, "values", values)
+    stopping = True
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_credits(rolled, ["random"], config, **everything)
+    assert valued == [CHUNK, len(dialogues) - CHUNK]
+    valued.clear()
+    stopping = False
+    [resumed] = evaluate_credits(rolled, ["random"], config, **everything)
+    assert valued[0] == len(dialogues) - CHUNK  # only what the stop lost; then the candidates' dialogues
+    assert [d["values"] for d in resumed.dialogues] == real(RandomCredit(3), dialogues)
+    assert resumed.states and all(len(s["values"]) == len(s["truth"]) == 3 for s in resumed.states)
+    valued.clear()
+    [again] = evaluate_credits(rolled, ["random"], config, **everything)
+    assert valued == [] and again.dialogues == resumed.dialogues and again.states == resumed.states
+    assert again.seconds == pytest.approx(resumed.seconds)  # the work the values took, read back
+    [other_seed] = evaluate_credits(rolled, ["random"], CreditConfig(sandbox="bwrap", seed=4), **everything)
+    assert valued and [d["values"] for d in other_seed.dialogues] == real(RandomCredit(4), dialogues)
+    assert other_seed.dialogues != resumed.dialogues
+
+
 def test_the_study_report_recomputes_credit_evals_figures_from_the_values_file(rolled, cli, tmp_path):
     """`credit eval --values-out` keeps every value beside its truth; `study report` on the folder prints the same
     figures with no store, a table of every credit on the subset one of them was scored on, and a credit scored in

@@ -104,6 +104,8 @@ from colbench.store.queries.lineage import (
 from colbench.store.queries.candidates import (
     critic_scores_of,
     replace_critic_scores,
+    credit_values,
+    replace_credit_values,
     sweet_candidates,
     replace_sweet_candidates,
     add_sweet_pairs,

@@ -1,4 +1,4 @@
-"""Critic scores and SWEET candidates and pairs."""
+"""Critic scores, turn credits' values, and SWEET candidates and pairs."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -6,7 +6,7 @@ from typing import Sequence
 from sqlalchemy import delete, insert
 from sqlmodel import col, select, Session
 
-from colbench.store.models import CriticScore, SweetCandidate, SweetPair, Turn
+from colbench.store.models import CreditValue, CriticScore, SweetCandidate, SweetPair, Turn
 from colbench.store.queries._shared import chunks
 
 
@@ -32,6 +32,25 @@ def replace_critic_scores(session: Session, checkpoint_id: int, rows: list[dict]
                                                                col(CriticScore.turn_id).in_(chunk)))
     for chunk in chunks(rows):
         session.connection().execute(insert(CriticScore.__table__), chunk)
+
+
+def credit_values(session: Session, key: str, turn_ids: Sequence[int]) -> dict[tuple[int, int], CreditValue]:
+    """(turn id, candidate) → the value stored under a credit key, of those turns (candidate -1: the turn itself)."""
+    found = {}
+    for chunk in chunks(list(turn_ids)):
+        query = select(CreditValue).where(CreditValue.credit_key == key, col(CreditValue.turn_id).in_(chunk))
+        found |= {(row.turn_id, row.candidate): row for row in session.exec(query)}
+    return found
+
+
+def replace_credit_values(session: Session, key: str, turn_ids: Sequence[int], rows: list[dict]) -> None:
+    """The values of these turns (and of candidates in their place) under a credit key: rows of credit_key, credit,
+    turn_id, candidate, value, seconds, in place of any those turns had under that key."""
+    for chunk in chunks(list(turn_ids)):
+        session.connection().execute(delete(CreditValue).where(CreditValue.credit_key == key,
+                                                               col(CreditValue.turn_id).in_(chunk)))
+    for chunk in chunks(rows):
+        session.connection().execute(insert(CreditValue.__table__), chunk)
 
 
 def sweet_candidates(session: Session, key: str, turn_ids: Sequence[int]) -> dict[int, list[SweetCandidate]]:

@@ -95,6 +95,10 @@ class TurnCredit:
     """A credit signal. ``values`` is the whole interface (``last_values`` a shortcut a costly signal may take);
     ``close`` frees what it loaded."""
 
+    #: What its values depend on beyond the dialogues and its flags, where the flags do not say (the newest critic
+    #: it found in the store): `credit eval` reuses stored values only for the same (evaluate.credit_key).
+    reads: str = ""
+
     def values(self, dialogues: Sequence[CreditDialogue]) -> list[list[float | None]]:
         """Per dialogue, per agent turn: the turn's credit (None: none to give, e.g. a turn cut away)."""
         raise NotImplementedError

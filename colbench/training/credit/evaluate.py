@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Sequence
 
 from colbench.training.credit.base import (
@@ -241,45 +242,99 @@ def evaluate_credits(db, specs: Sequence[str], config: CreditConfig, *, tasks: s
                      on_progress=None) -> list[CreditValues]:
     """Value the graded lite dialogues of ``tasks`` (of ``policies``; the newest ``limit``; of the first
     ``task_limit`` tasks) and the same-state candidates the run ``pairs_from`` sampled in them (at most
-    ``pair_turns`` states) with each credit of ``specs``."""
+    ``pair_turns`` states) with each credit of ``specs``. Every value lands in the store as it is made (``kept``):
+    stopped, the same command goes on where it stopped; finished, it scores nothing again."""
     for spec in specs:
         CREDITS.parse(spec)
     truth = graded_lite_dialogues(db, tasks, policies, limit, task_limit)
     ids = sorted(truth)
     dialogues = stored_dialogues(db, ids)
     states = same_state_pairs(db, pairs_from, pair_turns, set(ids)) if pairs_from is not None else []
-    true_values = None
+    state_rows = []
     if states:
         oracle = make_credit("oracle", db, config)
         try:
-            true_values = candidate_values(oracle, states)
+            true_values, _ = kept(db, "oracle", credit_key(db, "oracle", config, oracle, pairs_from), states,
+                                  partial(candidate_values, oracle), on_progress)
         finally:
             oracle.close()
-    state_rows = [{"trajectory": s.dialogue.trajectory_id, "turn": s.dialogue.agent_turns[s.position].id,
-                   "task": s.dialogue.task_id, "answers": [is_answer(c, s.position + 1) for c in s.candidates],
-                   "truth": row} for s, row in zip(states, true_values or [])]
+        state_rows = [{"trajectory": s.dialogue.trajectory_id, "turn": s.dialogue.agent_turns[s.position].id,
+                       "task": s.dialogue.task_id, "answers": [is_answer(c, s.position + 1) for c in s.candidates],
+                       "truth": row} for s, row in zip(states, true_values)]
 
     results = []
     for spec in specs:
         choice, _ = CREDITS.parse(spec)
         credit = make_credit(spec, db, config)
         try:
-            started = time.perf_counter()
-            values = credit.values(dialogues)
-            judged = candidate_values(credit, states) if states else []
-            seconds = time.perf_counter() - started
+            values, seconds = kept(db, spec, credit_key(db, spec, config, credit), dialogues, credit.values,
+                                   on_progress)
+            judged, more = kept(db, spec, credit_key(db, spec, config, credit, pairs_from), states,
+                                partial(candidate_values, credit), on_progress) if states else ([], 0.0)
         finally:
             credit.close()
         results.append(CreditValues(
             credit=spec, training_info=bool(getattr(credit, "training_info", choice.training_info)), cost=choice.cost,
-            seconds=seconds,
+            seconds=seconds + more,
             dialogues=[{"trajectory": d.trajectory_id, "task": d.task_id, "reward": d.reward,
                         "kinds": truth[d.trajectory_id].kinds, "values": row} for d, row in zip(dialogues, values)],
             states=[state | {"values": row} for state, row in zip(state_rows, judged)],
         ))
-        if on_progress:
-            on_progress("credit eval", len(results), len(specs), {})
     return results
+
+
+#: Dialogues (or states) a credit values between two writes to the store: what a stop loses at most.
+CHUNK = 8
+
+
+def credit_key(db, spec: str, config: CreditConfig, credit, pairs_from: int | None = None) -> str:
+    """What decides a credit's values beyond the dialogue: its name, its flags (models as the store names them,
+    ckpt:<id>, so a run's name taken again is another key), the weights it says it reads (``TurnCredit.reads``: the
+    newest critic, when none is named), and for candidates their run. Stored values are reused only under the same
+    key."""
+    import hashlib
+    import json
+
+    from colbench.model_refs import stored_ref
+
+    settings = asdict(config) | {name: stored_ref(db, getattr(config, name)) for name in ("model", "scorer", "critic")}
+    decided = [spec, settings, credit.reads, pairs_from]
+    return hashlib.sha256(json.dumps(decided, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def kept(db, spec: str, key: str, units: Sequence, value, on_progress=None) -> tuple[list[list], float]:
+    """Per unit (a stored dialogue: a value per agent turn; a State: one per candidate), its values and the seconds
+    they took: those the store holds under ``key``, the others by ``value`` (units → their rows), CHUNK units at a
+    time, each chunk written to the store before the next starts."""
+    from colbench.store import queries
+
+    def slots(unit) -> list[tuple[int, int]]:
+        if isinstance(unit, State):
+            return [(unit.dialogue.agent_turns[unit.position].id, k) for k in range(len(unit.candidates))]
+        return [(turn.id, -1) for turn in unit.agent_turns]
+
+    wanted = [slots(unit) for unit in units]
+    turn_ids = sorted({turn for row in wanted for turn, _ in row})
+    with db.read() as session:
+        found = {slot: (row.value, row.seconds) for slot, row in queries.credit_values(session, key, turn_ids).items()}
+    todo = [i for i, row in enumerate(wanted) if not all(slot in found for slot in row)]
+    for start in range(0, len(todo), CHUNK):
+        chunk = todo[start: start + CHUNK]
+        started = time.perf_counter()
+        rows = value([units[i] for i in chunk])
+        share = (time.perf_counter() - started) / max(sum(len(wanted[i]) for i in chunk), 1)
+        made = []
+        for i, row in zip(chunk, rows):
+            if len(row) != len(wanted[i]):
+                raise CreditError(f"the credit {spec} gave {len(row)} values where {len(wanted[i])} were asked")
+            made += [{"credit_key": key, "credit": spec, "turn_id": turn, "candidate": candidate, "value": v,
+                      "seconds": share} for (turn, candidate), v in zip(wanted[i], row)]
+        with db.write() as session:
+            queries.replace_credit_values(session, key, sorted({turn for i in chunk for turn, _ in wanted[i]}), made)
+        found |= {(r["turn_id"], r["candidate"]): (r["value"], r["seconds"]) for r in made}
+        if on_progress:
+            on_progress(f"credit eval {spec}", start + len(chunk), len(todo), {})
+    return [[found[slot][0] for slot in row] for row in wanted], sum(found[slot][1] for row in wanted for slot in row)
 
 
 def save_values(path, valued: Sequence[CreditValues]) -> None:

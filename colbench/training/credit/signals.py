@@ -100,6 +100,7 @@ class CriticCredit(TurnCredit):
 
         self.critic = CriticModel.from_checkpoint(db, ref, device=config.device, batch_size=config.batch_size)
         self.training_info = self.critic.training_info
+        self.reads = f"ckpt:{self.critic.checkpoint_id}"
 
     def values(self, dialogues):
         from colbench.training import data as D
