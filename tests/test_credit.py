@@ -335,6 +335,27 @@ def test_credit_eval_stopped_midway_goes_on_where_it_stopped_and_again_scores_no
     assert other_seed.dialogues != resumed.dialogues
 
 
+def test_every_credit_side_by_side_in_one_command(rolled, cli, tiny_model_dir):
+    """The credit-signals issue's command: the critic (fitted here with the reference), infogain, ref-infogain, mc
+    and the oracle in one table over the same dialogues; the oracle orders questions perfectly and nothing else is
+    asked to; the same command again reads every value back instead of scoring it."""
+    tiny = str(tiny_model_dir)
+    code, _, err = cli("critic", "fit", "--model", tiny, "--split", "lite-train", "--full", "--epochs", "1",
+                       "--batch-size", "4", "--max-len", "512", "--lora-rank", "4", "--device", "cpu", "--name", "crit")
+    assert code == 0, err
+    command = ("credit", "eval", "--credit", "critic", "--credit", "infogain", "--credit", "ref-infogain", "--credit",
+               "mc", "--credit", "oracle", "--model", tiny, "--engine", "scripted:skip@0.5", "--mc-samples", "2",
+               "--tasks", "backend-lite:train", "--sandbox", "bwrap", "--device", "cpu", "--json")
+    code, rows, err = cli(*command)
+    assert code == 0, err
+    assert [r["credit"] for r in rows] == ["critic", "infogain", "ref-infogain", "mc", "oracle"]
+    assert {r["dialogues"] for r in rows} == {12} and len({r["question_auc"]["n"] for r in rows}) == 1
+    assert [r["training_info"] for r in rows] == [True, False, True, True, True]
+    assert rows[-1]["question_auc"]["value"] == 1.0
+    assert all(r["question_auc"]["value"] is not None and r["seconds_per_turn"] > 0 for r in rows)
+    assert cli(*command)[1] == rows  # every value and its seconds read back from the store
+
+
 def test_the_study_report_recomputes_credit_evals_figures_from_the_values_file(rolled, cli, tmp_path):
     """`credit eval --values-out` keeps every value beside its truth; `study report` on the folder prints the same
     figures with no store, a table of every credit on the subset one of them was scored on, and a credit scored in
