@@ -334,6 +334,16 @@ def test_credit_eval_stopped_midway_goes_on_where_it_stopped_and_again_scores_no
     assert valued and [d["values"] for d in other_seed.dialogues] == real(RandomCredit(4), dialogues)
     assert other_seed.dialogues != resumed.dialogues
 
+    from colbench.store.models import CreditValue
+    from sqlmodel import select
+
+    code, _, err = cli("runs", "rm", "rollout:1", "--yes")  # the expert's dialogues: their values go with them
+    assert code == 0, err
+    with rolled.read() as session:
+        left = {row.turn_id for row in session.exec(select(CreditValue))}
+        kept_turns = {turn.id for d in stored_dialogues(rolled, all_ids(rolled)) for turn in d.agent_turns}
+    assert left and left <= kept_turns
+
 
 def test_every_credit_side_by_side_in_one_command(rolled, cli, tiny_model_dir):
     """The credit-signals issue's command: the critic (fitted here with the reference), infogain, ref-infogain, mc

@@ -10,6 +10,7 @@ from sqlmodel import col, select, Session
 
 from colbench.store.models import (
     Checkpoint,
+    CreditValue,
     CriticScore,
     Lineage,
     RolloutRun,
@@ -86,13 +87,15 @@ def reusers_of_candidates(session: Session, run_id: int) -> list[int]:
 
 
 def delete_trajectories(session: Session, trajectory_ids: Sequence[int]) -> None:
-    """Trajectories with their turns, test results, critic scores and SWEET candidates of their turns."""
+    """Trajectories with their turns, test results, critic scores, credit values and SWEET candidates of their
+    turns."""
     connection = session.connection()
     for chunk in chunks(list(trajectory_ids)):
         turns = select(Turn.id).where(col(Turn.trajectory_id).in_(chunk)).scalar_subquery()
         connection.execute(delete(SweetPair).where(col(SweetPair.turn_id).in_(turns)))
         connection.execute(delete(SweetCandidate).where(col(SweetCandidate.turn_id).in_(turns)))
         connection.execute(delete(CriticScore).where(col(CriticScore.turn_id).in_(turns)))
+        connection.execute(delete(CreditValue).where(col(CreditValue.turn_id).in_(turns)))
         connection.execute(delete(Lineage).where(col(Lineage.trajectory_id).in_(chunk)))
         connection.execute(delete(TestResult).where(col(TestResult.trajectory_id).in_(chunk)))
         connection.execute(delete(Turn).where(col(Turn.trajectory_id).in_(chunk)))

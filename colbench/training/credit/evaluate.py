@@ -295,10 +295,17 @@ def credit_key(db, spec: str, config: CreditConfig, credit, pairs_from: int | No
     import hashlib
     import json
 
-    from colbench.model_refs import stored_ref
+    from colbench.model_refs import checkpoint_part, get_checkpoint
 
-    settings = asdict(config) | {name: stored_ref(db, getattr(config, name)) for name in ("model", "scorer", "critic")}
-    decided = [spec, settings, credit.reads, pairs_from]
+    def made(ref):  # a checkpoint by its id and when it was made: SQLite gives a deleted newest row's id again
+        if not ref or checkpoint_part(ref) is None:
+            return ref
+        row, _ = get_checkpoint(db, ref)
+        return f"ckpt:{row.id}@{row.created_at.isoformat()}"
+
+    settings = asdict(config) | {name: made(getattr(config, name)) for name in ("model", "scorer", "critic")}
+    choice, argument = CREDITS.parse(spec)
+    decided = [choice.name, made(argument), settings, made(getattr(credit, "reads", "")), pairs_from]
     return hashlib.sha256(json.dumps(decided, sort_keys=True).encode()).hexdigest()[:32]
 
 
