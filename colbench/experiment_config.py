@@ -30,13 +30,13 @@ ONLINE_CREDIT = {"grpo": "none", "grpo-critic": "critic", "grpo-oracle": "oracle
 DEFAULT_ARMS = ("rft", "mtdpo", "sweet", "sweet-no-c")
 # Task sets: the split the study trains on, and the splits it evaluates on: its validation
 # split, where every setting is chosen, and its test splits, read once at the end.
-# backend-lite's fresh split is a phase of its own: the third study's test set, read once per final arm
-# (studies/backend-lite-3/plan.md), never by `--evaluate-on test`.
+# backend-lite's fresh splits are phases of their own: fresh the third study's test set, fresh2 the fourth's, each read
+# once per final arm (studies/backend-lite-3/plan.md, studies/backend-lite-4/plan.md), never by `--evaluate-on test`.
 TASK_SETS = {
     BACKEND: ("train", {"test": ("test",)}),
     "backend-lite": (LITE_SPLITS["train"], {"val": (LITE_SPLITS["val"],),
                                             "test": (LITE_SPLITS["test"], LITE_SPLITS["novel"]),
-                                            "fresh": (LITE_SPLITS["fresh"],)}),
+                                            "fresh": (LITE_SPLITS["fresh"],), "fresh2": (LITE_SPLITS["fresh2"],)}),
     FRONTEND: ("train", {"test": ("test",)}),
 }
 # The task family each task set's splits belong to (backend-lite's are backend tasks).
@@ -53,7 +53,7 @@ PLAN_ONLY = {
 }
 # What --evaluate-on accepts: a phase, or one test split alone (e.g. lite-test, read before lite-novel).
 TEST_SPLITS = dict.fromkeys(split for _, phases in TASK_SETS.values() for split in phases["test"])
-EVALUATE_ON = ("val", "test", "fresh", *(split for split in TEST_SPLITS if split != "test"))
+EVALUATE_ON = ("val", "test", "fresh", "fresh2", *(split for split in TEST_SPLITS if split != "test"))
 
 
 def study_critic() -> CriticConfig:
@@ -92,7 +92,8 @@ class ExperimentConfig:
         "What every arm is evaluated on: 'val' (backend-lite's lite-val, 120 train-template tasks that no demonstration"
         " or training data touches: tune here) or 'test' (the test sets, read once, at the end), or one test set alone"
         " (lite-test or lite-novel), or 'fresh' (lite-fresh, the third study's test set: new instances of the trained"
-        " templates). Default: val for backend-lite, test for backend (it has no validation split).",
+        " templates), or 'fresh2' (lite-fresh2, the fourth study's: instances each holding a value no earlier split"
+        " has). Default: val for backend-lite, test for backend (it has no validation split).",
         choices=EVALUATE_ON
     )
     train_tasks: int | None = option(16, "The first N train tasks (None: all), after --train-offset.", min=1)

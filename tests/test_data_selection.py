@@ -76,7 +76,7 @@ def test_sft_learns_from_demonstrations_only(two_policies, tiny_model_dir):
     assert lineage == {i for i, t in by_policy["smollm2"].items() if t.success}
 
 
-@pytest.mark.parametrize("split", ["test", "lite-val", "lite-test", "lite-novel", "lite-fresh"])
+@pytest.mark.parametrize("split", ["test", "lite-val", "lite-test", "lite-novel", "lite-fresh", "lite-fresh2"])
 def test_training_on_a_held_out_split_is_refused(split):
     with pytest.raises(ValueError, match="held out"):
         PolicyConfig(split=split)
@@ -90,6 +90,7 @@ def test_task_selectors():
     assert parse_task_selector("backend-lite:train") == ("backend", "lite-train")
     assert parse_task_selector("backend-lite:novel") == ("backend", "lite-novel")
     assert parse_task_selector("backend-lite:fresh") == ("backend", "lite-fresh")
+    assert parse_task_selector("backend-lite:fresh2") == ("backend", "lite-fresh2")
     assert parse_task_selector("backend:lite-test") == ("backend", "lite-test")  # the stored name works too
     for wrong in ("backend-lite:lite-test", "frontend:lite-train", "backend-lite", "lite:test", "backend:novel"):
         with pytest.raises(ValueError, match="backend-lite:train"):

@@ -242,6 +242,7 @@ def test_a_lite_study_evaluates_on_validation_unless_told_to_read_the_test_sets(
     assert ExperimentConfig(tasks="backend-lite", evaluate_on="lite-test").test_splits == ("lite-test",)
     # The fresh split (study 3's test set) only when named: `test` never reads it.
     assert ExperimentConfig(tasks="backend-lite", evaluate_on="fresh").test_splits == ("lite-fresh",)
+    assert ExperimentConfig(tasks="backend-lite", evaluate_on="fresh2").test_splits == ("lite-fresh2",)
     with pytest.raises(ValueError, match="cannot be evaluated on fresh"):
         ExperimentConfig(tasks="backend", evaluate_on="fresh")
     with pytest.raises(ValueError, match="cannot be evaluated on lite-test: choose test"):

@@ -27,6 +27,7 @@ from colbench.tasks.lite import (
     template_of,
 )
 from colbench.tasks.lite.fresh import FRESH_VALUES, PER_TEMPLATE as FRESH_PER_TEMPLATE
+from colbench.tasks.lite.fresh2 import FRESH2_VALUES, PER_TEMPLATE as FRESH2_PER_TEMPLATE
 from colbench.tasks.lite.templates import OPENERS, TEMPLATES
 from colbench.tasks.spec import TaskSpec
 from colbench.authoring.validate import RULES, SIGNATURE, dedupe_key, validate_tasks
@@ -55,7 +56,7 @@ def test_tier_size_templates_domains_and_splits(instances):
     assert len({t.domain for t in TEMPLATES if t.name in NOVEL_TEMPLATES}) >= 6  # novel templates span domains
     per_template = collections.defaultdict(collections.Counter)
     for spec in tasks:
-        assert spec.split in ("train", "val", "test", "novel", "fresh")
+        assert spec.split in ("train", "val", "test", "novel", "fresh", "fresh2")
         per_template[template_of(spec)][spec.split] += 1
     for name, counts in per_template.items():
         if name in NOVEL_TEMPLATES:
@@ -65,11 +66,13 @@ def test_tier_size_templates_domains_and_splits(instances):
                 name,
                 counts
             )
-            assert counts["fresh"] <= FRESH_PER_TEMPLATE
+            assert counts["fresh"] <= FRESH_PER_TEMPLATE and counts["fresh2"] <= FRESH2_PER_TEMPLATE
     # the rule is positional: instance i of a template is test iff i % 7 == 3, validation iff i % 7 == 6; the
-    # instances after the first INSTANCES are fresh
+    # instances after the first INSTANCES are fresh, those after fresh's room fresh2
     for item in instances:
-        if item.index >= INSTANCES:
+        if item.index >= INSTANCES + FRESH_PER_TEMPLATE:
+            assert item.spec.split == "fresh2" and item.template.name not in NOVEL_TEMPLATES
+        elif item.index >= INSTANCES:
             assert item.spec.split == "fresh" and item.template.name not in NOVEL_TEMPLATES
         elif item.template.name not in NOVEL_TEMPLATES:
             assert (item.spec.split == "test") == (item.index % 7 == 3) and (item.spec.split == "val") == (
@@ -95,6 +98,29 @@ def test_the_fresh_split_is_new_value_combinations_of_trained_templates(instance
         assert item.spec.naive_solution != item.spec.ground_truth
 
 
+def test_the_fresh2_split_holds_a_value_no_earlier_split_has_in_every_task(instances):
+    """lite-fresh2 (study 4's test set): at least 400 tasks over at least 35 trained templates; every task holds a
+    value of fresh2's table, which no instance of another split holds, so none of its combinations was ever read;
+    and the tiers before it are what they were (fresh2 is numbered after them, stored after them)."""
+    fresh2 = [item for item in instances if item.spec.split == "fresh2"]
+    assert len(fresh2) >= 400 and len({item.template.name for item in fresh2}) >= 35
+    earlier_values = collections.defaultdict(set)
+    for item in instances:
+        if item.spec.split != "fresh2":
+            earlier_values[item.template.name] |= set(item.keys.items())
+    for item in fresh2:
+        new = {(k, v) for k, v in item.keys.items() if v in FRESH2_VALUES[item.template.name].get(k, ())}
+        assert new and not new & earlier_values[item.template.name], item.spec.ground_truth
+        assert item.spec.naive_solution != item.spec.ground_truth
+    guesses = {(t.name, p.name): p.guess for t in TEMPLATES for p in t.hidden}
+    for template, table in FRESH2_VALUES.items():
+        for name, values in table.items():
+            assert guesses[(template, name)] not in values, (template, name)  # never the naive guess
+    stored = sorted(instances, key=lambda item: item.index)  # how the store numbers them (ensure_lite_tasks)
+    first = next(i for i, item in enumerate(stored) if item.spec.split == "fresh2")
+    assert all(item.spec.split == "fresh2" for item in stored[first:])  # earlier tasks keep their ids
+
+
 def test_a_store_made_before_lite_val_gets_its_validation_tasks_moved_out_of_lite_train(sqlite_url, instances):
     """An older store held the validation tasks as lite-train; storing the tier again moves them, so
     no trainer reads one, and `backend-lite:val` selects them."""
@@ -111,18 +137,20 @@ def test_a_store_made_before_lite_val_gets_its_validation_tasks_moved_out_of_lit
     db = Database(sqlite_url)
     old = [replace(item.spec, split={"test": "lite-test", "novel": "lite-novel"}.get(item.spec.split, "lite-train"))
            for item in sorted(instances, key=lambda item: item.index)  # the order ensure_lite_tasks stores them in
-           if item.spec.split != "fresh"]  # an older store had no fresh split either
+           if item.spec.split not in ("fresh", "fresh2")]  # an older store had no fresh splits either
     with db.write() as session:
         queries.add_tasks(session, [task_row(spec) for spec in old])
         ids_before = {t.content_hash: t.id for t in session.exec(select(Task))}
     fresh = sum(item.spec.split == "fresh" for item in instances)
-    assert ensure_lite_tasks(db) == fresh
+    fresh2 = sum(item.spec.split == "fresh2" for item in instances)
+    assert ensure_lite_tasks(db) == fresh + fresh2
     with db.read() as session:
         splits = collections.Counter(t.split for t in session.exec(select(Task)))
         # The fresh tasks come after every older one: no older task's id moves, so `--limit`/`--offset` read the
         # same tasks as before in every other split.
         ids_after = {t.content_hash: t.id for t in session.exec(select(Task))}
-    assert splits == {"lite-train": 720, "lite-val": 120, "lite-test": 160, "lite-novel": 250, "lite-fresh": fresh}
+    assert splits == {"lite-train": 720, "lite-val": 120, "lite-test": 160, "lite-novel": 250, "lite-fresh": fresh,
+                      "lite-fresh2": fresh2}
     assert {h: ids_after[h] for h in ids_before} == ids_before and min(set(ids_after.values()) - set(
         ids_before.values())) > max(ids_before.values())
     assert [t.split for t in select_tasks(db, "backend-lite:val", limit=40)] == ["lite-val"] * 40

@@ -15,7 +15,8 @@ SPLITS = ("train", "test")
 # The backend-lite tier (colbench/tasks/lite) lives beside the built-in tasks under splits of
 # its own, so `backend:train` never reads a lite task and a trainer's --split picks the tier.
 LITE_SPLITS = {
-    "train": "lite-train", "val": "lite-val", "test": "lite-test", "novel": "lite-novel", "fresh": "lite-fresh"
+    "train": "lite-train", "val": "lite-val", "test": "lite-test", "novel": "lite-novel", "fresh": "lite-fresh",
+    "fresh2": "lite-fresh2",
 }
 
 

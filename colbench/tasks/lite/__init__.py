@@ -28,7 +28,9 @@ vat, rate | name: tax_rate]
   ``"val"`` when i % TEST_EVERY == VAL_AT (3 of 25: the tasks every setting is chosen on,
   which neither demonstrations nor training data ever touch), else ``"train"``.
 - Instances numbered INSTANCES and on are ``"fresh"``: new value combinations of the trained
-  templates that no earlier study read (fresh.py says why and holds their new values).
+  templates that no earlier study read (fresh.py says why and holds their new values); those
+  numbered INSTANCES + fresh.PER_TEMPLATE and on are ``"fresh2"``, each holding a value no earlier
+  split has (fresh2.py), the fourth study's test set.
 """
 from __future__ import annotations
 
@@ -43,8 +45,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from colbench.tasks.lite.fresh import FRESH_VALUES, PER_TEMPLATE as FRESH_PER_TEMPLATE
+from colbench.tasks.lite.fresh2 import FRESH2_VALUES, PER_TEMPLATE as FRESH2_PER_TEMPLATE
 from colbench.tasks.lite.schema import Template
-from colbench.tasks.lite.templates import BY_NAME, OPENERS, TEMPLATES
+from colbench.tasks.lite.templates import BY_NAME, LATER_OPENERS, OPENERS, TEMPLATES
 from colbench.tasks.spec import TaskSpec
 
 SOURCE_PREFIX = "lite:"
@@ -298,7 +301,7 @@ def _choose_tests(template: Template, runner: _Runner, keys: dict, where: str, v
 
 def _split(template: Template, index: int) -> str:
     if index >= INSTANCES:
-        return "fresh"
+        return "fresh" if index < INSTANCES + FRESH_PER_TEMPLATE else "fresh2"
     if template.novel:
         return "novel"
     return {TEST_AT: "test", VAL_AT: "val"}.get(index % TEST_EVERY, "train")
@@ -307,7 +310,9 @@ def _split(template: Template, index: int) -> str:
 def _description(template: Template, position: int, index: int) -> str:
     requests = template.requests
     request = requests[index % len(requests)]
-    opener = OPENERS[(index // len(requests) + position) % len(OPENERS)]
+    first = len(OPENERS) * len(requests)  # the instances OPENERS words distinctly; later ones get LATER_OPENERS
+    openers, turn = (OPENERS, index) if index < first else (LATER_OPENERS, index - first)
+    opener = openers[(turn // len(requests) + position) % len(openers)]
     return f"{opener} {request} The signature of the function is: def {template.signature}"
 
 
@@ -359,30 +364,53 @@ def _fresh_instances_of(template: Template, position: int) -> list[LiteInstance]
     values = {p.name: tuple(p.values) + tuple(extra.get(p.name, ())) for p in template.hidden}
     used = set(_hash_order(template, itertools.product(*(p.values for p in template.hidden)))[:INSTANCES])
     combos = [c for c in _hash_order(template, itertools.product(*values.values())) if c not in used]
+    return _instances_on(template, position, combos, values, INSTANCES, FRESH_PER_TEMPLATE, "fresh")
+
+
+def _fresh2_instances_of(template: Template, position: int) -> list[LiteInstance]:
+    """Up to fresh2.PER_TEMPLATE instances numbered from INSTANCES + fresh.PER_TEMPLATE on, each on a combination
+    that holds a value of fresh2.py's table (so no earlier instance has it), in the same fixed order."""
+    if template.novel or template.name not in FRESH2_VALUES:
+        return []
+    new = FRESH2_VALUES[template.name]
+    earlier = FRESH_VALUES.get(template.name, {})
+    values = {p.name: tuple(p.values) + tuple(earlier.get(p.name, ())) + tuple(new.get(p.name, ()))
+              for p in template.hidden}
+    combos = [c for c in _hash_order(template, itertools.product(*values.values()))
+              if any(v in new.get(name, ()) for name, v in zip(values, c))]
+    return _instances_on(template, position, combos, values, INSTANCES + FRESH_PER_TEMPLATE, FRESH2_PER_TEMPLATE,
+                         "fresh2")
+
+
+def _instances_on(template: Template, position: int, combos: list[tuple], values: dict, first: int, most: int,
+                  split: str) -> list[LiteInstance]:
+    """Up to ``most`` instances numbered from ``first`` on, on ``combos`` in order (of ``values``' parameters); a
+    combination whose tests cannot make every value of ``values`` matter is passed over."""
     runner = _Runner(template)
     naive = template.render({p.name: p.guess for p in template.hidden})
     made = []
     for combo in combos:
-        if len(made) == FRESH_PER_TEMPLATE:
+        if len(made) == most:
             break
         keys = dict(zip(values, combo))
-        index = INSTANCES + len(made)
         try:
-            tests = _choose_tests(template, runner, keys, f"{template.name} fresh", values)
+            tests = _choose_tests(template, runner, keys, f"{template.name} {split}", values)
         except RuntimeError:
             continue
-        made.append(LiteInstance(_spec(template, position, index, keys, tests, naive), template, index, keys))
+        made.append(LiteInstance(_spec(template, position, first + len(made), keys, tests, naive), template,
+                                 first + len(made), keys))
     return made
 
 
 @functools.cache
 def lite_instances() -> tuple[LiteInstance, ...]:
     """Every lite task with the template and hidden values it was made from, in a fixed order: each template's
-    INSTANCES, then its fresh ones (numbered on from INSTANCES)."""
+    INSTANCES, then its fresh ones (numbered on from INSTANCES), then its fresh2 ones."""
     return tuple(
         item
         for position, template in enumerate(TEMPLATES)
-        for item in _instances_of(template, position) + _fresh_instances_of(template, position)
+        for item in (_instances_of(template, position) + _fresh_instances_of(template, position)
+                     + _fresh2_instances_of(template, position))
     )
 
 

@@ -32,3 +32,19 @@ OPENERS = (
     "I'd love a small Python helper.",
     "Let me explain what I need.",
 )
+# Openers of a template's instances beyond the len(OPENERS) x len(requests) that OPENERS gives distinct descriptions
+# (the fresh2 split's): a new list, so that no earlier instance's description changes.
+LATER_OPENERS = (
+    "Hey, I need something small.",
+    "Could you write this for me?",
+    "Hello, I'm after a little function.",
+    "Here's what I'm trying to do.",
+    "I wonder if you could help.",
+    "Something I keep doing by hand:",
+    "Afternoon!",
+    "I've a simple one for you.",
+    "Could I ask for a bit of code?",
+    "Here's my situation.",
+    "A small request, if you have a moment.",
+    "I'm hoping you can save me some time.",
+)
