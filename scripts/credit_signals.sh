@@ -73,8 +73,10 @@ base)
 rft)
   timed round1 "$colbench" rollout --model ckpt:warm --tasks backend-lite:train --limit 100 -k 4 "${turns[@]}" \
     --name round1
+  # Activation checkpointing, as study 3's rft had (its study_policy()): the same sums, in less memory; without it
+  # rft's batches of 32 dialogues took more than this machine's 24 GB (2026-12-06, under the pinned kernels).
   have rft || timed rft "$colbench" policy fit --algo rft --model ckpt:warm --split lite-train \
-    --policies "$(ckpt warm)" --full --lr 3e-5 --epochs 4 --device cpu --name rft
+    --policies "$(ckpt warm)" --full --lr 3e-5 --epochs 4 --gradient-checkpointing --device cpu --name rft
   ;;
 dialogues)
   for policy in warm rft; do
