@@ -329,6 +329,8 @@ def kept(db, spec: str, key: str, units: Sequence, value, on_progress=None) -> t
         chunk = todo[start: start + CHUNK]
         started = time.perf_counter()
         rows = value([units[i] for i in chunk])
+        if len(rows) != len(chunk):
+            raise CreditError(f"the credit {spec} valued {len(rows)} of {len(chunk)} dialogues or states asked")
         share = (time.perf_counter() - started) / max(sum(len(wanted[i]) for i in chunk), 1)
         made = []
         for i, row in zip(chunk, rows):
