@@ -1,11 +1,12 @@
 """`colbench study report`: a study's tables, recomputed from its committed files alone."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
 
-from colbench.cli.common import console, print_json
+from colbench.cli.common import console, fail, print_json
 
 app = typer.Typer(help="Studies kept as files (studies/<name>/): their tables, recomputed from the files alone.",
                   no_args_is_help=True)
@@ -18,12 +19,15 @@ def report(
                   " study's values.jsonl (colbench/training/credit/report.py)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Every figure as JSON."),
+    curves: Path = typer.Option(None, "--curves", help="Also draw every online run's curves (steps.jsonl: reward,"
+                                " validation, entropy, mismatch, zero spread, turns, leaks) into this PNG."),
 ) -> None:
     """Per split and label, each arm's success and tests passed with 95% intervals and its paired
     difference from zero-shot; SWEET-RL against zero-shot, rft and mtdpo (Holm-corrected) and
     against SWEET-RL without c; every configuration tried on validation, with its cost; SWEET-RL's
-    training pairs against ground truth. A credit study: every credit's figures against ground truth, and the
-    signal its plan carries online. Reads no store and no model: anyone can recompute the README's tables."""
+    training pairs against ground truth; each online run's diagnostics over its steps. A credit study: every
+    credit's figures against ground truth, and the signal its plan carries online. Reads no store and no model:
+    anyone can recompute the README's tables."""
     from colbench.study import TRAJECTORIES, markdown, report as study_report
     from colbench.training.credit import report as credits
 
@@ -35,6 +39,14 @@ def report(
         console.print(credits.markdown(found), highlight=False, markup=False)
         return
     found = study_report(folder)
+    if curves is not None:
+        from colbench import study_online
+        from colbench.study import read_jsonl
+
+        steps = read_jsonl(folder / study_online.STEPS)
+        if not steps:
+            fail(f"{folder / study_online.STEPS} holds no online steps to draw")
+        print(f"curves: {study_online.plot(steps, curves)}", file=sys.stderr)
     if as_json:
         print_json(found)
         return

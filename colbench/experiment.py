@@ -59,6 +59,7 @@ PAPER_BACKEND = {
     "grpo": (None, None),  # not in the paper
     "grpo-critic": (None, None),
     "grpo-oracle": (None, None),
+    "grpo-credit": (None, None),
 }
 ARM_TITLES = {
     "zero-shot": "zero-shot",
@@ -72,6 +73,7 @@ ARM_TITLES = {
     "grpo": "online GRPO",
     "grpo-critic": "online GRPO + the critic's turn credit",
     "grpo-oracle": "online GRPO + ground truth's turn credit (control)",
+    "grpo-credit": "online GRPO + a named turn credit",
 }
 # The agent whose dialogues judge the critics on backend-lite: it asks, skips, digresses and
 # answers early, so its turns differ in whether they obtain a fact.
@@ -184,8 +186,9 @@ def _policy_line(cfg: ExperimentConfig, key: str, critic: str | None) -> str:
     trainer = _trainer_line(policy, policy.epochs, policy.max_len)
     if algo == "grpo":
         weight = policy.turn_credit_weight
-        credit = {"critic": f", + {critic}'s turn credit x{weight:g}",
-                  "oracle": f", + ground truth's turn credit x{weight:g}"}.get(policy.turn_credit, "")
+        credit = {"critic": f", + {critic}'s turn credit x{weight:g}", "none": "",
+                  "oracle": f", + ground truth's turn credit x{weight:g}"}.get(
+            policy.turn_credit, f", + {policy.turn_credit}'s turn credit x{weight:g}")
         return (f"{policy.steps} online steps of {policy.tasks_per_step} tasks x {policy.group} dialogues, clip"
                 f" {policy.clip:g}, KL β {policy.kl_beta:g}{credit}; {trainer}")
     if algo == "rft":
@@ -499,9 +502,10 @@ class BackendExperiment:
 
     def record_study(self, arms: list[Arm]) -> None:
         """Each evaluated arm's trajectories, under the run's label, in the study's files; on
-        validation, also what the arm was trained with and what its training cost; and what each
-        SWEET-RL arm's pairs preferred, against ground truth (backend-lite's human and the sandbox)."""
-        from colbench import study
+        validation, also what the arm was trained with and what its training cost; what each
+        SWEET-RL arm's pairs preferred, against ground truth (backend-lite's human and the sandbox);
+        and each online arm's steps (colbench/study_online.py)."""
+        from colbench import study, study_online
         from colbench.families.lite_truth import pair_kinds
         from colbench.grading.grader import Grader
 
@@ -520,6 +524,9 @@ class BackendExperiment:
             name = cfg.recorded_name(arm.key)
             if not name:
                 continue
+            if algo_of(arm.key) == "grpo" and arm.training.get("run_id"):  # an online arm: its steps, as it trained
+                study_online.record_steps(self.folder, name, cfg.label, cfg.training_seed, arm.training["run_id"],
+                                          study_online.run_steps(self.db, arm.training["run_id"]))
             critic = (arm.critic or {}).get("members", [arm.critic or {}])[0]  # an ensemble's first member
             for split, result in arm.results.items():
                 rows = [{"seed": cfg.training_seed} | row for row in

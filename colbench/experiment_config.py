@@ -24,9 +24,10 @@ FRONTEND = "frontend"
 
 # The policy arms --arms can ask for (zero-shot is always there; best-of-N comes with --best-of).
 POLICY_ARMS = ("rft", "mtdpo", "sweet", "sweet-no-c", "sweet-critic", "sweet-oracle", "grpo", "grpo-critic",
-               "grpo-oracle")
-# Online arms: GRPO from the study's model on fresh rollouts of its train split, with the per-turn credit named.
-ONLINE_CREDIT = {"grpo": "none", "grpo-critic": "critic", "grpo-oracle": "oracle"}
+               "grpo-oracle", "grpo-credit")
+# Online arms: GRPO from the study's model on fresh rollouts of its train split, with the per-turn credit named;
+# grpo-credit's is whichever --turn-credit names (infogain, ref-infogain, mc, a plugin's).
+ONLINE_CREDIT = {"grpo": "none", "grpo-critic": "critic", "grpo-oracle": "oracle", "grpo-credit": None}
 DEFAULT_ARMS = ("rft", "mtdpo", "sweet", "sweet-no-c")
 # Task sets: the split the study trains on, and the splits it evaluates on: its validation
 # split, where every setting is chosen, and its test splits, read once at the end.
@@ -70,7 +71,7 @@ def study_policy() -> PolicyConfig:
 # Settings the study sets on every trainer itself (from its own fields, or per arm).
 STUDY_SET = {"family", "split", "seed", "device", "out", "policies", "name", "tags"}
 CRITIC_SET = STUDY_SET | {"training_info"}
-POLICY_SET = STUDY_SET | {"temperature", "max_new_tokens", "sample_batch_size"}
+POLICY_SET = STUDY_SET | {"temperature", "max_new_tokens", "sample_batch_size", "turn_credit"}
 
 
 @dataclass
@@ -139,11 +140,17 @@ class ExperimentConfig:
         " (SWEET-RL with the critic trained without training-time info: the paper's ablation), sweet-critic (ranked by"
         " the critic's own advantage, --score critic) and sweet-oracle (backend-lite: ranked by ground truth, no"
         " critic; tells a failing actor update from a failing critic), grpo (online GRPO on fresh rollouts of the train"
-        " split, --policy-steps, --policy-group ...), grpo-critic (+ the critic's per-turn credit, read with c) and"
-        " grpo-oracle (+ ground truth's, backend-lite). Default: the paper's four.",
+        " split, --policy-steps, --policy-group ...), grpo-critic (+ the critic's per-turn credit, read with c),"
+        " grpo-oracle (+ ground truth's, backend-lite) and grpo-credit (+ the turn credit --turn-credit names)."
+        " Default: the paper's four.",
         flags=("--arm",),
         choices=POLICY_ARMS
     )
+    turn_credit: str = option("none", (
+        "The grpo-credit arm's per-turn credit: any registered turn credit but the critic and ground truth, which are"
+        " the grpo-critic and grpo-oracle arms (infogain, ref-infogain, mc, random, a plugin's; `colbench credit ls`),"
+        " through --policy-turn-credit-combination, its models the study's --model, frozen."
+    ))
     critic_ensemble: int = option(
         1,
         "Critics with c that rank SWEET-RL's candidates together (their scores averaged), each trained with its own"
@@ -212,6 +219,12 @@ class ExperimentConfig:
         if "sweet-oracle" in self.arms and self.tasks != "backend-lite":
             raise ValueError(
                 "the sweet-oracle arm needs --tasks backend-lite (its ground truth is the lite human's facts)"
+            )
+        if "grpo-credit" in self.arms and self.turn_credit in ("none", "critic", "oracle"):
+            raise ValueError(
+                "the grpo-credit arm takes its turn credit from --turn-credit NAME (infogain, ref-infogain, mc, a"
+                f" plugin's; `colbench credit ls`), not {self.turn_credit!r}: the arms grpo, grpo-critic and"
+                " grpo-oracle are those"
             )
         if self.rounds > 1 and (self.train_tasks is None or "sweet" not in self.arms):
             raise ValueError("--rounds needs --train-tasks (each round takes that many fresh tasks) and the sweet arm")
@@ -330,9 +343,8 @@ class ExperimentConfig:
         """An arm's trainer config: the study's policy settings, the controls' ranking, and the
         trajectories of ``data`` (TrainingConfig.policies)."""
         score = {"sweet-critic": "critic", "sweet-oracle": "oracle"}.get(arm, self.policy.score)
-        online = {"turn_credit": ONLINE_CREDIT[arm], "simulator": self.simulator, "sim_guard": self.sim_guard,
-                  "sandbox": self.sandbox} \
-            if arm in ONLINE_CREDIT else {}
+        online = {"turn_credit": ONLINE_CREDIT[arm] or self.turn_credit, "simulator": self.simulator,
+                  "sim_guard": self.sim_guard, "sandbox": self.sandbox} if arm in ONLINE_CREDIT else {}
         return replace(
             self.policy, family=self.family, split=self.train_split, temperature=self.temperature,
             max_new_tokens=self.max_new_tokens,

@@ -13,15 +13,17 @@ A study's folder (``studies/backend-lite`` in the repository) holds:
 - ``pairs.jsonl``: one line per SWEET-RL arm and label: what its training pairs preferred, judged
   by the built-in human and the sandbox (`colbench critic pairs --grade`; `--study FOLDER --arm
   --label` keeps a run's line here), so that a critic's ranking can be checked against ground truth.
+- ``steps.jsonl``: every online arm's stored figures, step by step (colbench/study_online.py).
 - ``times.log``: each stage's start and stop, as the study's script wrote them.
 
-`colbench experiment --label NAME` writes the first three; `colbench study report FOLDER` reads them
+`colbench experiment --label NAME` writes the first three and the steps; `colbench study report FOLDER` reads them
 alone (no store, no model) and gives, per split, each arm's success with a bootstrap interval over
 tasks (a task's dialogues resampled together) and its paired difference from zero-shot on the same
 tasks and samples, and for SWEET-RL its paired differences from zero-shot, rejection fine-tuning and
 multi-turn DPO with Holm-corrected p-values, and from SWEET-RL without c; every configuration tried
 on validation, with its settings and cost, each arm's best marked; and how often each SWEET-RL arm's
-chosen candidate was the better one where ground truth orders the two.
+chosen candidate was the better one where ground truth orders the two; and each online run's
+diagnostics over its steps.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from colbench import study_online
 from colbench.errors import ColbenchError
 from colbench.families.backend import BackendFamily
 from colbench.jsonl import records
@@ -290,6 +293,7 @@ def report(folder: Path) -> dict:
         ],
         "search": search(validation, results),
         "pairs": _distinct_pairs(read_jsonl(folder / PAIRS)),
+        "online": study_online.summary(read_jsonl(folder / study_online.STEPS)),
     }
 
 
@@ -467,4 +471,6 @@ def markdown(found: dict) -> str:
             labels = ", ".join(row["labels"])
             out.append(f"| {row['arm']} | {labels} | {row['pairs']} | {row['ordered']} | {agreement} |"
                        f" {row['questions'][0]} / {row['questions'][1]} | {row['answers'][0]} / {row['answers'][1]} |")
+    if found.get("online"):
+        out.append(study_online.markdown(found["online"]))
     return "\n".join(out).strip() + "\n"

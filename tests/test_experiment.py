@@ -321,3 +321,56 @@ def test_on_policy_rounds_roll_out_the_last_policy_on_fresh_tasks_and_continue_i
     ]  # the critic refitted
     code, out, err = cli("experiment", "backend", "--dir", str(tmp_path / "x"), "--rounds", "2", "--arm", "rft")
     assert code != 0 and "--rounds needs" in err
+
+
+def test_online_arms_train_with_their_own_credit_and_keep_their_steps_in_the_study(tiny_model_dir, tmp_path, cli):
+    """Study 4's online arms (studies/backend-lite-4): plain GRPO and GRPO with the turn credit --turn-credit
+    names, each recorded under its study name with every stored step of its run, and read back by the report."""
+    from colbench.study import report
+    from colbench.study_online import STEPS, run_steps
+    from colbench.study import read_jsonl
+
+    folder = tmp_path / "study"
+    folder.mkdir()
+    db = Database(f"sqlite:///{folder / 'colbench.db'}")
+    code, result, err = cli(
+        "experiment", "backend", "--tasks", "backend-lite", "--model", str(tiny_model_dir), "--dir", str(folder),
+        "--json", "--label", "online", "--arm", "grpo", "--arm", "grpo-credit", "--turn-credit", "random",
+        "--record-arm", "grpo-credit=grpo+random", "--policy-steps", "2", "--policy-tasks-per-step", "1",
+        "--policy-group", "2", *TINY_STUDY
+    )
+    assert code == 0, err
+    arms = {a["arm"]: a for a in result["arms"]}
+    with db.read() as session:
+        runs = {run.id: run for run in session.exec(select(TrainingRun))}
+    credit = {runs[arms[key]["training"]["run_id"]].config["turn_credit"] for key in ("grpo", "grpo-credit")}
+    assert runs[arms["grpo"]["training"]["run_id"]].config["turn_credit"] == "none"
+    assert credit == {"none", "random"}
+    steps = read_jsonl(folder / STEPS)
+    for key, name in (("grpo", "grpo"), ("grpo-credit", "grpo+random")):
+        mine = [s for s in steps if s["arm"] == name]
+        run_id = arms[key]["training"]["run_id"]
+        assert [s["step"] for s in mine] == [1, 2] and {s["run_id"] for s in mine} == {run_id}
+        assert [s["reward"] for s in mine] == [s["reward"] for s in run_steps(db, run_id)]
+    online = {row["arm"]: row for row in report(folder)["online"]}
+    assert set(online) == {"grpo", "grpo+random"} and online["grpo"]["dialogues"] == 4
+    # A rerun trains nothing again and leaves the steps as they were.
+    before, written = counts(db), (folder / STEPS).read_text()
+    code, _, err = cli(
+        "experiment", "backend", "--tasks", "backend-lite", "--model", str(tiny_model_dir), "--dir", str(folder),
+        "--label", "online", "--arm", "grpo", "--arm", "grpo-credit", "--turn-credit", "random",
+        "--record-arm", "grpo-credit=grpo+random", "--policy-steps", "2", "--policy-tasks-per-step", "1",
+        "--policy-group", "2", *TINY_STUDY
+    )
+    assert code == 0, err
+    assert counts(db) == before and (folder / STEPS).read_text() == written
+
+
+def test_the_credit_arm_needs_a_credit_of_its_own(cli, tmp_path):
+    code, out, err = cli("experiment", "backend", "--tasks", "backend-lite", "--dir", str(tmp_path), "--arm",
+                         "grpo-credit", "--dry-run")
+    assert code != 0 and "--turn-credit" in err and "Traceback" not in err
+    code, out, err = cli("experiment", "backend", "--tasks", "backend-lite", "--dir", str(tmp_path), "--arm",
+                         "grpo-credit", "--turn-credit", "ref-infogain", "--dry-run")
+    assert code == 0, err
+    assert "online GRPO + a named turn credit: 25 online steps" in out and "+ ref-infogain's turn credit x1" in out
