@@ -301,30 +301,39 @@ def declared(folder: Path, groups: dict[tuple[str, str, str], list[dict]]) -> di
     """The comparisons the study's ``comparisons.json`` declares, per split of the final label: the primary one
     (B − A paired over tasks, each task's mean over every dialogue of every training seed, sign-flip p, its
     interval resampling tasks, and the difference it could detect at 80% power) and the secondary ones, their
-    p-values Holm-corrected together. A comparison whose arms were not both read is left out."""
+    p-values Holm-corrected together; and its ``validation`` comparisons (a decision rule's, e.g. a gate) on each
+    validation label that read both arms, keyed "SPLIT, LABEL", Holm-corrected together there. A comparison whose
+    arms were not both read is left out."""
     path = folder / COMPARISONS
     if not path.exists():
         return {}
     try:
         plan = json.loads(path.read_text(encoding="utf-8"))
         primary, secondary = tuple(plan["primary"]), [tuple(pair) for pair in plan.get("secondary", [])]
-        if len(primary) != 2 or any(len(pair) != 2 for pair in secondary):
+        validation = [tuple(pair) for pair in plan.get("validation", [])]
+        if len(primary) != 2 or any(len(pair) != 2 for pair in secondary + validation):
             raise ValueError("each comparison names two arms")
     except (ValueError, KeyError, TypeError) as err:
         raise StudyError(f"{path}: not a comparisons file ({err})") from err
-    def paired(split: str, pair: tuple) -> dict | None:
-        a, b = (groups.get((split, FINAL, arm)) for arm in pair)
+    def paired(split: str, pair: tuple, label: str = FINAL) -> dict | None:
+        a, b = (groups.get((split, label, arm)) for arm in pair)
         return _paired(a, b, *pair) if a and b else None
+
+    def corrected(split: str, pairs: list[tuple], label: str = FINAL) -> dict:
+        found = {f"{b} − {a}": paired(split, (a, b), label) for a, b in pairs}
+        found = {k: v for k, v in found.items() if v is not None}
+        for key, p_holm in holm({k: v["p_value"] for k, v in found.items()}).items():
+            found[key]["p_holm"] = p_holm
+        return found
 
     found = {}
     for split in sorted({s for s, label, _ in groups if label == FINAL}):
-        second = {f"{b} − {a}": paired(split, (a, b)) for a, b in secondary}
-        second = {k: v for k, v in second.items() if v is not None}
-        for key, p_holm in holm({k: v["p_value"] for k, v in second.items()}).items():
-            second[key]["p_holm"] = p_holm
         first = paired(split, primary)
         found[split] = {"primary": {"name": f"{primary[1]} − {primary[0]}", **first} if first else None,
-                        "secondary": second}
+                        "secondary": corrected(split, secondary)}
+    for split, label in sorted({(s, label) for s, label, _ in groups if label != FINAL and s in VALIDATION_SPLITS}):
+        if checked := corrected(split, validation, label):
+            found[f"{split}, {label}"] = {"primary": None, "secondary": checked}
     return found
 
 

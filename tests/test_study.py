@@ -447,3 +447,20 @@ def test_each_online_run_is_summarised_and_drawn_from_its_steps_alone(tmp_path, 
     (tmp_path / STEPS).unlink()
     code, out, err = run("study", "report", str(tmp_path), "--curves", str(tmp_path / "none.png"))
     assert code != 0 and "holds no online steps" in err and "Traceback" not in err
+
+
+def test_the_plans_validation_comparisons_are_read_on_each_validation_label_that_holds_both_arms(tmp_path):
+    """comparisons.json's ``validation`` pairs (study 4's gate: grpo+oracle against grpo on lite-val): B − A paired
+    over tasks on every validation label where both arms were read, Holm-corrected together there."""
+    record(tmp_path, "grpo", "val", rows({1, 2}, split="lite-val"))
+    record(tmp_path, "grpo+oracle", "val", rows({1, 2, 3, 4, 5, 6}, split="lite-val"))
+    record(tmp_path, "grpo+credit", "val", rows(set(), split="lite-val"))
+    record(tmp_path, "grpo", "other", rows({1}, split="lite-val"))  # grpo+oracle was never read under this label
+    (tmp_path / "comparisons.json").write_text(json.dumps({
+        "primary": ["grpo", "grpo+credit"], "validation": [["grpo", "grpo+oracle"], ["grpo", "grpo+credit"]]}))
+    found = report(tmp_path)["declared"]
+    assert set(found) == {"lite-val, val"}
+    gate = found["lite-val, val"]["secondary"]
+    assert gate["grpo+oracle − grpo"]["difference"]["mean"] == pytest.approx(4 / TASKS)
+    assert gate["grpo+credit − grpo"]["difference"]["mean"] == pytest.approx(-2 / TASKS)
+    assert {k: v["p_holm"] for k, v in gate.items()} == pytest.approx(holm({k: v["p_value"] for k, v in gate.items()}))
