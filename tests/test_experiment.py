@@ -336,11 +336,15 @@ def test_online_arms_train_with_their_own_credit_and_keep_their_steps_in_the_stu
     code, result, err = cli(
         "experiment", "backend", "--tasks", "backend-lite", "--model", str(tiny_model_dir), "--dir", str(folder),
         "--json", "--label", "online", "--arm", "grpo", "--arm", "grpo-credit", "--turn-credit", "random",
-        "--record-arm", "grpo-credit=grpo+random", "--policy-steps", "2", "--policy-tasks-per-step", "1",
-        "--policy-group", "2", *TINY_STUDY
+        "--record-arm", "grpo-credit=grpo+random", "--record-arm", "zero-shot=", "--policy-steps", "2",
+        "--policy-tasks-per-step", "1", "--policy-group", "2", *TINY_STUDY
     )
     assert code == 0, err
     arms = {a["arm"]: a for a in result["arms"]}
+    # zero-shot= in a labelled run: the study keeps no read of it, so none is made (only the arms' own reads).
+    with db.read() as session:
+        read = set(session.exec(select(Trajectory.policy).join(Task).where(Task.split == "lite-val")))
+    assert read == {arms["grpo"]["model"], arms["grpo-credit"]["model"]}
     with db.read() as session:
         runs = {run.id: run for run in session.exec(select(TrainingRun))}
     credit = {runs[arms[key]["training"]["run_id"]].config["turn_credit"] for key in ("grpo", "grpo-credit")}
@@ -359,8 +363,8 @@ def test_online_arms_train_with_their_own_credit_and_keep_their_steps_in_the_stu
     code, _, err = cli(
         "experiment", "backend", "--tasks", "backend-lite", "--model", str(tiny_model_dir), "--dir", str(folder),
         "--label", "online", "--arm", "grpo", "--arm", "grpo-credit", "--turn-credit", "random",
-        "--record-arm", "grpo-credit=grpo+random", "--policy-steps", "2", "--policy-tasks-per-step", "1",
-        "--policy-group", "2", *TINY_STUDY
+        "--record-arm", "grpo-credit=grpo+random", "--record-arm", "zero-shot=", "--policy-steps", "2",
+        "--policy-tasks-per-step", "1", "--policy-group", "2", *TINY_STUDY
     )
     assert code == 0, err
     assert counts(db) == before and (folder / STEPS).read_text() == written

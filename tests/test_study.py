@@ -464,3 +464,96 @@ def test_the_plans_validation_comparisons_are_read_on_each_validation_label_that
     assert gate["grpo+oracle − grpo"]["difference"]["mean"] == pytest.approx(4 / TASKS)
     assert gate["grpo+credit − grpo"]["difference"]["mean"] == pytest.approx(-2 / TASKS)
     assert {k: v["p_holm"] for k, v in gate.items()} == pytest.approx(holm({k: v["p_value"] for k, v in gate.items()}))
+
+
+def _study_4_checkout(tmp_path: Path, carried: str) -> tuple[Path, dict, Path]:
+    """A copy of lite_study_4.sh run with a COLBENCH that writes its arguments down (one call after another, a blank
+    line between), names rft's checkpoint ckpt:2 and answers the credit-signals report with ``carried``."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    args = tmp_path / "args"
+    command = tmp_path / "colbench"
+    command.write_text(
+        "#!/usr/bin/env python3\nimport json, sys\n"
+        f"open({str(args)!r}, 'a').write('\\n'.join(sys.argv[1:]) + '\\n\\n')\n"
+        "if sys.argv[1:3] == ['runs', 'show']: print(json.dumps({'checkpoints': ['ckpt:2']}))\n"
+        "if sys.argv[1:3] == ['study', 'report']:\n"
+        f"    print(json.dumps({{'carried': {{'credit': {carried!r} or None}}}}))\n"
+    )
+    command.chmod(0o755)
+    scripts = tmp_path / "checkout" / "scripts"
+    scripts.mkdir(parents=True)
+    for name in ("lite_study_4.sh", "study_env.sh"):
+        (scripts / name).write_text((Path(__file__).parent.parent / "scripts" / name).read_text())
+    env = {"PATH": "/usr/bin:/bin", "COLBENCH": str(command), "STORE": str(tmp_path / "store")}
+    return scripts / "lite_study_4.sh", env, args
+
+
+def test_study_4_runs_every_online_arm_alike_and_carries_the_credit_studys_choice(tmp_path):
+    """scripts/lite_study_4.sh: every arm starts from rft and is read on lite-val under one label; the online arms
+    differ in their credit alone (the plan's equal budget); grpo+credit carries the signal the credit-signals report
+    names, the critic as the grpo-critic arm, and none is run when the report carries nothing."""
+    import subprocess
+
+    def experiment(carried: str, arm: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+        script, env, args = _study_4_checkout(tmp_path / f"{carried or 'none'}-{arm}", carried)
+        done = subprocess.run(["bash", str(script), "arm", arm], env=env, capture_output=True, text=True)
+        calls = [call.splitlines() for call in args.read_text().strip("\n").split("\n\n")] if args.exists() else []
+        return done, next((call for call in calls if call[:1] == ["experiment"]), [])
+
+    def value(call: list[str], flag: str) -> str:  # the last one given: the one the command line keeps
+        return call[len(call) - call[::-1].index(flag)]
+
+    def online(call: list[str]) -> dict:
+        return {flag: value(call, flag) for flag in ("--policy-steps", "--policy-tasks-per-step", "--policy-group",
+                                                     "--policy-lr", "--policy-batch-size", "--policy-engine")}
+
+    calls = {}
+    for arm in ("rft-2", "grpo", "grpo+oracle", "grpo+credit", "grpo+infogain"):
+        done, calls[arm] = experiment("ref-infogain", arm)
+        assert done.returncode == 0, done.stderr
+        call = calls[arm]
+        assert (value(call, "--model"), value(call, "--label"), value(call, "--evaluate-on") if "--evaluate-on" in
+                call else "val", value(call, "--test-samples")) == ("ckpt:2", "val", "val", "4")
+    assert value(calls["rft-2"], "--arm") == "rft" and value(calls["rft-2"], "--policy-lr") == "1e-5"
+    assert value(calls["grpo+credit"], "--turn-credit") == "ref-infogain"
+    assert "grpo-credit=grpo+credit" in calls["grpo+credit"] and "grpo-credit=grpo+infogain" in calls["grpo+infogain"]
+    assert value(calls["grpo+infogain"], "--turn-credit") == "infogain"
+    budgets = [online(calls[arm]) for arm in ("grpo", "grpo+oracle", "grpo+credit", "grpo+infogain")]
+    assert budgets[0]["--policy-steps"] == "25" and all(budget == budgets[0] for budget in budgets)
+    zero_shot = {arm: [w for w in call if w.startswith("zero-shot=")][-1] for arm, call in calls.items()}
+    assert zero_shot == {"rft-2": "zero-shot=rft", "grpo": "zero-shot=", "grpo+oracle": "zero-shot=",
+                         "grpo+credit": "zero-shot=", "grpo+infogain": "zero-shot="}  # rft read once, by rft-2's
+    done, critic = experiment("critic:ckpt:critic", "grpo+credit")
+    assert done.returncode == 0 and value(critic, "--arm") == "grpo-critic" and "grpo-critic=grpo+credit" in critic
+    done, nothing = experiment("", "grpo+credit")
+    assert done.returncode == 2 and not nothing and done.stderr.count("\n") == 1 and "carries no signal" in done.stderr
+
+
+def test_study_4_reads_fresh2_once_per_chosen_line_and_rft_where_a_line_asks(tmp_path):
+    import subprocess
+
+    script, env, args = _study_4_checkout(tmp_path, "ref-infogain")
+    files = tmp_path / "checkout" / "studies" / "backend-lite-4"
+    files.mkdir(parents=True)
+    refused = subprocess.run(["bash", str(script), "final"], env=env, capture_output=True, text=True)
+    assert refused.returncode == 2 and "commit the validation choices first" in refused.stderr
+    (files / "chosen.sh").write_text(
+        "final_reads='\n--arm grpo-credit --turn-credit ref-infogain --record-arm grpo-credit=grpo+credit\n"
+        "--arm rft --policy-lr 1e-5\n"
+        "--arm grpo-credit --turn-credit ref-infogain --record-arm grpo-credit=grpo+credit --trainer-seed 1\n"
+        "--arm rft --policy-lr 1e-5 --record-arm zero-shot=rft\n'\n")
+    done = subprocess.run(["bash", str(script), "final", "2"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    calls = [call.splitlines() for call in args.read_text().strip("\n").split("\n\n") if call.startswith("experiment")]
+    assert len(calls) == 2
+    args.unlink()
+    subprocess.run(["bash", str(script), "final"], env=env, capture_output=True, text=True, check=True)
+    calls = [call.splitlines() for call in args.read_text().strip("\n").split("\n\n") if call.startswith("experiment")]
+
+    def value(call: list[str], flag: str) -> str:
+        return call[len(call) - call[::-1].index(flag)]
+
+    assert [(value(c, "--label"), value(c, "--evaluate-on"), value(c, "--test-tasks"), value(c, "--test-samples"))
+            for c in calls] == [("final", "fresh2", "412", "3")] * 4
+    # rft itself is read on fresh2 only by the line that asks for it (of the same key, the last given wins)
+    assert [[w for w in c if w.startswith("zero-shot=")][-1] for c in calls] == ["zero-shot="] * 3 + ["zero-shot=rft"]

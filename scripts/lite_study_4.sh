@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Study 4 on backend-lite (studies/backend-lite-4/plan.md): does turn credit pay online? From nothing to its
+# committed files. Resumable: rerun a stage after an interruption and what its store holds is skipped (an online run
+# continues from its last checkpoint and stored dialogues). Each stage's start and stop go to times.log.
+#
+#   bash scripts/lite_study_4.sh start          # π0 and rft as the credit-signals study built them, checked by sha256
+#   bash scripts/lite_study_4.sh arm ARM        # one arm from rft, read on lite-val (120 tasks x 4): rft-2 first
+#                                               # (round 2, and rft's own read), then grpo, grpo+oracle, grpo+credit,
+#                                               # grpo+infogain
+#   bash scripts/lite_study_4.sh final [N]      # the fresh2 reads chosen.sh lists (its first N lines only)
+#   colbench study report studies/backend-lite-4 --curves studies/backend-lite-4/curves.png
+#
+# STORE (default: the credit-signals study's, whose rft every arm starts from) holds the store and checkpoints,
+# never committed; the study's files go to studies/backend-lite-4.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+stage=${1:?usage: lite_study_4.sh start|arm ARM|final [N]}
+# shellcheck source=scripts/study_env.sh
+source "$here/scripts/study_env.sh" credit-signals backend-lite-4
+# The credit-signals study's pinned kernels (its amendment 3): rft is rebuilt bit for bit only under them.
+export ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 DNNL_MAX_CPU_ISA=AVX2 CT2_FORCE_CPU_ISA=AVX2
+
+# The checkpoint a named training run made (ckpt:<id>).
+ckpt() {
+  "$colbench" runs show "$1" --json | python3 -c 'import json, sys
+last = json.load(sys.stdin)["checkpoints"][-1]
+print(last if isinstance(last, str) else "ckpt:%s" % last["id"])'
+}
+
+# The plan's shared settings: round 2 = rft on lite-train tasks 101-200 x 4 (seed 0); every read of lite-val is its
+# 120 tasks x 4 (seed 1); 256 tokens a turn at temperature 1; the built-in human; bwrap; full fine-tunes. rft itself
+# is read only where a stage says so (--record-arm zero-shot=rft, a later flag winning): the others skip its read.
+experiment() {
+  local label=$1; shift
+  timed "$label $*" "$colbench" experiment backend --tasks backend-lite --dir "$files" --label "$label" \
+    --model "$(ckpt rft)" --train-offset 100 --train-tasks 100 -k 4 --test-tasks 120 --test-samples 4 \
+    --max-new-tokens 256 --sandbox bwrap --device cpu --policy-full --record-arm zero-shot= --record-arm rft=rft-2 \
+    --record-arm grpo=grpo --record-arm grpo-oracle=grpo+oracle "$@"
+}
+# The signal grpo+credit carries: the credit-signals study's choice by its plan's rule, from its committed values
+# (`colbench study report studies/credit-signals`); plan.md names it in an amendment before the arm's first read.
+carried() {
+  "$colbench" study report "$here/studies/credit-signals" --json |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["carried"]["credit"] or "")'
+}
+# The online arms' one configuration (plan.md, "Arms"): 25 steps of 4 tasks x 4 dialogues (400 dialogues, round
+# 2's size), lr 3e-6 in minibatches of 4 dialogues, clip 0.2, no KL term, truncated importance weights at 2 per token,
+# token-mean loss, sampled by CTranslate2 on each step's weights; validation inside the run on lite-val's first 16
+# tasks every 5 steps. No activation checkpointing: the same sums, faster, in memory to spare at 4 dialogues a pass.
+online=(--policy-steps 25 --policy-tasks-per-step 4 --policy-group 4 --policy-lr 3e-6 --policy-batch-size 4
+        --policy-clip 0.2 --policy-kl-beta 0 --policy-engine ct2 --policy-eval-every 5 --policy-eval-limit 16
+        --policy-eval-samples 1 --policy-save-every 5 --no-policy-gradient-checkpointing)
+
+case "$stage" in
+start)
+  STORE=$store bash "$here/scripts/credit_signals.sh" base
+  STORE=$store bash "$here/scripts/credit_signals.sh" rft
+  STORE=$store bash "$here/scripts/credit_signals.sh" check scorers.sha256
+  ;;
+arm)
+  arm=${2:?arm ARM: rft-2, grpo, grpo+oracle, grpo+credit or grpo+infogain}
+  case "$arm" in
+  # The first arm also reads rft itself on lite-val (the zero-shot of every arm here), recorded as rft.
+  rft-2) experiment val --arm rft --policy-lr 1e-5 --record-arm zero-shot=rft ;;
+  grpo) experiment val --arm grpo "${online[@]}" ;;
+  grpo+oracle) experiment val --arm grpo-oracle "${online[@]}" ;;
+  grpo+credit)
+    credit=$(carried)
+    case "$credit" in
+    "") echo "the credit-signals study carries no signal online: grpo+credit is not run (plan.md)" >&2; exit 2 ;;
+    # The critic online is the grpo-critic arm: a critic with c fitted on round 2's dialogues, as the study fits it.
+    critic:*) experiment val --arm grpo-critic --record-arm grpo-critic=grpo+credit \
+      --critic-full --critic-lr 1e-5 --critic-epochs 2 --critic-batch-size 4 --critic-grad-accum 2 \
+      --no-critic-gradient-checkpointing "${online[@]}" ;;
+    *) experiment val --arm grpo-credit --turn-credit "$credit" --record-arm grpo-credit=grpo+credit \
+      "${online[@]}" ;;
+    esac ;;
+  grpo+infogain) experiment val --arm grpo-credit --turn-credit infogain --record-arm grpo-credit=grpo+infogain \
+    "${online[@]}" ;;
+  *) echo "unknown arm: $arm (rft-2, grpo, grpo+oracle, grpo+credit, grpo+infogain)" >&2; exit 2 ;;
+  esac
+  ;;
+final)
+  # The fresh2 reads in chosen.sh's order: each line is an arm's flags as `arm` gives them, with --trainer-seed 1 for
+  # the second training seed; a line with --record-arm zero-shot=rft reads rft itself. All 412 tasks x 3 samples,
+  # label final.
+  chosen="$files/chosen.sh"
+  [ -f "$chosen" ] || { echo "no $chosen: commit the validation choices first (plan.md)" >&2; exit 2; }
+  # shellcheck source=/dev/null
+  source "$chosen"  # defines final_reads
+  reads=${2:-all}
+  [[ $reads = all || $reads =~ ^[1-9][0-9]*$ ]] || { echo "final: a count of reads, not '$reads'" >&2; exit 2; }
+  [ "$reads" = all ] || final_reads=$(grep -v '^$' <<< "$final_reads" | head -n "$reads")
+  while read -r flags; do
+    [ -z "$flags" ] && continue
+    eval "experiment final --evaluate-on fresh2 --test-tasks 412 --test-samples 3 $flags"
+  done <<< "$final_reads"
+  ;;
+*)
+  echo "usage: lite_study_4.sh start|arm ARM|final [N]" >&2; exit 2 ;;
+esac
