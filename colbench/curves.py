@@ -14,24 +14,36 @@ def curve_names(steps: list[dict]) -> list[str]:
 
 
 def plot_steps(steps: list[dict], out: Path, *, title: str = "") -> Path:
+    names = [n for n in curve_names(steps) if any(isinstance(s.get(n), (int, float)) for s in steps)]
+    panels = [(name, {"": [(s["step"], s[name]) for s in steps if isinstance(s.get(name), (int, float))]})
+              for name in names]
+    return draw(panels, out, title=title)
+
+
+def draw(panels: list[tuple[str, dict[str, list[tuple[float, float]]]]], out: Path, *, title: str = "",
+         marked: frozenset[str] = frozenset()) -> Path:
+    """A PNG of one panel per (name, {line label: [(step, value)]}), three to a row; the panels in ``marked`` draw
+    their points (figures read every few steps); labelled lines get a legend on the first panel."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on a server
     import matplotlib.pyplot as plt
 
-    names = [n for n in curve_names(steps) if any(isinstance(s.get(n), (int, float)) for s in steps)]
-    columns = min(3, len(names))
-    rows = -(-len(names) // columns)
+    columns = max(1, min(3, len(panels)))
+    rows = max(1, -(-len(panels) // columns))
     figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 2.8 * rows), squeeze=False)
-    for axis, name in zip(axes.flat, names):
-        points = [(s["step"], s[name]) for s in steps if isinstance(s.get(name), (int, float))]
-        axis.plot([p[0] for p in points], [p[1] for p in points], linewidth=1.2)
+    for axis, (name, lines) in zip(axes.flat, panels):
+        for label, points in lines.items():
+            axis.plot([p[0] for p in points], [p[1] for p in points], linewidth=1.2, label=label or None,
+                      marker="o" if name in marked else None, markersize=3)
         axis.set_title(name, fontsize=10)
         axis.set_xlabel("step", fontsize=8)
         axis.tick_params(labelsize=8)
         axis.grid(alpha=0.3)
-    for axis in list(axes.flat)[len(names):]:
+    for axis in list(axes.flat)[len(panels):]:
         axis.set_visible(False)
+    if panels and any(label for label in panels[0][1]):
+        axes.flat[0].legend(fontsize=7)
     if title:
         figure.suptitle(title, fontsize=11)
     figure.tight_layout()

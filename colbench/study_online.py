@@ -112,32 +112,11 @@ def markdown(found: list[dict]) -> str:
 
 def plot(rows: list[dict], out: Path) -> Path:
     """Every online run's curves in one PNG: a panel per diagnostic, a line per run."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only: no display on a server
-    import matplotlib.pyplot as plt
+    from colbench.curves import draw
 
     runs = _runs(rows)
-    names = [n for n in CURVES if any(_figure(s, n) is not None for steps in runs.values() for s in steps)]
-    columns = max(1, min(3, len(names)))
-    panel_rows = max(1, -(-len(names) // columns))
-    figure, axes = plt.subplots(panel_rows, columns, figsize=(4.4 * columns, 2.9 * panel_rows), squeeze=False)
-    for axis, name in zip(axes.flat, names):
-        for (arm, label, seed), steps in runs.items():
-            points = [(s["step"], v) for s in steps if (v := _figure(s, name)) is not None]
-            axis.plot([p[0] for p in points], [p[1] for p in points], marker="o" if name == "val_success" else None,
-                      markersize=3, linewidth=1.2, label=f"{arm} ({label}, seed {seed})")
-        axis.set_title(name, fontsize=10)
-        axis.set_xlabel("step", fontsize=8)
-        axis.tick_params(labelsize=8)
-        axis.grid(alpha=0.3)
-    for axis in list(axes.flat)[len(names):]:
-        axis.set_visible(False)
-    if names:
-        axes.flat[0].legend(fontsize=7)
-    figure.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=110)
-    plt.close(figure)
-    return out
+    panels = [(name, {f"{arm} ({label}, seed {seed})": [(s["step"], v) for s in steps
+                                                        if (v := _figure(s, name)) is not None]
+                      for (arm, label, seed), steps in runs.items()}) for name in CURVES]
+    return draw([(name, lines) for name, lines in panels if any(lines.values())], out,
+                marked=frozenset({"val_success"}))
