@@ -34,7 +34,7 @@ from pathlib import Path
 from colbench import study_online
 from colbench.errors import ColbenchError
 from colbench.families.backend import BackendFamily
-from colbench.jsonl import records
+from colbench.jsonl import read_jsonl, replace_rows
 from colbench.tasks.spec import LITE_SPLITS
 
 TRAJECTORIES = "trajectories.jsonl"
@@ -113,29 +113,6 @@ def record_pairs(folder: Path, arm: str, label: str, kinds: dict, seed: int = 0)
     folder.mkdir(parents=True, exist_ok=True)
     replace_rows(folder / PAIRS, lambda r: r["arm"] == arm and r["label"] == label and r.get("seed", 0) == seed,
              [{"arm": arm, "label": label, "seed": seed} | kinds])
-
-
-def replace_rows(path: Path, is_old, new: list[dict]) -> None:
-    """Write ``new`` where the rows ``is_old`` picks stood (at the end when none did), so that
-    rerunning a finished stage leaves the committed file as it was."""
-    rows = read_jsonl(path)
-    at = next((i for i, row in enumerate(rows) if is_old(row)), len(rows))
-    kept = [row for row in rows[at:] if not is_old(row)]
-    _write_jsonl(path, rows[:at] + new + kept)
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    """A study file's lines; a file not written yet holds none."""
-    if not path.exists():
-        return []
-    with path.open("rb") as lines:
-        return [record for _, record in records(lines, path)]
-
-
-def _write_jsonl(path: Path, rows: list[dict]) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in rows), encoding="utf-8")
-    temporary.replace(path)
 
 
 # ---------------------------------------------------------------- reading

@@ -26,7 +26,7 @@ def run_steps(db, run_id: int) -> list[dict]:
 
 def record_steps(folder: Path, arm: str, label: str, seed: int, run_id: int, steps: list[dict]) -> None:
     """Replace ``arm``/``label``'s lines at training ``seed`` in the folder's steps file with ``steps``."""
-    from colbench.study import replace_rows
+    from colbench.jsonl import replace_rows
 
     folder.mkdir(parents=True, exist_ok=True)
     replace_rows(folder / STEPS, lambda r: r["arm"] == arm and r["label"] == label and r.get("seed", 0) == seed,

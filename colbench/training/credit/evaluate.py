@@ -352,7 +352,7 @@ def save_values(path, valued: Sequence[CreditValues]) -> None:
     policy, one command each)."""
     from pathlib import Path
 
-    from colbench.study import replace_rows
+    from colbench.jsonl import replace_rows
 
     covered = {v.credit: v.trajectories() for v in valued}
 

@@ -25,7 +25,8 @@ class CreditTable:
 
 def credit_report(folder: Path) -> dict:
     """{"tables": [CreditTable], "carried": the plan's choice, with why}."""
-    from colbench.study import StudyError, read_jsonl
+    from colbench.jsonl import read_jsonl
+    from colbench.study import StudyError
 
     valued = CreditValues.from_rows(read_jsonl(folder / VALUES))
     if not valued:
