@@ -11,9 +11,11 @@
 #                                                # infogain, ref-infogain, mc (last; per policy, on its subset)
 #   bash scripts/credit_signals.sh save        # the scored dialogues (and candidates, once made) into files
 #   bash scripts/credit_signals.sh restore     # them into a fresh store, first; then base and rft again
-#   bash scripts/credit_signals.sh check [FILE]  # whether the rebuilt π0 and rft are the saved ones (sha256; FILE
-#                                                # scorers.sha256: the scorers amendment 3 fixed)
-#   bash scripts/credit_signals.sh scorers     # the rebuilt policies' sha256 into scorers.sha256 (amendment 3)
+#   bash scripts/credit_signals.sh check [FILE [NAME...]]  # whether the rebuilt π0 and rft are the saved ones
+#                                                # (sha256; FILE scorers.sha256: the scorers amendment 3 fixed;
+#                                                # NAMEs: only those lines)
+#   bash scripts/credit_signals.sh scorers     # the rebuilt policies' and critics' sha256 into scorers.sha256
+#                                              # (amendment 3)
 #   bash scripts/credit_signals.sh drift POLICY  # how far a rebuilt policy is from the one that sampled its candidates
 #   colbench study report studies/credit-signals # every table, from values.jsonl alone
 #
@@ -140,12 +142,14 @@ restore)
   fi
   ;;
 scorers)
-  for policy in warm rft; do
+  for policy in warm rft critic critic-noc; do
     if have "$policy"; then digest "$policy"; fi
   done > "$files/scorers.sha256"
   ;;
 check)
+  only=" ${*:3} "  # `check FILE NAME...`: those lines of FILE alone (e.g. warm rft, where no critic was fitted)
   while read -r policy ref saved; do
+    [ "$only" = "  " ] || [[ $only = *" $policy "* ]] || continue
     found=$(digest "$policy")
     [ "$found" = "$policy $ref $saved" ] && echo "$policy: $ref, the saved weights" ||
       { echo "$found, not the saved $ref $saved" >&2; exit 1; }

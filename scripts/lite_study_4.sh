@@ -55,7 +55,7 @@ case "$stage" in
 start)
   STORE=$store bash "$here/scripts/credit_signals.sh" base
   STORE=$store bash "$here/scripts/credit_signals.sh" rft
-  STORE=$store bash "$here/scripts/credit_signals.sh" check scorers.sha256
+  STORE=$store bash "$here/scripts/credit_signals.sh" check scorers.sha256 warm rft
   ;;
 arm)
   arm=${2:?arm ARM: rft-2, grpo, grpo+oracle, grpo+credit or grpo+infogain}
