@@ -334,20 +334,27 @@ def test_study_3_reads_its_primary_arms_at_their_best_configuration_with_two_see
     assert seeds[critic] == seeds[rival] == {0, 1}
 
 
-def _study_3_checkout(tmp_path: Path) -> tuple[Path, dict, Path]:
-    """A copy of lite_study_3.sh (it writes times.log into its checkout's study) run with a COLBENCH that writes its
-    arguments down, one call after another with a blank line between: the script's part is the command line it
+def _script_checkout(tmp_path: Path, script: str, answers: str = "") -> tuple[Path, dict, Path]:
+    """A copy of a study's script (it writes times.log into its checkout's study) run with a COLBENCH that writes its
+    arguments down, one call after another with a blank line between, then runs ``answers`` (Python, with ``sys``
+    and ``json`` imported) for the calls whose output the script reads. The script's part is the command line it
     assembles; the experiment itself is tested in test_experiment. Returns the script, its env and the args file."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     args = tmp_path / "args"
     command = tmp_path / "colbench"
-    command.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {args}\necho >> {args}\n')
+    command.write_text("#!/usr/bin/env python3\nimport json, sys\n"
+                       f"open({str(args)!r}, 'a').write('\\n'.join(sys.argv[1:]) + '\\n\\n')\n{answers}")
     command.chmod(0o755)
     scripts = tmp_path / "checkout" / "scripts"
     scripts.mkdir(parents=True)
-    for name in ("lite_study_3.sh", "study_env.sh"):
+    for name in (script, "study_env.sh"):
         (scripts / name).write_text((Path(__file__).parent.parent / "scripts" / name).read_text())
     env = {"PATH": "/usr/bin:/bin", "COLBENCH": str(command), "STORE": str(tmp_path / "store")}
-    return scripts / "lite_study_3.sh", env, args
+    return scripts / script, env, args
+
+
+def _study_3_checkout(tmp_path: Path) -> tuple[Path, dict, Path]:
+    return _script_checkout(tmp_path, "lite_study_3.sh")
 
 
 def test_study_3_records_a_rebuilt_stage_under_its_own_label(tmp_path):
@@ -467,25 +474,12 @@ def test_the_plans_validation_comparisons_are_read_on_each_validation_label_that
 
 
 def _study_4_checkout(tmp_path: Path, carried: str) -> tuple[Path, dict, Path]:
-    """A copy of lite_study_4.sh run with a COLBENCH that writes its arguments down (one call after another, a blank
-    line between), names rft's checkpoint ckpt:2 and answers the credit-signals report with ``carried``."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    args = tmp_path / "args"
-    command = tmp_path / "colbench"
-    command.write_text(
-        "#!/usr/bin/env python3\nimport json, sys\n"
-        f"open({str(args)!r}, 'a').write('\\n'.join(sys.argv[1:]) + '\\n\\n')\n"
+    """lite_study_4.sh's checkout: its COLBENCH names rft's checkpoint ckpt:2 and answers the credit-signals report
+    with ``carried``."""
+    return _script_checkout(tmp_path, "lite_study_4.sh", (
         "if sys.argv[1:3] == ['runs', 'show']: print(json.dumps({'checkpoints': ['ckpt:2']}))\n"
         "if sys.argv[1:3] == ['study', 'report']:\n"
-        f"    print(json.dumps({{'carried': {{'credit': {carried!r} or None}}}}))\n"
-    )
-    command.chmod(0o755)
-    scripts = tmp_path / "checkout" / "scripts"
-    scripts.mkdir(parents=True)
-    for name in ("lite_study_4.sh", "study_env.sh"):
-        (scripts / name).write_text((Path(__file__).parent.parent / "scripts" / name).read_text())
-    env = {"PATH": "/usr/bin:/bin", "COLBENCH": str(command), "STORE": str(tmp_path / "store")}
-    return scripts / "lite_study_4.sh", env, args
+        f"    print(json.dumps({{'carried': {{'credit': {carried!r} or None}}}}))\n"))
 
 
 def test_study_4_runs_every_online_arm_alike_and_carries_the_credit_studys_choice(tmp_path):
