@@ -104,7 +104,7 @@ def markdown(found: list[dict]) -> str:
             f" {_cell(run['reward_first'], '.3f')} → {_cell(run['reward_last'], '.3f')} | {validation} |"
             f" {_cell(run['entropy_first'], '.3f')} → {_cell(run['entropy_last'], '.3f')}"
             f" ({_cell(run['entropy_peak_ratio'], '.2f')}) |"
-            f" {_cell(run['mismatch_mean'], '.4f')} / {_cell(run['mismatch_max'], '.3f')} |"
+            f" {_cell(run['mismatch_mean'], '.2g')} / {_cell(run['mismatch_max'], '.2g')} |"
             f" {_cell(run['zero_spread'], '.0%')} | {_cell(run['agent_turns'], '.2f')} |"
             f" {_cell(run['sim_leak'], '.0%')} | {run['minutes']:.0f} |")
     return "\n".join(lines) + "\n"
