@@ -41,7 +41,7 @@ def report(
     found = study_report(folder)
     if curves is not None:
         from colbench import study_online
-        from colbench.study import read_jsonl
+        from colbench.jsonl import read_jsonl
 
         steps = read_jsonl(folder / study_online.STEPS)
         if not steps:
