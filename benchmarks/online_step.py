@@ -10,6 +10,9 @@ same engine (hf) gives the rollouts-alone baseline: the ratio says what online t
     .venv/bin/python benchmarks/online_step.py                     # 2 steps, 2 tasks x 2 dialogues, 64 tokens a turn
     .venv/bin/colbench serve --detach && .venv/bin/python benchmarks/online_step.py --engines hf,openai \
         --base-url http://127.0.0.1:8000/v1                         # a real vLLM server (the CPU build here)
+    .venv/bin/python benchmarks/online_step.py --engines ct2 --model CHECKPOINT_FOLDER --full --lr 3e-6 \
+        --batch-size 4 --tasks-per-step 4 --group 4 --max-new-tokens 256 --turn-credit ref-infogain
+                                                  # study 4's online step (studies/backend-lite-4/plan.md, "Budget")
 """
 from __future__ import annotations
 
@@ -31,6 +34,11 @@ def main() -> None:
     parser.add_argument("--sandbox", default="bwrap")
     parser.add_argument("--engines", default="hf,ct2", help="the online engines to run, one after the other")
     parser.add_argument("--base-url", help="the vLLM server of --engines openai (`colbench serve --detach` starts one)")
+    parser.add_argument("--model", help="the policy to start from (a folder; default the embedded model)")
+    parser.add_argument("--full", action="store_true", help="full fine-tuning instead of LoRA")
+    parser.add_argument("--lr", type=float, help="the learning rate (default the trainer's)")
+    parser.add_argument("--batch-size", type=int, help="dialogues a minibatch (default the trainer's)")
+    parser.add_argument("--turn-credit", default="none", help="a turn credit (`colbench credit ls`): credit_s")
     args = parser.parse_args()
 
     from colbench.rollout import run as rollout
@@ -47,21 +55,24 @@ def main() -> None:
             config = PolicyConfig(tasks="backend-lite:train", steps=args.steps, tasks_per_step=args.tasks_per_step,
                                   group=args.group, max_new_tokens=args.max_new_tokens, sandbox=args.sandbox,
                                   device="cpu", save_every=args.steps, engine=engine, name=f"online-{engine}",
-                                  base_url=args.base_url if engine == "openai" else None)
+                                  base_url=args.base_url if engine == "openai" else None, full=args.full,
+                                  lr=args.lr, batch_size=args.batch_size, turn_credit=args.turn_credit)
             started = time.perf_counter()
-            result = fit_policy(db, config, algo="grpo")
+            result = fit_policy(db, config, algo="grpo", base_model=args.model)
             wall = time.perf_counter() - started
             with db.read() as session:
                 runs[engine] = wall, [s.values for s in queries.training_steps(session, result.run_id)]
         dialogues = args.steps * args.tasks_per_step * args.group
         started = time.perf_counter()
-        alone = rollout(db, RolloutConfig(engine="hf", tasks="backend-lite:train", limit=args.tasks_per_step,
+        model = {"model": args.model} if args.model else {}
+        alone = rollout(db, RolloutConfig(engine="hf", tasks="backend-lite:train", limit=args.tasks_per_step, **model,
                                           samples_per_task=args.group * args.steps, max_new_tokens=args.max_new_tokens,
                                           sandbox=args.sandbox, device="cpu", seed=7))
         baseline = time.perf_counter() - started
         db.close()
     print(f"grpo, {args.steps} steps x {args.tasks_per_step} tasks x {args.group} dialogues, {args.max_new_tokens}"
-          " tokens a turn, SmolLM2-135M LoRA on the CPU")
+          f" tokens a turn, {args.model or 'SmolLM2-135M'} {'full' if args.full else 'LoRA'} on the CPU, turn credit"
+          f" {args.turn_credit}")
     keys = ("sync_s", "rollout_s", "grading_s", "credit_s", "train_s", "step_s")
     for engine, (wall, steps) in runs.items():
         print(f"--engine {engine}")
