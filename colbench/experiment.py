@@ -141,8 +141,8 @@ def plan(cfg: ExperimentConfig) -> list[Stage]:
         stages.append(Stage("rounds", f"on-policy rounds 2-{cfg.rounds}: each rolls out the last SWEET-RL policy on"
                                       f" the next {cfg.train_tasks} train tasks, refits the critic with c and continues"
                                       " the actor"))
-    evaluated = [*(["zero-shot"] if cfg.reads_zero_shot else []), *arms, *(["best-of-n"] if cfg.best_of else []),
-                 *(f"sweet-round-{r}" for r in range(2, cfg.rounds + 1))]
+    evaluated = [key for key in ("zero-shot", *arms) if cfg.reads(key)] + [
+        *(["best-of-n"] if cfg.best_of else []), *(f"sweet-round-{r}" for r in range(2, cfg.rounds + 1))]
     # A limit above a split's size reads all of it (lite-test has 160).
     limit = f"up to {cfg.test_tasks}" if cfg.test_tasks else "all"
     stages.append(Stage(
@@ -312,7 +312,7 @@ class BackendExperiment:
         enter("evaluation")
         for split in cfg.test_splits:
             for arm in arms:
-                if arm.model and (arm.key != "zero-shot" or cfg.reads_zero_shot):
+                if arm.model and cfg.reads(arm.key):
                     arm.results.update(self.evaluate(arm, split))
         self.compare_with_zero_shot(arms)
         if cfg.label and self.folder is not None:

@@ -184,7 +184,7 @@ class ExperimentConfig:
     record_arms: list[str] = option([], (
         "KEY=NAME (repeat the flag): the name an arm's rows take in the study's files (--label), e.g. sweet=rft+sweet"
         " for a study that starts from a rejection fine-tuned policy; KEY= records nothing of that arm (its zero-shot"
-        " read is another study run's arm; zero-shot= with --label also skips reading it). Default: each arm's own key."
+        " read is another study run's arm) and, with --label, does not read it. Default: each arm's own key."
     ), flags=("--record-arm",))
     on_policy: bool = option(True, (
         "Train every arm on the zero-shot policy's own train trajectories, as the paper does. --no-on-policy: on every"
@@ -262,12 +262,11 @@ class ExperimentConfig:
         """Why this study can be planned but not run (None: it runs)."""
         return PLAN_ONLY.get(self.tasks)
 
-    @property
-    def reads_zero_shot(self) -> bool:
-        """Whether evaluation reads the zero-shot policy: not in a labelled study run that records nothing of it
-        (--record-arm zero-shot=: its read is another study run's), which would pay for a read it throws away (a
-        fresh split's read of it is 40 minutes on 2 cores)."""
-        return not (self.label and self.recorded_name("zero-shot") == "")
+    def reads(self, key: str) -> bool:
+        """Whether evaluation reads the arm: not in a labelled study run that records nothing of it (--record-arm
+        KEY=: its read is another study run's, or none is wanted), which would pay for a read it throws away (a
+        fresh split's read is 40 minutes on 2 cores). Its training still runs (or is found stored)."""
+        return not (self.label and self.recorded_name(key) == "")
 
     def critic_fits(self) -> list[tuple[str, bool, int]]:
         """(name, with training-time info, ensemble member) of every critic the study fits: with c

@@ -7,7 +7,8 @@
 #   bash scripts/lite_study_4.sh arm ARM        # one arm from rft, read on lite-val (120 tasks x 4): rft-2 first
 #                                               # (round 2, and rft's own read), then grpo, grpo+oracle, grpo+credit,
 #                                               # grpo+infogain
-#   bash scripts/lite_study_4.sh final [N]      # the fresh2 reads chosen.sh lists (its first N lines only)
+#   bash scripts/lite_study_4.sh final [N]      # the fresh2 reads chosen.sh lists (its first N lines only): a line
+#                                               # is an arm as `arm` names it, or rft, then --trainer-seed 1 or none
 #   colbench study report studies/backend-lite-4 --curves studies/backend-lite-4/curves.png
 #
 # STORE (default: the credit-signals study's, whose rft every arm starts from) holds the store and checkpoints,
@@ -51,6 +52,30 @@ online=(--policy-steps 25 --policy-tasks-per-step 4 --policy-group 4 --policy-lr
         --policy-clip 0.2 --policy-kl-beta 0 --policy-engine ct2 --policy-eval-every 5 --policy-eval-limit 16
         --policy-eval-samples 1 --policy-save-every 5 --no-policy-gradient-checkpointing)
 
+# An arm's flags, the same for its lite-val read and its fresh2 reads, into $flags.
+arm_flags() {
+  case "$1" in
+  rft) flags=(--arm rft --policy-lr 1e-5 --record-arm rft= --record-arm zero-shot=rft) ;;  # rft alone, rft-2 unread
+  rft-2) flags=(--arm rft --policy-lr 1e-5) ;;
+  grpo) flags=(--arm grpo "${online[@]}") ;;
+  grpo+oracle) flags=(--arm grpo-oracle "${online[@]}") ;;
+  grpo+credit)
+    local credit
+    credit=$(carried)
+    case "$credit" in
+    "") echo "the credit-signals study carries no signal online: grpo+credit is not run (plan.md)" >&2; exit 2 ;;
+    # The critic online is the grpo-critic arm: a critic with c fitted on round 2's dialogues, as the study fits it.
+    critic:*) flags=(--arm grpo-critic --record-arm grpo-critic=grpo+credit --critic-full --critic-lr 1e-5
+                     --critic-epochs 2 --critic-batch-size 4 --critic-grad-accum 2 --no-critic-gradient-checkpointing
+                     "${online[@]}") ;;
+    *) flags=(--arm grpo-credit --turn-credit "$credit" --record-arm grpo-credit=grpo+credit "${online[@]}") ;;
+    esac ;;
+  grpo+infogain) flags=(--arm grpo-credit --turn-credit infogain --record-arm grpo-credit=grpo+infogain
+                        "${online[@]}") ;;
+  *) echo "unknown arm: $1 (rft-2, grpo, grpo+oracle, grpo+credit, grpo+infogain; rft on fresh2)" >&2; exit 2 ;;
+  esac
+}
+
 case "$stage" in
 start)
   STORE=$store bash "$here/scripts/credit_signals.sh" base
@@ -59,31 +84,15 @@ start)
   ;;
 arm)
   arm=${2:?arm ARM: rft-2, grpo, grpo+oracle, grpo+credit or grpo+infogain}
-  case "$arm" in
+  [ "$arm" != rft ] || { echo "arm: rft is read by rft-2's stage" >&2; exit 2; }
+  arm_flags "$arm"
   # The first arm also reads rft itself on lite-val (the zero-shot of every arm here), recorded as rft.
-  rft-2) experiment val --arm rft --policy-lr 1e-5 --record-arm zero-shot=rft ;;
-  grpo) experiment val --arm grpo "${online[@]}" ;;
-  grpo+oracle) experiment val --arm grpo-oracle "${online[@]}" ;;
-  grpo+credit)
-    credit=$(carried)
-    case "$credit" in
-    "") echo "the credit-signals study carries no signal online: grpo+credit is not run (plan.md)" >&2; exit 2 ;;
-    # The critic online is the grpo-critic arm: a critic with c fitted on round 2's dialogues, as the study fits it.
-    critic:*) experiment val --arm grpo-critic --record-arm grpo-critic=grpo+credit \
-      --critic-full --critic-lr 1e-5 --critic-epochs 2 --critic-batch-size 4 --critic-grad-accum 2 \
-      --no-critic-gradient-checkpointing "${online[@]}" ;;
-    *) experiment val --arm grpo-credit --turn-credit "$credit" --record-arm grpo-credit=grpo+credit \
-      "${online[@]}" ;;
-    esac ;;
-  grpo+infogain) experiment val --arm grpo-credit --turn-credit infogain --record-arm grpo-credit=grpo+infogain \
-    "${online[@]}" ;;
-  *) echo "unknown arm: $arm (rft-2, grpo, grpo+oracle, grpo+credit, grpo+infogain)" >&2; exit 2 ;;
-  esac
+  [ "$arm" != rft-2 ] || flags+=(--record-arm zero-shot=rft)
+  experiment val "${flags[@]}"
   ;;
 final)
-  # The fresh2 reads in chosen.sh's order: each line is an arm's flags as `arm` gives them, with --trainer-seed 1 for
-  # the second training seed; a line with --record-arm zero-shot=rft reads rft itself. All 412 tasks x 3 samples,
-  # label final.
+  # The fresh2 reads in chosen.sh's order (all 412 tasks x 3 samples, label final): each line an arm and what else
+  # its read takes (--trainer-seed 1 for the second training seed).
   chosen="$files/chosen.sh"
   [ -f "$chosen" ] || { echo "no $chosen: commit the validation choices first (plan.md)" >&2; exit 2; }
   # shellcheck source=/dev/null
@@ -91,9 +100,11 @@ final)
   reads=${2:-all}
   [[ $reads = all || $reads =~ ^[1-9][0-9]*$ ]] || { echo "final: a count of reads, not '$reads'" >&2; exit 2; }
   [ "$reads" = all ] || final_reads=$(grep -v '^$' <<< "$final_reads" | head -n "$reads")
-  while read -r flags; do
-    [ -z "$flags" ] && continue
-    eval "experiment final --evaluate-on fresh2 --test-tasks 412 --test-samples 3 $flags"
+  while read -r arm extra; do
+    [ -z "$arm" ] && continue
+    arm_flags "$arm"
+    # shellcheck disable=SC2086  # the line's own flags, word by word
+    experiment final --evaluate-on fresh2 --test-tasks 412 --test-samples 3 "${flags[@]}" $extra
   done <<< "$final_reads"
   ;;
 *)

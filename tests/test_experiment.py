@@ -368,6 +368,19 @@ def test_online_arms_train_with_their_own_credit_and_keep_their_steps_in_the_stu
     )
     assert code == 0, err
     assert counts(db) == before and (folder / STEPS).read_text() == written
+    # An arm recorded as nothing under another label is found trained and not read: only the other arm's rows.
+    code, again, err = cli(
+        "experiment", "backend", "--tasks", "backend-lite", "--model", str(tiny_model_dir), "--dir", str(folder),
+        "--json", "--label", "again", "--arm", "grpo", "--arm", "grpo-credit", "--turn-credit", "random",
+        "--record-arm", "grpo-credit=grpo+random", "--record-arm", "zero-shot=", "--record-arm", "grpo=",
+        "--policy-steps", "2", "--policy-tasks-per-step", "1", "--policy-group", "2", *TINY_STUDY
+    )
+    assert code == 0, err
+    assert counts(db) == before
+    assert {r["arm"] for r in read_jsonl(folder / "trajectories.jsonl") if r["label"] == "again"} == {"grpo+random"}
+    tests = {a["arm"]: a["tests"] for a in again["arms"]}
+    assert not tests["grpo"].get("lite-val") and not tests["zero-shot"].get("lite-val")
+    assert tests["grpo-credit"]["lite-val"]["success"] is not None
 
 
 def test_the_credit_arm_needs_a_credit_of_its_own(cli, tmp_path):

@@ -523,7 +523,9 @@ def test_study_4_runs_every_online_arm_alike_and_carries_the_credit_studys_choic
     assert done.returncode == 2 and not nothing and done.stderr.count("\n") == 1 and "carries no signal" in done.stderr
 
 
-def test_study_4_reads_fresh2_once_per_chosen_line_and_rft_where_a_line_asks(tmp_path):
+def test_study_4_reads_fresh2_with_each_arms_validated_flags_once_per_chosen_line(tmp_path):
+    """`lite_study_4.sh final [N]`: each chosen.sh line names an arm (and --trainer-seed 1 for the second seed), read
+    on all of fresh2 x 3 with the very flags its lite-val read had; `rft` reads the starting point alone."""
     import subprocess
 
     script, env, args = _study_4_checkout(tmp_path, "ref-infogain")
@@ -531,23 +533,35 @@ def test_study_4_reads_fresh2_once_per_chosen_line_and_rft_where_a_line_asks(tmp
     files.mkdir(parents=True)
     refused = subprocess.run(["bash", str(script), "final"], env=env, capture_output=True, text=True)
     assert refused.returncode == 2 and "commit the validation choices first" in refused.stderr
-    (files / "chosen.sh").write_text(
-        "final_reads='\n--arm grpo-credit --turn-credit ref-infogain --record-arm grpo-credit=grpo+credit\n"
-        "--arm rft --policy-lr 1e-5\n"
-        "--arm grpo-credit --turn-credit ref-infogain --record-arm grpo-credit=grpo+credit --trainer-seed 1\n"
-        "--arm rft --policy-lr 1e-5 --record-arm zero-shot=rft\n'\n")
-    done = subprocess.run(["bash", str(script), "final", "2"], env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    calls = [call.splitlines() for call in args.read_text().strip("\n").split("\n\n") if call.startswith("experiment")]
-    assert len(calls) == 2
-    args.unlink()
-    subprocess.run(["bash", str(script), "final"], env=env, capture_output=True, text=True, check=True)
-    calls = [call.splitlines() for call in args.read_text().strip("\n").split("\n\n") if call.startswith("experiment")]
+
+    def calls() -> list[list[str]]:
+        found = [c.splitlines() for c in args.read_text().strip("\n").split("\n\n") if c.startswith("experiment")]
+        args.unlink()
+        return found
 
     def value(call: list[str], flag: str) -> str:
         return call[len(call) - call[::-1].index(flag)]
 
+    subprocess.run(["bash", str(script), "arm", "grpo+credit"], env=env, capture_output=True, text=True, check=True)
+    [validated] = calls()
+    (files / "chosen.sh").write_text("final_reads='\ngrpo+credit\nrft-2\ngrpo+credit --trainer-seed 1\nrft\n'\n")
+    done = subprocess.run(["bash", str(script), "final", "2"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert len(calls()) == 2
+    subprocess.run(["bash", str(script), "final"], env=env, capture_output=True, text=True, check=True)
+    reads = calls()
     assert [(value(c, "--label"), value(c, "--evaluate-on"), value(c, "--test-tasks"), value(c, "--test-samples"))
-            for c in calls] == [("final", "fresh2", "412", "3")] * 4
-    # rft itself is read on fresh2 only by the line that asks for it (of the same key, the last given wins)
-    assert [[w for w in c if w.startswith("zero-shot=")][-1] for c in calls] == ["zero-shot="] * 3 + ["zero-shot=rft"]
+            for c in reads] == [("final", "fresh2", "412", "3")] * 4
+    # The same training flags as the validated run's (the experiment then finds that run stored), label and split apart.
+    def training(call: list[str]) -> list[str]:
+        read = {"--label", "--evaluate-on", "--test-tasks", "--test-samples"}
+        return [w for i, w in enumerate(call) if w not in read and call[i - 1] not in read]
+
+    assert training(reads[0]) == training(validated) and training(reads[2]) == training(validated) + [
+        "--trainer-seed", "1"]
+    assert value(reads[1], "--arm") == "rft" and "--policy-steps" not in reads[1]
+    # rft itself only where a line asks for it, and then without a read of rft-2 (recorded as nothing)
+    zero_shot = [[w for w in c if w.startswith(("zero-shot=", "rft="))] for c in reads]
+    assert [z[-1] for z in zero_shot[:3]] == ["rft=rft-2", "rft=rft-2", "rft=rft-2"]
+    assert "zero-shot=rft" in zero_shot[3] and value(reads[3], "--record-arm") == "zero-shot=rft"
+    assert zero_shot[3].index("rft=") > zero_shot[3].index("rft=rft-2")
