@@ -207,7 +207,7 @@ def details(db, ref: str) -> dict:
         names = queries.rollout_run_names(session)
         data = [{"rollout": f"rollout:{rid}" if rid else "none", "name": names.get(rid), "trajectories": n}
                 for rid, n in queries.data_of_run(session, run.id)]
-        steps = [{"step": s.step, "epoch": s.epoch, **s.values} for s in queries.training_steps(session, run.id)]
+        steps = step_rows(session, run.id)
         return training_row(run, checkpoints) | {
             "config": run.config, "metrics": run.metrics,
             "parent": run.parent_checkpoint_id and f"ckpt:{run.parent_checkpoint_id}",
@@ -285,3 +285,10 @@ def _checkpoint_root(db) -> Path | None:
         return (db.folder / "checkpoints").resolve()
     except Exception:  # a PostgreSQL store without --artifacts: it has no folder of its own
         return None
+
+
+def step_rows(session, run_id: int) -> list[dict]:
+    """A training run's stored per-step figures, as `colbench runs show --json` gives them."""
+    from colbench.store import queries
+
+    return [{"step": s.step, "epoch": s.epoch, **s.values} for s in queries.training_steps(session, run_id)]

@@ -18,10 +18,10 @@ CURVES = ("reward", "val_success", "entropy", "mismatch_mean", "zero_spread", "a
 
 def run_steps(db, run_id: int) -> list[dict]:
     """A training run's stored per-step figures, as `colbench runs show --json` gives them."""
-    from colbench.store import queries
+    from colbench.runs import step_rows
 
     with db.read() as session:
-        return [{"step": s.step, **s.values} for s in queries.training_steps(session, run_id)]
+        return step_rows(session, run_id)
 
 
 def record_steps(folder: Path, arm: str, label: str, seed: int, run_id: int, steps: list[dict]) -> None:

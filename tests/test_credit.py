@@ -185,19 +185,26 @@ def test_mc_values_are_the_mean_reward_of_their_continuations(rolled):
     of its continuations' graded rewards, a turn's credit the change of value across it, and the answer's own
     grade ends the dialogue."""
     ids = all_ids(rolled)
-    [dialogue] = [d for d in stored_dialogues(rolled, ids) if len(d.agent_turns) >= 3][:1]
+    dialogues = [d for d in stored_dialogues(rolled, ids) if len(d.agent_turns) >= 3][:3]
+    assert len({d.task_id for d in dialogues}) > 1
     credit = make_credit("mc", rolled, CreditConfig(engine="scripted:skip@0.5", mc_samples=4, sandbox="bwrap"))
+    batches, generate = [], credit.engine.generate
+    credit.engine.generate = lambda conversations, params: batches.append(len(conversations)) or generate(
+        conversations, params)
     try:
-        [row] = credit.values([dialogue])
-        [read] = credit.last
+        rows = credit.values(dialogues)
+        reads = credit.last
     finally:
         credit.close()
-    values, rewards = read["values"], read["rewards"]
-    assert len(values) == len(row) + 1 and all(len(r) == 4 for r in rewards[:-1]) and len(rewards[-1]) == 1
-    assert values == [pytest.approx(sum(r) / len(r)) for r in rewards]
-    assert row == [pytest.approx(values[k + 1] - values[k]) for k in range(len(row))]
-    assert rewards[-1] == [pytest.approx(dialogue.reward)]
-    assert len({r for state in rewards for r in state}) > 1  # the continuations differ: a real sample
+    for dialogue, row, read in zip(dialogues, rows, reads, strict=True):
+        values, rewards = read["values"], read["rewards"]
+        assert len(values) == len(row) + 1 and all(len(r) == 4 for r in rewards[:-1]) and len(rewards[-1]) == 1
+        assert values == [pytest.approx(sum(r) / len(r)) for r in rewards]
+        assert row == [pytest.approx(values[k + 1] - values[k]) for k in range(len(row))]
+        assert rewards[-1] == [pytest.approx(dialogue.reward)]
+    assert len({r for read in reads for state in read["rewards"] for r in state}) > 1  # a real sample
+    # The dialogues' open states (all but each answered last) continue together: one engine call per round.
+    assert batches[0] == 4 * sum(len(d.agent_turns) for d in dialogues)
 
 
 def test_the_oracle_ranker_values_candidates_as_the_truth(rolled, tokenizer):
@@ -420,6 +427,26 @@ def test_the_plans_rule_carries_the_best_question_pairs_or_the_cheaper_of_two_th
     # A best that does not clear random's upper bound: nothing.
     found = carried([chance, signal("critic", 0.58, 0.52, 0.64, 0.1)])
     assert found["credit"] is None and "does not clear random" in found["why"]
+
+
+def test_the_plans_question_needs_a_lower_bound_above_61_and_above_the_critic_measured_here():
+    from colbench.training.credit.evaluate import CreditFigures, Figure
+    from colbench.training.credit.report import answer
+
+    def signal(name, value, low, high):
+        none = Figure(None)
+        return CreditFigures(name, False, "", 10, 40, none, none, none, none, 0.1,
+                             question_pair_accuracy=Figure(value, low, high, 100))
+
+    chance, truth = signal("random", 0.50, 0.45, 0.55), signal("oracle", 1.0, 1.0, 1.0)
+    signals = [signal("infogain", 0.70, 0.64, 0.76), signal("ref-infogain", 0.80, 0.75, 0.85)]
+    assert answer([chance, truth, *signals])["better"] is None  # no critic scored: the question waits
+    # The critic measured below study 3's 61%: the bar is 61%, and only a lower bound above it counts.
+    assert answer([chance, truth, signal("critic:ckpt:critic", 0.55, 0.50, 0.60), *signals,
+                   signal("critic:ckpt:critic-noc", 0.60, 0.55, 0.66)])["better"] == ["infogain", "ref-infogain"]
+    # The critic measured above 61%: its figure is the bar.
+    assert answer([chance, truth, signal("critic:ckpt:critic", 0.70, 0.65, 0.75), *signals])["better"] == [
+        "ref-infogain"]
 
 
 # ---------------------------------------------------------------- a plugin's credit everywhere

@@ -14,6 +14,11 @@ from colbench.training.credit.evaluate import CreditFigures, CreditValues
 
 VALUES = "values.jsonl"
 CONTROLS = ("oracle", "random")  # the ground truth and the chance line: never what a study carries
+# The plan's question: does a signal rank questions better than the SWEET-RL critic with c? The critic is the
+# spec `critic:ckpt:critic` (amendment 1; `critic` where a study names it alone), and study 3 measured it at 61% of
+# question pairs.
+CRITIC = ("critic", "critic:ckpt:critic")
+STUDY_3_CRITIC_QUESTION_PAIRS = 0.61
 
 
 @dataclass
@@ -40,7 +45,21 @@ def credit_report(folder: Path) -> dict:
         covering = [v for v in valued if subset <= {d["trajectory"] for d in v.dialogues}]
         tables.append(CreditTable(f"the {len(subset)} dialogues {named} was scored on, every credit alike",
                                   len(subset), [v.figures(set(subset)) for v in covering]))
-    return {"tables": tables, "carried": carried(tables[0].figures)}
+    return {"tables": tables, "answer": answer(tables[0].figures), "carried": carried(tables[0].figures)}
+
+
+def answer(figures: list[CreditFigures]) -> dict:
+    """The plan's question: the non-control signals whose question pair accuracy's 95% interval lies above study 3's
+    61% and above the critic's figure measured here (its point value)."""
+    critic = next((f.question_pair_accuracy for f in figures if f.credit in CRITIC), None)
+    if critic is None or critic.value is None:
+        return {"better": None, "why": "the critic with c is not scored: the question waits for it"}
+    bar = max(STUDY_3_CRITIC_QUESTION_PAIRS, critic.value)
+    better = [f.credit for f in figures if f.credit not in CONTROLS + CRITIC
+              and f.question_pair_accuracy.low is not None and f.question_pair_accuracy.low > bar]
+    why = (f"question pair accuracy's lower bound above {bar:.3f} (study 3's {STUDY_3_CRITIC_QUESTION_PAIRS:.2f} and"
+           f" the critic's {critic.shown()} here)")
+    return {"better": better, "why": why}
 
 
 def carried(figures: list[CreditFigures]) -> dict:
@@ -78,6 +97,9 @@ def markdown(found: dict) -> str:
                          f" {f.question_pair_accuracy.shown()} | {f.answer_pair_accuracy.shown()} |"
                          f" {f.seconds_per_turn:.3f} |")
         lines.append("")
+    better = found["answer"]["better"]
+    lines.append(f"**Better than the critic at questions**: "
+                 f"{'waits' if better is None else ', '.join(better) or 'none'}: {found['answer']['why']}.")
     choice = found["carried"]
     lines.append(f"**Carried online**: {choice['credit'] or 'nothing'}: {choice['why']}.")
     return "\n".join(lines)
@@ -85,4 +107,4 @@ def markdown(found: dict) -> str:
 
 def as_json(found: dict) -> dict:
     return {"tables": [{"title": t.title, "dialogues": t.dialogues, "figures": [f.as_dict() for f in t.figures]}
-                       for t in found["tables"]], "carried": found["carried"]}
+                       for t in found["tables"]], "answer": found["answer"], "carried": found["carried"]}

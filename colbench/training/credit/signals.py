@@ -361,50 +361,68 @@ class MonteCarloCredit(TurnCredit):
         return self.envs[family][0]
 
     def values(self, dialogues):
+        planned = [(dialogue, *self.states(dialogue)) for dialogue in dialogues]
+        self.fill(planned)
         found, self.last = [], []
-        for dialogue in dialogues:
-            messages = dialogue.messages()
-            states = [messages[: dialogue.agent_positions()[0]]] if dialogue.agent_positions() else []
-            answered = {}
-            for k, (position, reply) in enumerate(_replied(dialogue)):
-                if reply is None and is_answer(messages[position]["content"], k + 1):
-                    answered[len(states)] = messages[: position + 1]
-                states.append(messages[: (reply if reply is not None else position) + 1])
-            rewards = self.rewards(dialogue, states, answered)
+        for dialogue, states, _ in planned:
+            rewards = [self.cache[self._key(dialogue, state)] for state in states]
             value = [sum(r) / len(r) if r else 0.0 for r in rewards]
             found.append([value[k + 1] - value[k] for k in range(len(states) - 1)])
             self.last.append({"values": value, "rewards": rewards})
         return found
 
-    def rewards(self, dialogue: CreditDialogue, states: list[list[dict]], answered: dict) -> list[list[float]]:
-        """Each state's rewards: an answered state's own grade, else its K continuations'."""
-        todo = [s for s, state in enumerate(states) if self._key(dialogue, state) not in self.cache]
-        env = self.env(dialogue.task.family)
-        ended = [s for s in todo if s in answered]
-        for s, grade in zip(ended, [env.grade(dialogue.task, protocol.extract_answer(
-                answered[s][-1]["content"], last_turn=sum(m["role"] == "assistant" for m in answered[s])
-                >= protocol.MAX_AGENT_TURNS) or "").result() for s in ended]):
-            self.cache[self._key(dialogue, states[s])] = [float(grade.reward)]
-        open_states = [s for s in todo if s not in answered]
-        if open_states:
-            for s, rewards in zip(open_states, self.continue_states(dialogue.task, [states[s] for s in open_states])):
-                self.cache[self._key(dialogue, states[s])] = rewards
-        return [self.cache[self._key(dialogue, state)] for state in states]
+    @staticmethod
+    def states(dialogue: CreditDialogue) -> tuple[list[list[dict]], dict[int, list[dict]]]:
+        """The dialogue's states (before its first agent turn, then after each turn and its reply), and those an
+        answer ended: state index → the messages up to the answer."""
+        messages = dialogue.messages()
+        states = [messages[: dialogue.agent_positions()[0]]] if dialogue.agent_positions() else []
+        answered = {}
+        for k, (position, reply) in enumerate(_replied(dialogue)):
+            if reply is None and is_answer(messages[position]["content"], k + 1):
+                answered[len(states)] = messages[: position + 1]
+            states.append(messages[: (reply if reply is not None else position) + 1])
+        return states, answered
+
+    def fill(self, planned) -> None:
+        """Every state not yet valued gets its rewards: an answered state its own grade, else its K continuations'.
+        The continuations of all the dialogues' open states run together, one engine call per round, so that a
+        chunk of candidates (one new state each) fills the engine's batch rather than K rows at a time."""
+        ended, open_states = {}, {}
+        for dialogue, states, answered in planned:
+            for s, state in enumerate(states):
+                key = self._key(dialogue, state)
+                if key not in self.cache:
+                    (ended if s in answered else open_states)[key] = (dialogue.task, answered.get(s, state))
+        grades = []
+        for task, messages in ended.values():
+            answer = protocol.extract_answer(messages[-1]["content"], last_turn=sum(
+                m["role"] == "assistant" for m in messages) >= protocol.MAX_AGENT_TURNS) or ""
+            grades.append(self.env(task.family).grade(task, answer))
+        for key, grade in zip(ended, grades):
+            self.cache[key] = [float(grade.result().reward)]
+        by_family: dict[str, list] = {}
+        for key, (task, state) in open_states.items():
+            by_family.setdefault(task.family, []).append((key, task, state))
+        for family, rows in by_family.items():
+            for (key, _, _), rewards in zip(rows, self.continue_states(family, [(t, s) for _, t, s in rows])):
+                self.cache[key] = rewards
 
     @staticmethod
     def _key(dialogue, state) -> tuple:
         return (dialogue.task.ground_truth, tuple((m["role"], m["content"]) for m in state))
 
-    def continue_states(self, task, states: list[list[dict]]) -> list[list[float]]:
-        """K continuations of each state (its messages end with the human's): their rewards."""
+    def continue_states(self, family_name: str, states: list[tuple]) -> list[list[float]]:
+        """K continuations of each (task, messages) state of the family (the messages end with the human's): their
+        rewards."""
         from colbench.engines.base import SamplingParams
         from colbench.families import family as family_named
 
-        env, family = self.env(task.family), family_named(task.family)
+        env, family = self.env(family_name), family_named(family_name)
         simulator = family.builtin_simulator()
         cfg = self.config
         episodes = []
-        for s, state in enumerate(states):
+        for s, (task, state) in enumerate(states):
             for j in range(cfg.mc_samples):
                 episode = env.episode_class(trajectory_id=s * cfg.mc_samples + j, task=task, dialogue=list(state))
                 episode.agent_turns = sum(m["role"] == "assistant" for m in state)
