@@ -17,6 +17,7 @@
 #   bash scripts/credit_signals.sh scorers     # the rebuilt policies' and critics' sha256 into scorers.sha256
 #                                              # (amendment 3)
 #   bash scripts/credit_signals.sh drift POLICY  # how far a rebuilt policy is from the one that sampled its candidates
+#   bash scripts/credit_signals.sh cost        # every signal's seconds a turn, alone, on one subset: cost.jsonl
 #   colbench study report studies/credit-signals # every table, from values.jsonl alone
 #
 # STORE (default credit-signals) holds the store and checkpoints, never committed; the study's files go to
@@ -30,7 +31,7 @@
 # then `check`: the same sha256 means the rebuilt policies are the ones that made the dialogues.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-stage=${1:?usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore|scorers|check|drift}
+stage=${1:?usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore|scorers|check|drift|cost}
 # shellcheck source=scripts/study_env.sh
 source "$here/scripts/study_env.sh" credit-signals credit-signals
 # PyTorch picks its CPU kernels by the instruction set it finds, and AVX-512's round otherwise than AVX2's (four
@@ -64,6 +65,17 @@ digest() { echo "$1 $(ckpt "$1") $(sha256sum < "$(weights "$1")" | cut -d' ' -f1
 have() {
   "$colbench" runs show "$1" --json 2>/dev/null |
     python3 -c 'import json, sys; sys.exit(json.load(sys.stdin).get("status") != "done")' 2>/dev/null
+}
+
+# A scored signal's `credit eval` flags: π0 the model signals' scorer, the critics by their specs (amendment 1), mc
+# played by a policy (the dialogue's own; π0 for `cost`) with the plan's K, tokens, temperature and seed.
+credit_flags() {
+  case "$1" in
+  oracle | random) echo "--credit $1" ;;
+  critic | critic-noc) echo "--credit critic:ckpt:$1" ;;
+  infogain | ref-infogain) echo "--credit $1 --model ckpt:warm" ;;
+  mc) echo "--credit mc --model ckpt:${2:-warm} --mc-samples 4 --mc-max-new-tokens 256 --mc-temperature 1 --seed 0" ;;
+  esac
 }
 
 case "$stage" in
@@ -104,20 +116,40 @@ score)
   studied=(--policies "$(cut -d' ' -f2 "$files/checkpoints.sha256" | paste -sd,)")
   signal=${2:?score SIGNAL: controls, critics, infogain, ref-infogain or mc}
   case "$signal" in
-  controls) timed score-controls "$colbench" credit eval --credit oracle --credit random "${studied[@]}" \
-    "${scored[@]}" ;;
-  critics) timed score-critics "$colbench" credit eval --credit critic:ckpt:critic --credit critic:ckpt:critic-noc \
+  controls) timed score-controls "$colbench" credit eval $(credit_flags oracle) $(credit_flags random) \
     "${studied[@]}" "${scored[@]}" ;;
-  infogain | ref-infogain) timed "score-$signal" "$colbench" credit eval --credit "$signal" --model ckpt:warm \
+  critics) timed score-critics "$colbench" credit eval $(credit_flags critic) $(credit_flags critic-noc) \
+    "${studied[@]}" "${scored[@]}" ;;
+  infogain | ref-infogain) timed "score-$signal" "$colbench" credit eval $(credit_flags "$signal") \
     "${studied[@]}" "${scored[@]}" ;;
   mc)  # the dialogue's own policy plays the continuations: one command per policy, on the first 25 tasks' dialogues
     for policy in warm rft; do
-      timed "score-mc-$policy" "$colbench" credit eval --credit mc --model ckpt:"$policy" \
-        --policies "$(ckpt "$policy")" --task-limit 25 --mc-samples 4 --mc-max-new-tokens 256 --mc-temperature 1 \
-        --seed 0 "${scored[@]}"
+      timed "score-mc-$policy" "$colbench" credit eval $(credit_flags mc "$policy") \
+        --policies "$(ckpt "$policy")" --task-limit 25 "${scored[@]}"
     done ;;
   *) echo "unknown signal: $signal (controls, critics, infogain, ref-infogain, mc)" >&2; exit 2 ;;
   esac
+  ;;
+cost)
+  # The scoring runs' seconds count whatever else shared the 2 cores in their session (amendment 6), so the cost
+  # figures are measured apart: every signal recomputed on one subset (π0's dialogues of the first 3 lite-val tasks
+  # and 12 of their states' candidates) in a copy of the store holding no value, one signal at a time. Run it with
+  # nothing else running. Their values file is cost.jsonl, whose seconds `study report` reads as the cost.
+  probe=$(mktemp -d)
+  "$here/.venv/bin/python" - "$store/lite.db" "$probe/lite.db" <<'PY'
+import sqlite3, sys
+source, target = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True), sqlite3.connect(sys.argv[2])
+source.backup(target)
+target.execute("delete from credit_value")  # nothing reused: every value is made again
+target.commit()
+PY
+  for signal in oracle random ref-infogain critic critic-noc infogain mc; do
+    COLBENCH_DB="sqlite:///$probe/lite.db" timed "cost-$signal" "$colbench" credit eval $(credit_flags "$signal") \
+      --policies "$(ckpt warm)" --task-limit 3 --pair-turns 12 --tasks backend-lite:val --pairs-from val-candidates \
+      --sandbox bwrap --device cpu --values-out "$probe/values.jsonl" --json > /dev/null
+  done
+  mv "$probe/values.jsonl" "$files/cost.jsonl"
+  rm -r "$probe"
   ;;
 save)
   for policy in warm rft; do  # the export writes the split's tasks beside them: the lite tier rebuilds those itself
@@ -162,6 +194,6 @@ drift)
     --states "${DRIFT_STATES:-40}"
   ;;
 *)
-  echo "usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore|scorers|check|drift" >&2
+  echo "usage: credit_signals.sh base|rft|dialogues|candidates|critics|score SIGNAL|save|restore|scorers|check|drift|cost" >&2
   exit 2 ;;
 esac

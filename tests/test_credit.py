@@ -397,6 +397,18 @@ def test_the_study_report_recomputes_credit_evals_figures_from_the_values_file(r
     code, text, _ = cli("study", "report", str(tmp_path))
     assert code == 0 and "| oracle | yes |" in text and "**Carried online**: nothing" in text
 
+    # cost.jsonl (the signals valued again alone on a subset): its seconds are the cost column, the others' stay.
+    code, alone, err = cli("credit", "eval", "--credit", "random", "--tasks", "backend-lite:train", "--task-limit",
+                           "1", "--seed", "5", "--sandbox", "bwrap", "--values-out", str(tmp_path / "cost.jsonl"),
+                           "--json")
+    assert code == 0, err
+    code, costed, err = cli("study", "report", str(tmp_path), "--json")
+    assert code == 0, err
+    by_name = {f["credit"]: f for f in costed["tables"][0]["figures"]}
+    assert by_name["random"]["seconds_per_turn"] == pytest.approx(alone[0]["seconds_per_turn"])
+    assert by_name["random"]["seconds_per_turn"] != everyone["figures"][0]["seconds_per_turn"]
+    assert by_name["oracle"] == everyone["figures"][1] and costed["cost_measured_alone"] == ["random"]
+
     parts = tmp_path / "parts"
     parts.mkdir()
     for policies in (",".join(POLICIES[:2]), ",".join(POLICIES[2:])):

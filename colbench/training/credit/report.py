@@ -7,12 +7,15 @@ gets a second table: every credit on that subset alike.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from colbench.training.credit.evaluate import CreditFigures, CreditValues
 
 VALUES = "values.jsonl"
+# The same signals valued again on one small subset, one at a time with nothing else running (a values file too):
+# where it is, its seconds are the cost column, since the scoring runs' own share the machine with a session's work.
+COST = "cost.jsonl"
 CONTROLS = ("oracle", "random")  # the ground truth and the chance line: never what a study carries
 # The plan's question: does a signal rank questions better than the SWEET-RL critic with c? The critic is the
 # spec `critic:ckpt:critic` (amendment 1; `critic` where a study names it alone), and study 3 measured it at 61% of
@@ -36,16 +39,22 @@ def credit_report(folder: Path) -> dict:
     valued = CreditValues.from_rows(read_jsonl(folder / VALUES))
     if not valued:
         raise StudyError(f"{folder / VALUES} holds no credit values")
+    alone = {v.credit: v.figures().seconds_per_turn for v in CreditValues.from_rows(read_jsonl(folder / COST))}
+
+    def costed(figures: list[CreditFigures]) -> list[CreditFigures]:
+        return [replace(f, seconds_per_turn=alone.get(f.credit, f.seconds_per_turn)) for f in figures]
+
     everyone = set.union(*({d["trajectory"] for d in v.dialogues} for v in valued))
     tables = [CreditTable(f"every credit on the {len(everyone)} dialogues", len(everyone),
-                          [v.figures() for v in valued])]
+                          costed([v.figures() for v in valued]))]
     subsets = {frozenset(d["trajectory"] for d in v.dialogues) for v in valued} - {frozenset(everyone)}
     for subset in sorted(subsets, key=len):
         named = ", ".join(v.credit for v in valued if {d["trajectory"] for d in v.dialogues} == subset)
         covering = [v for v in valued if subset <= {d["trajectory"] for d in v.dialogues}]
         tables.append(CreditTable(f"the {len(subset)} dialogues {named} was scored on, every credit alike",
-                                  len(subset), [v.figures(set(subset)) for v in covering]))
-    return {"tables": tables, "answer": answer(tables[0].figures), "carried": carried(tables[0].figures)}
+                                  len(subset), costed([v.figures(set(subset)) for v in covering])))
+    return {"tables": tables, "answer": answer(tables[0].figures), "carried": carried(tables[0].figures),
+            "cost_measured_alone": sorted(set(alone) & {v.credit for v in valued})}
 
 
 def answer(figures: list[CreditFigures]) -> dict:
@@ -97,6 +106,10 @@ def markdown(found: dict) -> str:
                          f" {f.question_pair_accuracy.shown()} | {f.answer_pair_accuracy.shown()} |"
                          f" {f.seconds_per_turn:.3f} |")
         lines.append("")
+    alone = found["cost_measured_alone"]
+    lines.append(f"s/turn: seconds a valued turn or candidate, measured alone on one subset ({COST}) for "
+                 f"{', '.join(alone) or 'none'}; the others' from their scoring runs, with whatever else ran.")
+    lines.append("")
     better = found["answer"]["better"]
     lines.append(f"**Better than the critic at questions**: "
                  f"{'waits' if better is None else ', '.join(better) or 'none'}: {found['answer']['why']}.")
@@ -107,4 +120,5 @@ def markdown(found: dict) -> str:
 
 def as_json(found: dict) -> dict:
     return {"tables": [{"title": t.title, "dialogues": t.dialogues, "figures": [f.as_dict() for f in t.figures]}
-                       for t in found["tables"]], "answer": found["answer"], "carried": found["carried"]}
+                       for t in found["tables"]], "answer": found["answer"], "carried": found["carried"],
+            "cost_measured_alone": found["cost_measured_alone"]}
