@@ -18,6 +18,24 @@ import time
 from pathlib import Path
 
 
+def candidate_states(db, dialogues: int, sandbox: str) -> list:
+    """backend-lite's own candidates in ``db``: ``dialogues`` scripted dialogues, and at each of their agent turns the
+    task's first three fact questions and its reference answer (the states `credit eval --pairs-from` scores)."""
+    from colbench.engines.scripted import answer_text
+    from colbench.rollout import run as rollout
+    from colbench.rollout_config import RolloutConfig
+    from colbench.store import queries
+    from colbench.tasks.lite import facts_of
+    from colbench.training.credit import State, stored_dialogues
+
+    rollout(db, RolloutConfig(engine="scripted:mixed@0.6", tasks="backend-lite:train", limit=dialogues,
+                              sandbox=sandbox))
+    with db.read() as session:
+        ids = [i for i, _ in queries.graded_trajectory_ids(session, family="backend", split="lite-train")]
+    return [State(d, k, [f.question for f in facts_of(d.task)[:3]] + [answer_text(d.task.ground_truth)])
+            for d in stored_dialogues(db, ids) for k in range(len(d.agent_turns))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--credit", default="ref-infogain", choices=("ref-infogain", "infogain"))
@@ -25,22 +43,12 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     args = parser.parse_args()
 
-    from colbench.engines.scripted import answer_text
-    from colbench.rollout import run as rollout
-    from colbench.rollout_config import RolloutConfig
-    from colbench.store import queries
     from colbench.store.db import Database
-    from colbench.tasks.lite import facts_of
-    from colbench.training.credit import CreditConfig, State, candidate_values, make_credit, stored_dialogues
+    from colbench.training.credit import CreditConfig, candidate_values, make_credit
 
     with tempfile.TemporaryDirectory() as folder:
         db = Database(f"sqlite:///{Path(folder) / 'bench.db'}")
-        rollout(db, RolloutConfig(engine="scripted:mixed@0.6", tasks="backend-lite:train", limit=args.dialogues,
-                                  sandbox="none"))
-        with db.read() as session:
-            ids = [i for i, _ in queries.graded_trajectory_ids(session, family="backend", split="lite-train")]
-        states = [State(d, k, [f.question for f in facts_of(d.task)[:3]] + [answer_text(d.task.ground_truth)])
-                  for d in stored_dialogues(db, ids) for k in range(len(d.agent_turns))]
+        states = candidate_states(db, args.dialogues, sandbox="none")
         candidates = sum(len(s.candidates) for s in states)
 
         class EveryTurnAlone:

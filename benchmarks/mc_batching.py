@@ -2,19 +2,23 @@
 continuations of a chunk's candidates played together, one engine call per round (MonteCarloCredit.fill), against
 one candidate's dialogue at a time (K continuations per call), measured in the same run on the same candidates.
 
-The candidates are built as benchmarks/credit_scoring.py builds them: at every agent turn of scripted backend-lite
-dialogues, the task's fact questions and its reference answer, each with the built-in human's reply. The values are
-samples, so the two ways differ in them; each way's mean value is printed beside its seconds.
+The candidates are benchmarks/credit_scoring.py's: at every agent turn of scripted backend-lite dialogues, the task's
+fact questions and its reference answer, each with the built-in human's reply. The values are samples, so the two
+ways differ in them; each way's mean value is printed beside its seconds.
 
-    .venv/bin/python benchmarks/mc_batching.py                       # 4 states (16 candidates), K = 2, 32 tokens
+    .venv/bin/python benchmarks/mc_batching.py                       # 4 states' candidates, K = 2, 32 tokens a turn
     .venv/bin/python benchmarks/mc_batching.py --states 8 --mc-samples 4 --max-new-tokens 256
 """
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from credit_scoring import candidate_states  # noqa: E402  (the same candidates as the model credits' benchmark)
 
 
 def main() -> None:
@@ -24,22 +28,12 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     args = parser.parse_args()
 
-    from colbench.engines.scripted import answer_text
-    from colbench.rollout import run as rollout
-    from colbench.rollout_config import RolloutConfig
-    from colbench.store import queries
     from colbench.store.db import Database
-    from colbench.tasks.lite import facts_of
-    from colbench.training.credit import CreditConfig, State, candidate_values, make_credit, stored_dialogues
+    from colbench.training.credit import CreditConfig, candidate_values, make_credit
 
     with tempfile.TemporaryDirectory() as folder:
         db = Database(f"sqlite:///{Path(folder) / 'bench.db'}")
-        rollout(db, RolloutConfig(engine="scripted:mixed@0.6", tasks="backend-lite:train", limit=args.states,
-                                  sandbox="bwrap"))
-        with db.read() as session:
-            ids = [i for i, _ in queries.graded_trajectory_ids(session, family="backend", split="lite-train")]
-        states = [State(d, k, [f.question for f in facts_of(d.task)[:3]] + [answer_text(d.task.ground_truth)])
-                  for d in stored_dialogues(db, ids) for k in range(len(d.agent_turns))][: args.states]
+        states = candidate_states(db, args.states, sandbox="bwrap")[: args.states]
         candidates = sum(len(s.candidates) for s in states)
 
         class OneDialogueAtATime:
