@@ -210,12 +210,16 @@ def test_processes_of_one_sandbox_do_not_count_against_another(docker_engine):
 def test_server_pid_is_the_containers_first_process(docker_engine):
     channel = DockerBackend().start(0, 256)
     try:
-        pid, give_up = None, time.monotonic() + 30
-        while pid is None and time.monotonic() < give_up:
+        # The host's view of the container's pid 1. Its command line reads empty until the runtime's init has
+        # exec'd the server (a moment that a loaded machine stretches), so the test waits for it too.
+        pid, command, give_up = None, b"", time.monotonic() + 30
+        while not command and time.monotonic() < give_up:
             pid = channel.server_pid()
+            if pid is not None:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    command = handle.read()
         assert pid and pid > 1
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:  # the host's view of the container's pid 1
-            assert handle.read().split(b"\0")[:4] == [b"/usr/bin/python3", b"-s", b"-S", b"-P"]
+        assert command.split(b"\0")[:4] == [b"/usr/bin/python3", b"-s", b"-S", b"-P"]
     finally:
         channel.close()
     assert channel.server_pid() is None
