@@ -420,14 +420,17 @@ def test_the_study_report_recomputes_credit_evals_figures_from_the_values_file(r
     assert oracle == {**full[1], "seconds_per_turn": oracle["seconds_per_turn"]}
 
 
-def test_the_plans_rule_carries_the_best_question_pairs_or_the_cheaper_of_two_that_overlap():
+def signal(name, value, low, high, seconds=0.1):
+    """A credit's figures with only its question pair accuracy (and cost) filled: what the plan's rules read."""
     from colbench.training.credit.evaluate import CreditFigures, Figure
-    from colbench.training.credit.report import carried
 
-    def signal(name, value, low, high, seconds):
-        none = Figure(None)
-        return CreditFigures(name, False, "", 10, 40, none, none, none, none, seconds,
-                             question_pair_accuracy=Figure(value, low, high, 100))
+    none = Figure(None)
+    return CreditFigures(name, False, "", 10, 40, none, none, none, none, seconds,
+                         question_pair_accuracy=Figure(value, low, high, 100))
+
+
+def test_the_plans_rule_carries_the_best_question_pairs_or_the_cheaper_of_two_that_overlap():
+    from colbench.training.credit.report import carried
 
     chance = signal("random", 0.50, 0.45, 0.55, 0.0)
     truth = signal("oracle", 1.0, 1.0, 1.0, 0.0)
@@ -442,13 +445,7 @@ def test_the_plans_rule_carries_the_best_question_pairs_or_the_cheaper_of_two_th
 
 
 def test_the_plans_question_needs_a_lower_bound_above_61_and_above_the_critic_measured_here():
-    from colbench.training.credit.evaluate import CreditFigures, Figure
     from colbench.training.credit.report import answer
-
-    def signal(name, value, low, high):
-        none = Figure(None)
-        return CreditFigures(name, False, "", 10, 40, none, none, none, none, 0.1,
-                             question_pair_accuracy=Figure(value, low, high, 100))
 
     chance, truth = signal("random", 0.50, 0.45, 0.55), signal("oracle", 1.0, 1.0, 1.0)
     signals = [signal("infogain", 0.70, 0.64, 0.76), signal("ref-infogain", 0.80, 0.75, 0.85)]
