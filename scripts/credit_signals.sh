@@ -69,6 +69,8 @@ have() {
 
 # A scored signal's `credit eval` flags: π0 the model signals' scorer, the critics by their specs (amendment 1), mc
 # played by a policy (the dialogue's own; π0 for `cost`) with the plan's K, tokens, temperature and seed.
+# Where every signal is scored: lite-val's dialogues and the candidates' same-state pairs, answers graded in bwrap.
+scoring=(--tasks backend-lite:val --pairs-from val-candidates --sandbox bwrap --device cpu)
 credit_flags() {
   case "$1" in
   oracle | random) echo "--credit $1" ;;
@@ -110,8 +112,7 @@ critics)
   ;;
 score)
   # Each signal on the scored dialogues and the candidates' same-state pairs, π0 its model (the plan's scorer).
-  scored=(--tasks backend-lite:val --pairs-from val-candidates --sandbox bwrap --device cpu
-          --values-out "$files/values.jsonl" --json)
+  scored=("${scoring[@]}" --values-out "$files/values.jsonl" --json)
   # Only the scored dialogues: the store also holds other lite-val dialogues (an online run's validation).
   studied=(--policies "$(cut -d' ' -f2 "$files/checkpoints.sha256" | paste -sd,)")
   signal=${2:?score SIGNAL: controls, critics, infogain, ref-infogain or mc}
@@ -145,8 +146,8 @@ target.commit()
 PY
   for signal in oracle random ref-infogain critic critic-noc infogain mc; do
     COLBENCH_DB="sqlite:///$probe/lite.db" timed "cost-$signal" "$colbench" credit eval $(credit_flags "$signal") \
-      --policies "$(ckpt warm)" --task-limit 3 --pair-turns 12 --tasks backend-lite:val --pairs-from val-candidates \
-      --sandbox bwrap --device cpu --values-out "$probe/values.jsonl" --json > /dev/null
+      --policies "$(ckpt warm)" --task-limit 3 --pair-turns 12 "${scoring[@]}" --values-out "$probe/values.jsonl" \
+      --json > /dev/null
   done
   mv "$probe/values.jsonl" "$files/cost.jsonl"
   rm -r "$probe"
