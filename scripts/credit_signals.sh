@@ -67,10 +67,10 @@ have() {
     python3 -c 'import json, sys; sys.exit(json.load(sys.stdin).get("status") != "done")' 2>/dev/null
 }
 
-# A scored signal's `credit eval` flags: π0 the model signals' scorer, the critics by their specs (amendment 1), mc
-# played by a policy (the dialogue's own; π0 for `cost`) with the plan's K, tokens, temperature and seed.
 # Where every signal is scored: lite-val's dialogues and the candidates' same-state pairs, answers graded in bwrap.
 scoring=(--tasks backend-lite:val --pairs-from val-candidates --sandbox bwrap --device cpu)
+# A scored signal's `credit eval` flags: π0 the model signals' scorer, the critics by their specs (amendment 1), mc
+# played by a policy (the dialogue's own; π0 for `cost`) with the plan's K, tokens, temperature and seed.
 credit_flags() {
   case "$1" in
   oracle | random) echo "--credit $1" ;;
