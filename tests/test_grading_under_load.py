@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from colbench.grading.grader import Grader
+from colbench.grading.grader import TIMEOUTS, Grader
 from colbench.grading.sandboxes import cgroups
 from colbench.grading.runner import TIMEOUT_BACKSTOP, WALL_BACKSTOP
 from gradingcases import ONE, TWO, assert_benign, backend_task, rows
@@ -77,14 +77,22 @@ def test_a_loaded_machine_grades_as_an_idle_one(grader, iterations):
     # The memory bomb's own test ends as MemoryError or as timeout (as the attack suite allows): filling 1 GB took
     # past the limit once in four loaded runs, after the online RL tests, and whether that is load or memory
     # pressure is not settled (the closing note says so). Its next test is compared.
-    assert [rows(r) for r in loaded[:6]] == [rows(r) for r in idle[:6]]
+    assert [rows(r) for r in loaded[:4]] == [rows(r) for r in idle[:4]]
+    # The loops time out either way. A machine this loaded (in CI, beside the other worker's tests too) can keep one
+    # off the CPU until its wall backstop, whose error says so: the grade is the same, the reason more precise.
+    assert [graded(r) for r in loaded[4:6]] == [graded(r) for r in idle[4:6]]
     assert rows(loaded[6])[1:] == rows(idle[6])[1:]
     for report in loaded[:4]:
         assert_benign(report)
         assert all(0.2 < t.duration_s < 1.0 for t in report.tests), rows(report)  # they computed, and were charged
-    assert [t.error for t in loaded[4].tests] == ["timeout", "timeout"]
-    assert [t.error for t in loaded[5].tests] == ["timeout", "timeout"]
+    for report in loaded[4:6]:
+        assert [t.error in TIMEOUTS for t in report.tests] == [True, True] and not report.sandbox_failed, rows(report)
     assert loaded[6].tests[0].error in ("MemoryError", "timeout") and loaded[6].tests[1].passed, rows(loaded[6])
+
+
+def graded(report) -> list:
+    """A report's rows with a timeout's reason left out: whether each test passed, and whether it timed out."""
+    return [(t.name, t.expected, t.actual, t.passed, t.timed_out) for t in report.tests]
 
 
 def test_a_sleeping_answer_is_charged_its_sleep(grader):
@@ -95,22 +103,26 @@ def test_a_sleeping_answer_is_charged_its_sleep(grader):
 
 def test_a_test_kept_off_the_cpu_ends_at_the_wall_backstop(bwrap, iterations):
     """The sandboxes' cgroups capped at 1% of a CPU: an answer that would take 0.4 s idle is still computing at the
-    backstop (it waits, runnable, for the CPU its cap withholds), which ends it as such, not as an ordinary timeout."""
+    backstop (it waits, runnable, for the CPU its cap withholds), which ends it as such, not as an ordinary timeout.
+    The host waits for all six tests' backstops: a job's watchdog shorter than their sum (it was, before) failed a
+    sound sandbox's job as "sandbox stopped answering" instead."""
     if cgroups.available() is None:
         pytest.skip("sandboxes get no cgroup here (not root, or no writable hierarchy)")
     with Grader(sandbox=bwrap, workers=1, test_timeout_s=0.5, grading="strict") as grader:
-        assert_benign(grader.grade([(ONE, "def f(x):\n    return x + 1")])[0])  # the sandboxes are up
+        six = backend_task("def f(x):\n    return x + 1\n", [f"f({i})" for i in range(6)])
+        # The sandboxes are up, and the reference's outcomes cached: under the cap its own tests would crawl too.
+        assert_benign(grader.grade([(six, "def f(x):\n    return x + 1")])[0])
         for leaf in cgroups.ours(f"{os.getpid()}-"):
             for setting, value in (("cpu.max", "1000 100000"), ("cpu.cfs_quota_us", "1000")):
                 if (leaf / setting).exists():
                     (leaf / setting).write_text(value)
         slow = f"{WORK}\ndef f(x):\n    work({iterations})\n    return x + 1"
         started = time.monotonic()
-        [report] = grader.grade([(ONE, slow)])
+        [report] = grader.grade([(six, slow)])
         waited = time.monotonic() - started
-    assert [t.error for t in report.tests] == [TIMEOUT_BACKSTOP], rows(report)
-    assert report.tests[0].timed_out
-    assert waited >= WALL_BACKSTOP * 0.5
+    assert [t.error for t in report.tests] == [TIMEOUT_BACKSTOP] * 6, rows(report)
+    assert all(t.timed_out for t in report.tests) and not report.sandbox_failed
+    assert waited >= 6 * WALL_BACKSTOP * 0.5
 
 
 def test_a_server_kept_off_the_cpu_past_the_backstop_while_it_looks_still_waits_no_negative_time(monkeypatch):

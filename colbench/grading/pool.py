@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from colbench.processes import start_time
 
-from .runner import TAMPERED
+from .runner import START_SLACK_S, TAMPERED, WALL_BACKSTOP
 from .sandboxes.base import HASH_SEED, server_intact
 
 START_TIMEOUT_S = 30.0
@@ -49,15 +49,17 @@ class Job:
         return header + b"".join(b"%d\n%s" % (len(f), f) for f in fields)
 
     def watchdog_s(self) -> float:
-        """Generous: every test and the compile step at their limit, plus fork slack and
-        the server's own imports."""
-        return (len(self.calls) + 1) * (self.timeout_s + 0.6) + 5.0 + PRELOAD_S
+        """Generous: the compile step and every test at their wall backstops (runner._Clock), plus fork slack and
+        the server's own imports. A loaded machine may keep each of them running that long, and each is still
+        charged fairly inside; a host that gave up sooner would fail a sound sandbox's answer as its own."""
+        steps = len(self.calls) + 1
+        return WALL_BACKSTOP * (steps * self.timeout_s + START_SLACK_S) + 0.6 * steps + 5.0 + PRELOAD_S
 
     def silence_s(self) -> float:
         """Longest quiet spell of a healthy server: the server sends a line as each test
-        ends, so at most its imports, a compile step and a test at their limits, a fork,
-        and the clean-up after a killed child pass between two lines."""
-        return 2 * self.timeout_s + 2.5 + PRELOAD_S
+        ends, so at most its imports, a compile step and a test at their wall backstops, a
+        fork, and the clean-up after a killed child pass between two lines."""
+        return WALL_BACKSTOP * (2 * self.timeout_s + START_SLACK_S) + 2.5 + PRELOAD_S
 
 
 @dataclass
