@@ -143,3 +143,28 @@ def test_a_server_kept_off_the_cpu_past_the_backstop_while_it_looks_still_waits_
     wait, outcome = clock.remaining()
     monkeypatch.undo()
     assert outcome is None and wait == 0.0
+
+
+def test_a_child_that_got_the_cpu_while_the_server_looked_is_charged_its_fresh_run_delay(monkeypatch):
+    """Under a cap the server is throttled beside its child, so its look at the child's CPU clock can last a throttled
+    period. The run delay read before the look lacks the wait that ended when the child got the CPU during it; the
+    test ends only if a second read still finds it past its limit (ending it on the first failed, under load in CI,
+    an answer that an idle machine passes)."""
+    from colbench.grading import runner
+
+    class Throttled(runner._Clock):
+        delays = iter([0.0, 0.1, 0.45])  # run delay: at the start; before the look (a wait under way); after it
+
+        def _waited(self):
+            return next(self.delays)
+
+        def _waiting_for_a_cpu(self):
+            return False  # the child ran during the look
+
+    real = time.monotonic
+    readings = iter([100.0, 100.61, 100.61, 100.62, 100.62])  # began; the backstop check; two reads; the wait's cap
+    monkeypatch.setattr(runner.time, "monotonic", lambda: next(readings, None) or real())
+    clock = Throttled(os.getpid(), 0.5)  # 0.51 s charged at the first read, 0.17 s at the second
+    wait, outcome = clock.remaining()
+    monkeypatch.undo()
+    assert outcome is None and wait == pytest.approx(0.33)
