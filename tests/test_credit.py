@@ -167,6 +167,23 @@ def test_the_scorer_reads_shared_prefixes_once_and_every_sequence_as_if_alone(ti
         torch.testing.assert_close(b, alone(b_context, target), atol=2e-4, rtol=1e-4)
 
 
+def test_the_scorers_greedy_continuations_read_together_are_each_one_read_alone(tiny_model_dir):
+    """infogain's next actions at candidates' states are generated --batch-size at a time, left-padded: each must be
+    the continuation the context gets alone, also where its row stops at an end-of-sequence token while the rest of
+    its batch goes on (a stop chosen here from one continuation's own tokens)."""
+    from colbench.training.credit.signals import ChatScorer
+
+    lm = ChatScorer(None, str(tiny_model_dir), CreditConfig(device="cpu", batch_size=3))
+    contexts = [lm.context("backend", [{"role": "user", "content": "Write " + "a function " * n + "f(x) for me."}])
+                for n in (1, 7, 3, 12, 5)]
+    first = lm.greedy([contexts[0]], 12)[0]
+    stop = next(t for p, t in enumerate(first) if p >= 2 and t not in first[:p])
+    lm.model.generation_config.eos_token_id = stop
+    alone = [lm.greedy([context], 12)[0] for context in contexts]
+    assert alone[0][-1] == stop and len(alone[0]) < 12 and any(len(a) == 12 for a in alone)
+    assert lm.greedy(contexts, 12) == alone
+
+
 def test_ref_infogain_credits_a_stated_value_and_not_i_dont_know(lite_task):
     """The embedded model reads the reference after the dialogue: a reply stating a value the reference uses makes
     it likelier; "I don't know." about as likely as the placeholder."""

@@ -209,13 +209,30 @@ class ChatScorer:
                                          tables=[len(target) for _, target in run])
         return found
 
-    def greedy(self, context: list[int], tokens: int) -> list[int]:
+    def greedy(self, contexts: list[list[int]], tokens: int) -> list[list[int]]:
+        """Each context's greedy continuation: at most ``tokens``, through the first end-of-sequence token as a
+        single generate() keeps it. Read --batch-size contexts at a time, left-padded and sorted by length: one
+        decoding step then serves the whole batch, which on a CPU is most of a short continuation's cost."""
         import torch
 
-        with torch.no_grad():
-            out = self.model.generate(torch.tensor([context], device=self.device), max_new_tokens=tokens,
-                                      do_sample=False, pad_token_id=self.tokenizer.pad_token_id)
-        return out[0, len(context):].tolist()
+        config = self.model.generation_config
+        stops = set(config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id])
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(stops)
+        found: list[list[int]] = [[] for _ in contexts]
+        order = sorted(range(len(contexts)), key=lambda i: len(contexts[i]))
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start: start + self.batch_size]
+            width = max(len(contexts[i]) for i in batch)
+            ids = [[pad] * (width - len(contexts[i])) + contexts[i] for i in batch]
+            mask = [[0] * (width - len(contexts[i])) + [1] * len(contexts[i]) for i in batch]
+            with torch.no_grad():
+                out = self.model.generate(torch.tensor(ids, device=self.device),
+                                          attention_mask=torch.tensor(mask, device=self.device),
+                                          max_new_tokens=tokens, do_sample=False, pad_token_id=pad)
+            for i, row in zip(batch, out[:, width:].tolist()):  # a finished row is padded after its stop
+                end = next((k + 1 for k, token in enumerate(row) if token in stops), len(row))
+                found[i] = row[:end]
+        return found
 
 
 def _replied(dialogue: CreditDialogue) -> list[tuple[int, int | None]]:
@@ -236,13 +253,25 @@ class InfoGainCredit(TurnCredit):
         self.lm, self.config = ChatScorer(db, config.model, config), config
 
     def values(self, dialogues):
-        return _per_turn(dialogues, self.turn_triple, self.lm.contrasts, self.kl)
+        return _per_turn(dialogues, self.turn_triple, self.contrasts, self.kl)
 
     def last_values(self, dialogues):
-        return _last_turn(dialogues, self.turn_triple, self.lm.contrasts, self.kl)
+        return _last_turn(dialogues, self.turn_triple, self.contrasts, self.kl)
+
+    def contrasts(self, triples, reduce) -> list[float]:
+        """ChatScorer.contrasts, once the next actions no turn stores (None) are generated, all in one call. An empty
+        one leaves nothing to compare: 0."""
+        triples = list(triples)
+        missing = [k for k, triple in enumerate(triples) if triple[2] is None]
+        for k, following in zip(missing, self.lm.greedy([triples[k][0] for k in missing], self.config.next_tokens)):
+            triples[k] = (*triples[k][:2], following)
+        kept = [k for k, triple in enumerate(triples) if triple[2]]
+        found = dict(zip(kept, self.lm.contrasts([triples[k] for k in kept], reduce)))
+        return [found.get(k, 0.0) for k in range(len(triples))]
 
     def turn_triple(self, dialogue: CreditDialogue, position: int, reply: int | None):
-        """(the context with the reply, with the placeholder, the next action), or None: nothing to compare."""
+        """(the context with the reply, with the placeholder, the next action: None where it is to be generated),
+        or None: nothing to compare."""
         if reply is None:
             return None
         messages, family = dialogue.messages(), dialogue.task.family
@@ -251,10 +280,9 @@ class InfoGainCredit(TurnCredit):
             {"role": "user", "content": self.config.placeholder}])
         if real == counterfactual:
             return None
-        if reply + 1 < len(messages):
-            following = self.lm.encode(messages[reply + 1]["content"])
-        else:
-            following = self.lm.greedy(real, self.config.next_tokens)
+        if reply + 1 >= len(messages):
+            return real, counterfactual, None
+        following = self.lm.encode(messages[reply + 1]["content"])
         return (real, counterfactual, following) if following else None
 
     def kl(self, p, q, following: list[int]) -> float:
