@@ -210,29 +210,14 @@ class ChatScorer:
         return found
 
     def greedy(self, contexts: list[list[int]], tokens: int) -> list[list[int]]:
-        """Each context's greedy continuation: at most ``tokens``, through the first end-of-sequence token as a
-        single generate() keeps it. Read --batch-size contexts at a time, left-padded and sorted by length: one
-        decoding step then serves the whole batch, which on a CPU is most of a short continuation's cost."""
-        import torch
+        """Each context's greedy continuation (at most ``tokens``, through its end-of-sequence token), by the
+        transformers engine's own loop over this model: --batch-size contexts a step, left-padded."""
+        from colbench.engines.base import SamplingParams
+        from colbench.engines.hf import HFEngine
 
-        config = self.model.generation_config
-        stops = set(config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id])
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(stops)
-        found: list[list[int]] = [[] for _ in contexts]
-        order = sorted(range(len(contexts)), key=lambda i: len(contexts[i]))
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start: start + self.batch_size]
-            width = max(len(contexts[i]) for i in batch)
-            ids = [[pad] * (width - len(contexts[i])) + contexts[i] for i in batch]
-            mask = [[0] * (width - len(contexts[i])) + [1] * len(contexts[i]) for i in batch]
-            with torch.no_grad():
-                out = self.model.generate(torch.tensor(ids, device=self.device),
-                                          attention_mask=torch.tensor(mask, device=self.device),
-                                          max_new_tokens=tokens, do_sample=False, pad_token_id=pad)
-            for i, row in zip(batch, out[:, width:].tolist()):  # a finished row is padded after its stop
-                end = next((k + 1 for k, token in enumerate(row) if token in stops), len(row))
-                found[i] = row[:end]
-        return found
+        engine = HFEngine(model=self.model, tokenizer=self.tokenizer, max_batch_size=self.batch_size)
+        generations = engine.generate_from_prompts(contexts, SamplingParams(temperature=0, max_new_tokens=tokens))
+        return [generation.samples[0].token_ids for generation in generations]
 
 
 def _replied(dialogue: CreditDialogue) -> list[tuple[int, int | None]]:
