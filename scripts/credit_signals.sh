@@ -17,7 +17,8 @@
 #   bash scripts/credit_signals.sh scorers     # the rebuilt policies' and critics' sha256 into scorers.sha256
 #                                              # (amendment 3)
 #   bash scripts/credit_signals.sh drift POLICY  # how far a rebuilt policy is from the one that sampled its candidates
-#   bash scripts/credit_signals.sh cost        # every signal's seconds a turn, alone, on one subset: cost.jsonl
+#   bash scripts/credit_signals.sh cost        # every signal's seconds a turn, alone, on one subset, 3 times:
+#                                              # cost.jsonl
 #   colbench study report studies/credit-signals # every table, from values.jsonl alone
 #
 # STORE (default credit-signals) holds the store and checkpoints, never committed; the study's files go to
@@ -135,22 +136,31 @@ cost)
   # The scoring runs' seconds count whatever else shared the 2 cores in their session (amendment 6), so the cost
   # figures are measured apart: every signal recomputed on one subset (π0's dialogues of the first 3 lite-val tasks
   # and 12 of their states' candidates) in a copy of the store holding no value, one signal at a time. Run it with
-  # nothing else running. Their values file is cost.jsonl, whose seconds `study report` reads as the cost.
-  probe=$(mktemp -d)
-  "$here/.venv/bin/python" - "$store/lite.db" "$probe/lite.db" <<'PY'
+  # nothing else running. Three repeats (amendment 8), each signal's runs interleaved with the others', so the cost
+  # has a range: their rows go to cost.jsonl tagged with their repeat, whose seconds `study report` reads as the cost.
+  # A repeat already in cost.jsonl is skipped (the stage resumes by repeat).
+  for repeat in 1 2 3; do
+    if [ -f "$files/cost.jsonl" ] && grep -q "\"repeat\": $repeat}" "$files/cost.jsonl"; then continue; fi
+    probe=$(mktemp -d)
+    "$here/.venv/bin/python" - "$store/lite.db" "$probe/lite.db" <<'PY'
 import sqlite3, sys
 source, target = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True), sqlite3.connect(sys.argv[2])
 source.backup(target)
 target.execute("delete from credit_value")  # nothing reused: every value is made again
 target.commit()
 PY
-  for signal in oracle random ref-infogain critic critic-noc infogain mc; do
-    COLBENCH_DB="sqlite:///$probe/lite.db" timed "cost-$signal" "$colbench" credit eval $(credit_flags "$signal") \
-      --policies "$(ckpt warm)" --task-limit 3 --pair-turns 12 "${scoring[@]}" --values-out "$probe/values.jsonl" \
-      --json > /dev/null
+    for signal in oracle random ref-infogain critic critic-noc infogain mc; do
+      COLBENCH_DB="sqlite:///$probe/lite.db" timed "cost-$signal-$repeat" "$colbench" credit eval \
+        $(credit_flags "$signal") --policies "$(ckpt warm)" --task-limit 3 --pair-turns 12 "${scoring[@]}" \
+        --values-out "$probe/values.jsonl" --json > /dev/null
+    done
+    "$here/.venv/bin/python" - "$probe/values.jsonl" "$repeat" >> "$files/cost.jsonl" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    print(json.dumps(json.loads(line) | {"repeat": int(sys.argv[2])}))
+PY
+    rm -r "$probe"
   done
-  mv "$probe/values.jsonl" "$files/cost.jsonl"
-  rm -r "$probe"
   ;;
 save)
   for policy in warm rft; do  # the export writes the split's tasks beside them: the lite tier rebuilds those itself

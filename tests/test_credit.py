@@ -437,6 +437,31 @@ def test_the_study_report_recomputes_credit_evals_figures_from_the_values_file(r
     assert oracle == {**full[1], "seconds_per_turn": oracle["seconds_per_turn"]}
 
 
+def test_a_cost_measured_in_repeats_is_their_mean_with_their_range(tmp_path):
+    """cost.jsonl may hold several repeats of the cost probe (each row tagged with its ``repeat``): a signal's cost is
+    the mean of its repeats' seconds per turn and their range its interval; a repeat's rows are not merged with
+    another's (two repeats of 4 turns are 4 turns twice, not 8 turns)."""
+    from colbench.jsonl import write_jsonl
+    from colbench.training.credit.evaluate import CreditValues
+    from colbench.training.credit.report import credit_report, markdown
+
+    def valued(credit, seconds):
+        dialogue = {"trajectory": 1, "task": 1, "reward": 1.0, "kinds": ["new fact", "new fact", "repeat", "answer"],
+                    "values": [0.4, 0.3, 0.1, 0.2]}
+        return CreditValues(credit, False, "", seconds, [dialogue]).rows()
+
+    write_jsonl(tmp_path / "values.jsonl", valued("random", 100.0) + valued("oracle", 100.0))
+    write_jsonl(tmp_path / "cost.jsonl", [row | {"repeat": repeat} for repeat, seconds in ((1, 0.4), (2, 1.2), (3, 0.8))
+                                         for row in valued("random", seconds)])
+    found = credit_report(tmp_path)
+    by_name = {f.credit: f for f in found["tables"][0].figures}
+    assert by_name["random"].seconds_repeats == pytest.approx([0.1, 0.3, 0.2])  # 4 turns a repeat
+    assert by_name["random"].seconds_per_turn == pytest.approx(0.2)
+    assert by_name["oracle"].seconds_per_turn == pytest.approx(25.0) and by_name["oracle"].seconds_repeats == []
+    assert "| 0.200 [0.100, 0.300] |" in markdown(found) and "| 25.000 |" in markdown(found)
+    assert found["cost_measured_alone"] == ["random"]
+
+
 def signal(name, value, low, high, seconds=0.1):
     """A credit's figures with only its question pair accuracy (and cost) filled: what the plan's rules read."""
     from colbench.training.credit.evaluate import CreditFigures, Figure

@@ -57,6 +57,14 @@ class CreditFigures:
     question_pair_accuracy: Figure = field(default_factory=lambda: Figure(None))
     answer_pair_accuracy: Figure = field(default_factory=lambda: Figure(None))
     details: dict = field(default_factory=dict)
+    # Where the cost was measured apart, once per repeat (a study's cost.jsonl): each repeat's seconds per turn, whose
+    # mean is ``seconds_per_turn`` and whose range is the cost's interval.
+    seconds_repeats: list[float] = field(default_factory=list)
+
+    def cost_shown(self) -> str:
+        if len(self.seconds_repeats) < 2:
+            return f"{self.seconds_per_turn:.3f}"
+        return f"{self.seconds_per_turn:.3f} [{min(self.seconds_repeats):.3f}, {max(self.seconds_repeats):.3f}]"
 
     def as_dict(self) -> dict:
         return asdict(self)

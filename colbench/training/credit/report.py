@@ -15,6 +15,7 @@ from colbench.training.credit.evaluate import CreditFigures, CreditValues
 VALUES = "values.jsonl"
 # The same signals valued again on one small subset, one at a time with nothing else running (a values file too):
 # where it is, its seconds are the cost column, since the scoring runs' own share the machine with a session's work.
+# Each row may name its ``repeat``: a signal measured in several repeats costs their mean, their range its interval.
 COST = "cost.jsonl"
 CONTROLS = ("oracle", "random")  # the ground truth and the chance line: never what a study carries
 # The plan's question: does a signal rank questions better than the SWEET-RL critic with c? The critic is the
@@ -39,10 +40,11 @@ def credit_report(folder: Path) -> dict:
     valued = CreditValues.from_rows(read_jsonl(folder / VALUES))
     if not valued:
         raise StudyError(f"{folder / VALUES} holds no credit values")
-    alone = {v.credit: v.figures().seconds_per_turn for v in CreditValues.from_rows(read_jsonl(folder / COST))}
+    alone = measured_alone(read_jsonl(folder / COST))
 
     def costed(figures: list[CreditFigures]) -> list[CreditFigures]:
-        return [replace(f, seconds_per_turn=alone.get(f.credit, f.seconds_per_turn)) for f in figures]
+        return [replace(f, seconds_per_turn=sum(alone[f.credit]) / len(alone[f.credit]),
+                        seconds_repeats=alone[f.credit]) if f.credit in alone else f for f in figures]
 
     everyone = set.union(*({d["trajectory"] for d in v.dialogues} for v in valued))
     tables = [CreditTable(f"every credit on the {len(everyone)} dialogues", len(everyone),
@@ -55,6 +57,18 @@ def credit_report(folder: Path) -> dict:
                                   len(subset), costed([v.figures(set(subset)) for v in covering])))
     return {"tables": tables, "answer": answer(tables[0].figures), "carried": carried(tables[0].figures),
             "cost_measured_alone": sorted(set(alone) & {v.credit for v in valued})}
+
+
+def measured_alone(rows: list[dict]) -> dict[str, list[float]]:
+    """Each credit's seconds per valued turn in each repeat of a cost file (rows without ``repeat`` are one)."""
+    repeats: dict[int, list[dict]] = {}
+    for row in rows:
+        repeats.setdefault(row.get("repeat", 0), []).append(row)
+    found: dict[str, list[float]] = {}
+    for repeat in sorted(repeats):
+        for values in CreditValues.from_rows(repeats[repeat]):
+            found.setdefault(values.credit, []).append(values.figures().seconds_per_turn)
+    return found
 
 
 def answer(figures: list[CreditFigures]) -> dict:
@@ -104,11 +118,12 @@ def markdown(found: dict) -> str:
             lines.append(f"| {f.credit} | {'yes' if f.training_info else 'no'} | {f.turn_auc.shown()} |"
                          f" {f.question_auc.shown()} | {f.answer_accuracy.shown()} | {f.pair_accuracy.shown()} |"
                          f" {f.question_pair_accuracy.shown()} | {f.answer_pair_accuracy.shown()} |"
-                         f" {f.seconds_per_turn:.3f} |")
+                         f" {f.cost_shown()} |")
         lines.append("")
     alone = found["cost_measured_alone"]
     lines.append(f"s/turn: seconds a valued turn or candidate, measured alone on one subset ({COST}) for "
-                 f"{', '.join(alone) or 'none'}; the others' from their scoring runs, with whatever else ran.")
+                 f"{', '.join(alone) or 'none'} (the mean of its repeats, their range in brackets); the others' from"
+                 f" their scoring runs, with whatever else ran.")
     lines.append("")
     better = found["answer"]["better"]
     lines.append(f"**Better than the critic at questions**: "
