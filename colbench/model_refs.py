@@ -345,6 +345,28 @@ def load_model(source: ModelSource | str, device: str = "auto", dtype=None, trai
     return model
 
 
+@lru_cache(maxsize=None)
+def _kv_cache_name() -> str:
+    """transformers 5 renamed a forward's KV cache, argument and output alike, from ``past_key_values`` to ``cache``
+    (the old name warns, and is to go in 5.40, when a cache passed by it would be silently dropped); the pin still
+    admits 4.x, which knows only the old name."""
+    import dataclasses
+
+    from transformers.modeling_outputs import BaseModelOutputWithPast
+
+    return "cache" if "cache" in {f.name for f in dataclasses.fields(BaseModelOutputWithPast)} else "past_key_values"
+
+
+def kv_cache_argument(cache) -> dict:
+    """The keyword argument that hands a forward its KV cache, by the installed transformers' name."""
+    return {_kv_cache_name(): cache}
+
+
+def kv_cache_of(output):
+    """The KV cache a forward returned, by the installed transformers' name."""
+    return getattr(output, _kv_cache_name())
+
+
 @contextmanager
 def quiet_peft_renames():
     """peft still calls transformers' pre-5 checkpointing names, which warn on every adapter load."""

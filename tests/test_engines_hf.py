@@ -52,6 +52,24 @@ def test_batched_greedy_equals_one_at_a_time(tiny_engine):
     assert len({tuple(g.samples[0].token_ids) for g in batched}) == len(CONVERSATIONS)
 
 
+def test_the_kv_cache_decodes_as_the_whole_sequence_does_with_no_deprecated_name(tiny_engine):
+    """The loop hands the model its KV cache by the installed transformers' name: greedy tokens equal those of
+    re-reading the whole sequence each step (a cache dropped, as transformers 5.40 will drop one passed by the old
+    name, would decode from the last token alone), and transformers' deprecation of the old name never fires."""
+    import warnings
+
+    params = SamplingParams(temperature=0, max_new_tokens=10)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*past_key_values.*")
+        [gen] = tiny_engine.generate(CONVERSATIONS[2:], params)
+    ids = tiny_engine.encode(gen.prompt_text)
+    with torch.inference_mode():
+        for _ in gen.samples[0].token_ids:
+            logits = tiny_engine.model(input_ids=torch.tensor([ids])).logits[0, -1]
+            ids.append(int(logits.argmax()))
+    assert ids[-len(gen.samples[0].token_ids):] == gen.samples[0].token_ids
+
+
 def test_micro_batches_match_one_batch(tiny_engine):
     # The same weights, wrapped as training code would, in micro-batches of 2 rows.
     small = HFEngine(model=tiny_engine.model, tokenizer=tiny_engine.tokenizer, max_batch_size=2, model_ref="x")

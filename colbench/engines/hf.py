@@ -19,7 +19,9 @@ from contextlib import contextmanager
 import torch
 
 from colbench.engines.base import EngineError, Generation, Sample, SamplingParams, TokenizerEngine, token_ids
-from colbench.model_refs import ModelSource, load_model, load_tokenizer, resolve_model
+from colbench.model_refs import (
+    ModelSource, kv_cache_argument, kv_cache_of, load_model, load_tokenizer, resolve_model,
+)
 
 
 class HFEngine(TokenizerEngine):
@@ -119,11 +121,11 @@ class HFEngine(TokenizerEngine):
                 input_ids=ids,
                 attention_mask=mask,
                 position_ids=positions,
-                past_key_values=cache,
+                **kv_cache_argument(cache),
                 use_cache=True,
                 logits_to_keep=1,  # only the last position: the full [batch, len, vocab] is large
             )
-            cache = out.past_key_values
+            cache = kv_cache_of(out)
             logits = out.logits[:, -1, :].float()
             if params.temperature <= 0:
                 next_ids = logits.argmax(-1)

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
-from colbench.model_refs import ModelSource, get_checkpoint, load_tokenizer, model_source, resolve_device
+from colbench.model_refs import (
+    ModelSource, get_checkpoint, kv_cache_argument, kv_cache_of, load_tokenizer, model_source, resolve_device,
+)
 from colbench.progress import Progress
 from colbench.store import queries
 from colbench.training import data as D
@@ -225,7 +227,7 @@ def shared_prefix_logps(model, context, prefix: list[int], cands: list[list[int]
         stored = None
         if past:
             out = decoder(input_ids=torch.tensor([prefix[:-1]], device=device), use_cache=True)
-            stored = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+            stored = [(layer.keys, layer.values) for layer in kv_cache_of(out).layers]
         order = sorted(range(len(cands)), key=lambda i: len(cands[i]))
         for chunk in _batches(order, batch_size):
             rows = len(chunk)
@@ -245,7 +247,7 @@ def shared_prefix_logps(model, context, prefix: list[int], cands: list[list[int]
             positions = torch.arange(past, past + width, device=device).expand(rows, width)
             hidden = decoder(
                 input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions,
-                past_key_values=cache, use_cache=cache is not None,
+                **kv_cache_argument(cache), use_cache=cache is not None,
             ).last_hidden_state
             lengths = [len(cands[i]) for i in chunk]
             # hidden[:, j] predicts input j + 1, i.e. candidate token j.
