@@ -186,13 +186,17 @@ class CreditValues:
         """The figures, over every dialogue or only ``trajectories`` (and the states of their turns)."""
         dialogues = [d for d in self.dialogues if trajectories is None or d["trajectory"] in trajectories]
         states = [s for s in self.states if trajectories is None or s["trajectory"] in trajectories]
-        valued = sum(len(d["values"]) for d in self.dialogues) + sum(len(s["values"]) for s in self.states)
         pairs = pair_figures(states) if states else {}
         return CreditFigures(
             credit=self.credit, training_info=self.training_info, cost=self.cost, dialogues=len(dialogues),
             turns=sum(len(d["values"]) for d in dialogues), **turn_figures(dialogues),
-            **({"pair_accuracy": Figure(None)} | pairs), seconds_per_turn=self.seconds / max(valued, 1),
+            **({"pair_accuracy": Figure(None)} | pairs), seconds_per_turn=self.seconds_per_turn(),
         )
+
+    def seconds_per_turn(self) -> float:
+        """The credit's seconds per value it made, over every turn and candidate (whatever ``figures`` reads)."""
+        valued = sum(len(d["values"]) for d in self.dialogues) + sum(len(s["values"]) for s in self.states)
+        return self.seconds / max(valued, 1)
 
     def trajectories(self) -> set[int]:
         return {d["trajectory"] for d in self.dialogues}

@@ -67,7 +67,7 @@ def measured_alone(rows: list[dict]) -> dict[str, list[float]]:
     found: dict[str, list[float]] = {}
     for repeat in sorted(repeats):
         for values in CreditValues.from_rows(repeats[repeat]):
-            found.setdefault(values.credit, []).append(values.figures().seconds_per_turn)
+            found.setdefault(values.credit, []).append(values.seconds_per_turn())
     return found
 
 
