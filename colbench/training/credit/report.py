@@ -102,10 +102,11 @@ def carried(figures: list[CreditFigures]) -> dict:
     if figure.low <= chance.high:
         return {"credit": None, "why": f"{choice.credit}'s lower bound {figure.low:.3f} does not clear random's upper"
                                        f" bound {chance.high:.3f}: the online study carries nothing"}
-    how = f"the highest ({figure.shown()})" if choice is best else (
-        f"cheaper than {best.credit} ({choice.seconds_per_turn:.3f} s/turn against {best.seconds_per_turn:.3f}) with"
-        f" an overlapping interval ({figure.shown()} against {best.question_pair_accuracy.shown()})")
-    return {"credit": choice.credit, "why": f"question pair accuracy {how}; above random's {chance.shown()}"}
+    how = f"the highest question pair accuracy ({figure.shown()})" if choice is best else (
+        f"question pair accuracy {figure.shown()}, whose interval overlaps the highest's ({best.credit},"
+        f" {best.question_pair_accuracy.shown()}), at less cost ({choice.seconds_per_turn:.3f} s/turn against"
+        f" {best.seconds_per_turn:.3f})")
+    return {"credit": choice.credit, "why": f"{how}; its lower bound is above random's upper bound ({chance.shown()})"}
 
 
 def markdown(found: dict) -> str:
@@ -121,9 +122,11 @@ def markdown(found: dict) -> str:
                          f" {f.cost_shown()} |")
         lines.append("")
     alone = found["cost_measured_alone"]
+    others = [f.credit for f in found["tables"][0].figures if f.credit not in alone] if found["tables"] else []
     lines.append(f"s/turn: seconds a valued turn or candidate, measured alone on one subset ({COST}) for "
-                 f"{', '.join(alone) or 'none'} (the mean of its repeats, their range in brackets); the others' from"
-                 f" their scoring runs, with whatever else ran.")
+                 f"{', '.join(alone) or 'none'} (the mean of its repeats, their range in brackets: the machine's timing"
+                 f" variation, not an interval over tasks)"
+                 + (f"; {', '.join(others)} from their scoring runs, with whatever else ran." if others else "."))
     lines.append("")
     better = found["answer"]["better"]
     lines.append(f"**Better than the critic at questions**: "
