@@ -101,6 +101,17 @@ def test_the_study_readmes_tables_are_the_studys_report(study):
     assert markdown(report(study)) in readme
 
 
+def test_the_credit_signals_readmes_tables_are_its_report():
+    """The credit study's account: its tables, cost and carried signal as `study report` computes them from
+    values.jsonl and cost.jsonl, to the digit."""
+    from colbench.training.credit import report as credits
+
+    folder = STUDY.parent / "credit-signals"
+    found = credits.markdown(credits.credit_report(folder))
+    assert "**Carried online**: ref-infogain" in found
+    assert found in (folder / "README.md").read_text(encoding="utf-8")
+
+
 def test_the_report_checks_each_sweet_arms_pairs_against_ground_truth(tmp_path):
     """A critic's pairs (`critic pairs --grade`) against ground truth: a new fact over nothing or a
     repeat is right, the reverse wrong; of two answers, the one passing more tests is right; pairs

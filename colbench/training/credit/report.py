@@ -131,6 +131,7 @@ def markdown(found: dict) -> str:
     better = found["answer"]["better"]
     lines.append(f"**Better than the critic at questions**: "
                  f"{'waits' if better is None else ', '.join(better) or 'none'}: {found['answer']['why']}.")
+    lines.append("")
     choice = found["carried"]
     lines.append(f"**Carried online**: {choice['credit'] or 'nothing'}: {choice['why']}.")
     return "\n".join(lines)
