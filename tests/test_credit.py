@@ -299,6 +299,13 @@ def test_credit_sample_makes_the_same_state_pairs_credit_eval_scores(rolled, cli
     assert oracle_row["pair_accuracy"] == {**oracle_row["pair_accuracy"], "value": 1.0, "n": made["pairs"]}
     assert oracle_row["question_pair_accuracy"]["n"] == made["question_pairs"]
     assert oracle_row["question_pair_accuracy"]["value"] == 1.0 and chance["pair_accuracy"]["value"] < 1.0
+    # The cost split between the dialogues' own turns (an online step's) and the candidates: they sum to the whole.
+    for row in rows:
+        turns = sum(1 for d in dialogues for _ in d.agent_turns)
+        candidates = 4 * len(states)
+        assert row["seconds_per_dialogue_turn"] > 0 and row["seconds_per_candidate"] > 0
+        assert row["seconds_per_dialogue_turn"] * turns + row["seconds_per_candidate"] * candidates == pytest.approx(
+            row["seconds_per_turn"] * (turns + candidates))
 
     again = cli("credit", "sample", *flags)[1]
     assert again == {**made, "sampled": 0}  # the same run, nothing sampled
@@ -390,6 +397,11 @@ def test_every_credit_side_by_side_in_one_command(rolled, cli, tiny_model_dir):
     assert cli(*command)[1] == rows  # every value and its seconds read back from the store
 
 
+def untimed(figures: dict) -> dict:
+    """A credit's figures less its seconds, which two runs of the same values never share."""
+    return {k: v for k, v in figures.items() if not k.startswith("seconds_per_")}
+
+
 def test_the_study_report_recomputes_credit_evals_figures_from_the_values_file(rolled, cli, tmp_path):
     """`credit eval --values-out` keeps every value beside its truth; `study report` on the folder prints the same
     figures with no store, a table of every credit on the subset one of them was scored on, and a credit scored in
@@ -407,8 +419,8 @@ def test_the_study_report_recomputes_credit_evals_figures_from_the_values_file(r
     assert code == 0, err
     everyone, on_subset = report["tables"]
     by_name = {f["credit"]: f for f in everyone["figures"]}
-    assert by_name["random"] == {**full[0], "seconds_per_turn": by_name["random"]["seconds_per_turn"]}
-    assert by_name["oracle"] == {**scored[0], "seconds_per_turn": by_name["oracle"]["seconds_per_turn"]}
+    assert untimed(by_name["random"]) == untimed(full[0])
+    assert untimed(by_name["oracle"]) == untimed(scored[0])
     assert on_subset["dialogues"] == 8 and {f["credit"] for f in on_subset["figures"]} == {"random", "oracle"}
     assert report["carried"]["credit"] is None  # only the controls were scored: nothing to carry
     code, text, _ = cli("study", "report", str(tmp_path))
@@ -434,7 +446,7 @@ def test_the_study_report_recomputes_credit_evals_figures_from_the_values_file(r
         assert code == 0, err
     [table] = cli("study", "report", str(parts), "--json")[1]["tables"]
     [oracle] = table["figures"]
-    assert oracle == {**full[1], "seconds_per_turn": oracle["seconds_per_turn"]}
+    assert untimed(oracle) == untimed(full[1])
 
 
 def test_a_cost_measured_in_repeats_is_their_mean_with_their_range(tmp_path):
@@ -460,6 +472,41 @@ def test_a_cost_measured_in_repeats_is_their_mean_with_their_range(tmp_path):
     assert by_name["oracle"].seconds_per_turn == pytest.approx(25.0) and by_name["oracle"].seconds_repeats == []
     assert "| 0.200 [0.100, 0.300] |" in markdown(found) and "| 25.000 |" in markdown(found)
     assert found["cost_measured_alone"] == ["random"]
+    assert by_name["random"].seconds_per_dialogue_turn is None  # these repeats did not record the split
+
+
+def test_a_cost_split_by_dialogue_turn_and_candidate_is_read_back_and_averaged_over_repeats(tmp_path):
+    """A credit's seconds split between a dialogue's turns (what an online step values) and same-state candidates
+    (what a ranker values), kept in the summary row: read back as a per-turn and a per-candidate cost, summed over a
+    credit scored in parts, averaged over a cost file's repeats; unknown (None) if any part did not record it."""
+    from colbench.jsonl import write_jsonl
+    from colbench.training.credit.evaluate import CreditValues
+    from colbench.training.credit.report import credit_report
+
+    dialogue = {"trajectory": 1, "task": 1, "reward": 1.0, "kinds": ["new fact", "answer"], "values": [0.4, 0.2]}
+    state = {"trajectory": 1, "turn": 7, "task": 1, "answers": [False] * 4, "truth": [1.0, 0.0, 0.0, 1.0],
+             "values": [0.3, 0.1, 0.2, 0.4]}
+
+    def valued(credit, seconds, candidate_seconds):
+        return CreditValues(credit, False, "", seconds, [dialogue], [state], candidate_seconds).rows()
+
+    # 2 turns and 4 candidates: 6 s of which 4 on candidates is 1 s a turn and 1 s a candidate.
+    [one] = CreditValues.from_rows(valued("infogain", 6.0, 4.0))
+    assert one.seconds_split() == pytest.approx((1.0, 1.0)) and one.figures().seconds_per_turn == pytest.approx(1.0)
+    # Scored in two parts: the parts' seconds sum (a candidate's 4 + 2 s over 4 candidates, turns' 2 + 2 s over 2).
+    [parts] = CreditValues.from_rows(valued("infogain", 6.0, 4.0) + valued("infogain", 4.0, 2.0)[:1])
+    assert parts.seconds_split() == pytest.approx((2.0, 1.5))
+    [unknown] = CreditValues.from_rows(valued("infogain", 6.0, 4.0) + valued("infogain", 4.0, None)[:1])
+    assert unknown.seconds_split() == (None, None)
+
+    write_jsonl(tmp_path / "values.jsonl", valued("infogain", 60.0, 40.0))
+    write_jsonl(tmp_path / "cost.jsonl", [row | {"repeat": repeat} for repeat, (total, candidates) in
+                                          ((1, (6.0, 4.0)), (2, (10.0, 4.0))) for row in valued("infogain", total,
+                                                                                                candidates)])
+    [figures] = credit_report(tmp_path)["tables"][0].figures
+    assert figures.seconds_per_turn == pytest.approx((1.0 + 10.0 / 6) / 2)
+    assert figures.seconds_per_dialogue_turn == pytest.approx((1.0 + 3.0) / 2)  # the repeats', not the scoring run's
+    assert figures.seconds_per_candidate == pytest.approx(1.0)
 
 
 def signal(name, value, low, high, seconds=0.1):

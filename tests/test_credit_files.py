@@ -96,7 +96,8 @@ def value_rows(path: Path) -> list[dict]:
     """values.jsonl's rows, less the seconds each credit took."""
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     for row in rows:
-        row.get("summary", {}).pop("seconds", None)
+        for timing in ("seconds", "candidate_seconds"):
+            row.get("summary", {}).pop(timing, None)
     return rows
 
 

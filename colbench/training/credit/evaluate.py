@@ -60,6 +60,10 @@ class CreditFigures:
     # Where the cost was measured apart, once per repeat (a study's cost.jsonl): each repeat's seconds per turn, whose
     # mean is ``seconds_per_turn`` and whose range is the cost's interval.
     seconds_repeats: list[float] = field(default_factory=list)
+    # ``seconds_per_turn`` split: a stored dialogue's agent turn (what an online step values) and a same-state
+    # candidate (what a ranker values; infogain generates its next action first). None where not recorded.
+    seconds_per_dialogue_turn: float | None = None
+    seconds_per_candidate: float | None = None
 
     def cost_shown(self) -> str:
         if len(self.seconds_repeats) < 2:
@@ -181,6 +185,7 @@ class CreditValues:
     seconds: float  # the credit's own work, over every turn and candidate it valued
     dialogues: list[dict]
     states: list[dict] = field(default_factory=list)
+    candidate_seconds: float | None = None  # the part of ``seconds`` spent on the states' candidates (None: unknown)
 
     def figures(self, trajectories: set[int] | None = None) -> CreditFigures:
         """The figures, over every dialogue or only ``trajectories`` (and the states of their turns)."""
@@ -191,6 +196,7 @@ class CreditValues:
             credit=self.credit, training_info=self.training_info, cost=self.cost, dialogues=len(dialogues),
             turns=sum(len(d["values"]) for d in dialogues), **turn_figures(dialogues),
             **({"pair_accuracy": Figure(None)} | pairs), seconds_per_turn=self.seconds_per_turn(),
+            **dict(zip(("seconds_per_dialogue_turn", "seconds_per_candidate"), self.seconds_split())),
         )
 
     def seconds_per_turn(self) -> float:
@@ -198,30 +204,43 @@ class CreditValues:
         valued = sum(len(d["values"]) for d in self.dialogues) + sum(len(s["values"]) for s in self.states)
         return self.seconds / max(valued, 1)
 
+    def seconds_split(self) -> tuple[float | None, float | None]:
+        """(seconds per dialogue turn, per candidate); None for a side with nothing valued or an unrecorded split."""
+        if self.candidate_seconds is None:
+            return None, None
+        turns = sum(len(d["values"]) for d in self.dialogues)
+        candidates = sum(len(s["values"]) for s in self.states)
+        return ((self.seconds - self.candidate_seconds) / turns if turns else None,
+                self.candidate_seconds / candidates if candidates else None)
+
     def trajectories(self) -> set[int]:
         return {d["trajectory"] for d in self.dialogues}
 
     def rows(self) -> list[dict]:
         head = {"credit": self.credit}
         summary = {"training_info": self.training_info, "cost": self.cost, "seconds": self.seconds,
-                   "trajectories": sorted(self.trajectories())}
+                   "candidate_seconds": self.candidate_seconds, "trajectories": sorted(self.trajectories())}
         return ([head | {"summary": summary}] + [head | {"dialogue": d} for d in self.dialogues]
                 + [head | {"state": s} for s in self.states])
 
     @staticmethod
     def from_rows(rows: Sequence[dict]) -> list["CreditValues"]:
         """``rows()`` of any number of credits, read back, in the order they first appear; a credit scored in parts
-        (one command per policy) is one, its seconds summed."""
+        (one command per policy) is one, its seconds summed (the split only if every part recorded it)."""
         found: dict[str, CreditValues] = {}
+        parts: dict[str, list[float | None]] = {}
         for row in rows:
             values = found.setdefault(row["credit"], CreditValues(row["credit"], False, "", 0.0, []))
             if "summary" in row:
                 values.training_info, values.cost = row["summary"]["training_info"], row["summary"]["cost"]
                 values.seconds += row["summary"]["seconds"]
+                parts.setdefault(row["credit"], []).append(row["summary"].get("candidate_seconds"))
             elif "dialogue" in row:
                 values.dialogues.append(row["dialogue"])
             elif "state" in row:
                 values.states.append(row["state"])
+        for credit, split in parts.items():
+            found[credit].candidate_seconds = None if None in split else sum(split)
         return list(found.values())
 
 
@@ -287,7 +306,7 @@ def evaluate_credits(db, specs: Sequence[str], config: CreditConfig, *, tasks: s
             credit.close()
         results.append(CreditValues(
             credit=spec, training_info=bool(getattr(credit, "training_info", choice.training_info)), cost=choice.cost,
-            seconds=seconds + more,
+            seconds=seconds + more, candidate_seconds=more,
             dialogues=[{"trajectory": d.trajectory_id, "task": d.task_id, "reward": d.reward,
                         "kinds": truth[d.trajectory_id].kinds, "values": row} for d, row in zip(dialogues, values)],
             states=[state | {"values": row} for state, row in zip(state_rows, judged)],

@@ -40,11 +40,13 @@ def credit_report(folder: Path) -> dict:
     valued = CreditValues.from_rows(read_jsonl(folder / VALUES))
     if not valued:
         raise StudyError(f"{folder / VALUES} holds no credit values")
-    alone = measured_alone(read_jsonl(folder / COST))
+    repeats = repeats_alone(read_jsonl(folder / COST))
+    alone = {credit: [v.seconds_per_turn() for v in measured] for credit, measured in repeats.items()}
 
     def costed(figures: list[CreditFigures]) -> list[CreditFigures]:
         return [replace(f, seconds_per_turn=sum(alone[f.credit]) / len(alone[f.credit]),
-                        seconds_repeats=alone[f.credit]) if f.credit in alone else f for f in figures]
+                        seconds_repeats=alone[f.credit], **split_mean(repeats[f.credit]))
+                if f.credit in alone else f for f in figures]
 
     everyone = set.union(*({d["trajectory"] for d in v.dialogues} for v in valued))
     tables = [CreditTable(f"every credit on the {len(everyone)} dialogues", len(everyone),
@@ -59,16 +61,23 @@ def credit_report(folder: Path) -> dict:
             "cost_measured_alone": sorted(set(alone) & {v.credit for v in valued})}
 
 
-def measured_alone(rows: list[dict]) -> dict[str, list[float]]:
-    """Each credit's seconds per valued turn in each repeat of a cost file (rows without ``repeat`` are one)."""
+def repeats_alone(rows: list[dict]) -> dict[str, list[CreditValues]]:
+    """Each credit's values in each repeat of a cost file (rows without ``repeat`` are one)."""
     repeats: dict[int, list[dict]] = {}
     for row in rows:
         repeats.setdefault(row.get("repeat", 0), []).append(row)
-    found: dict[str, list[float]] = {}
+    found: dict[str, list[CreditValues]] = {}
     for repeat in sorted(repeats):
         for values in CreditValues.from_rows(repeats[repeat]):
-            found.setdefault(values.credit, []).append(values.seconds_per_turn())
+            found.setdefault(values.credit, []).append(values)
     return found
+
+
+def split_mean(measured: list[CreditValues]) -> dict:
+    """The repeats' mean seconds per dialogue turn and per candidate, each None unless every repeat recorded it."""
+    sides = list(zip(*(v.seconds_split() for v in measured)))
+    return {name: None if None in side else sum(side) / len(side)
+            for name, side in zip(("seconds_per_dialogue_turn", "seconds_per_candidate"), sides)}
 
 
 def answer(figures: list[CreditFigures]) -> dict:
