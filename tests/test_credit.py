@@ -300,9 +300,8 @@ def test_credit_sample_makes_the_same_state_pairs_credit_eval_scores(rolled, cli
     assert oracle_row["question_pair_accuracy"]["n"] == made["question_pairs"]
     assert oracle_row["question_pair_accuracy"]["value"] == 1.0 and chance["pair_accuracy"]["value"] < 1.0
     # The cost split between the dialogues' own turns (an online step's) and the candidates: they sum to the whole.
+    turns, candidates = sum(len(d.agent_turns) for d in dialogues), 4 * len(states)
     for row in rows:
-        turns = sum(1 for d in dialogues for _ in d.agent_turns)
-        candidates = 4 * len(states)
         assert row["seconds_per_dialogue_turn"] > 0 and row["seconds_per_candidate"] > 0
         assert row["seconds_per_dialogue_turn"] * turns + row["seconds_per_candidate"] * candidates == pytest.approx(
             row["seconds_per_turn"] * (turns + candidates))

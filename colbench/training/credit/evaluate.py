@@ -199,17 +199,19 @@ class CreditValues:
             **dict(zip(("seconds_per_dialogue_turn", "seconds_per_candidate"), self.seconds_split())),
         )
 
+    def valued(self) -> tuple[int, int]:
+        """(dialogue turns, candidates) the credit gave a value."""
+        return sum(len(d["values"]) for d in self.dialogues), sum(len(s["values"]) for s in self.states)
+
     def seconds_per_turn(self) -> float:
         """The credit's seconds per value it made, over every turn and candidate (whatever ``figures`` reads)."""
-        valued = sum(len(d["values"]) for d in self.dialogues) + sum(len(s["values"]) for s in self.states)
-        return self.seconds / max(valued, 1)
+        return self.seconds / max(sum(self.valued()), 1)
 
     def seconds_split(self) -> tuple[float | None, float | None]:
         """(seconds per dialogue turn, per candidate); None for a side with nothing valued or an unrecorded split."""
         if self.candidate_seconds is None:
             return None, None
-        turns = sum(len(d["values"]) for d in self.dialogues)
-        candidates = sum(len(s["values"]) for s in self.states)
+        turns, candidates = self.valued()
         return ((self.seconds - self.candidate_seconds) / turns if turns else None,
                 self.candidate_seconds / candidates if candidates else None)
 
