@@ -113,6 +113,12 @@ def browser():
         chromium.close()
 
 
+def click_and_wait(page, selector):
+    # A locator's all_inner_texts() does not wait: read the old page and a loaded machine fails the test.
+    with page.expect_navigation():
+        page.click(selector)
+
+
 def test_the_viewer_in_a_browser(served, browser):
     base, ids = served
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -124,17 +130,17 @@ def test_the_viewer_in_a_browser(served, browser):
     names = page.locator("#runs tbody tr td:nth-child(2)").all_inner_texts()
     assert {"expert", "mixed", "critic-a"} <= set(names)
     page.select_option("select[name=kind]", "train")
-    page.click("button[type=submit]")
+    click_and_wait(page, "button[type=submit]")
     assert page.locator("#runs tbody tr td:first-child").all_inner_texts() == ["train:1"]
 
     page.goto(base + "/run/critic-a")
     assert page.locator("#curves tbody tr").count() == 2 and page.locator("#curves svg polyline").count() == 2
     page.goto(base + "/run/mixed")
-    page.click("text=its trajectories")
+    click_and_wait(page, "text=its trajectories")
     runs = page.locator("#trajectories tbody tr td:nth-child(3)").all_inner_texts()
     assert len(runs) == 12 and set(runs) == {"rollout:2"}
     page.fill("input[name=min_reward]", "1")
-    page.click("button[type=submit]")
+    click_and_wait(page, "button[type=submit]")
     rewards = page.locator("#trajectories tbody tr td:nth-child(8)").all_inner_texts()
     assert rewards and all(float(r) >= 1.0 for r in rewards) and len(rewards) < 12
     assert "run=rollout%3A2" in page.url or "run=rollout:2" in page.url
