@@ -24,7 +24,11 @@ from colbench.authoring.validate import (
 )
 from conftest import write_jsonl
 
-pytestmark = pytest.mark.skipif(BwrapBackend.check() is not None, reason=f"bwrap unusable: {BwrapBackend.check()}")
+pytestmark = [
+    pytest.mark.skipif(BwrapBackend.check() is not None, reason=f"bwrap unusable: {BwrapBackend.check()}"),
+    # One worker builds the module's `report` (a minute of grading); split over two, each built it.
+    pytest.mark.xdist_group("tasks_validate"),
+]
 
 SIGNATURE = "The signature of the function is: def tip_amount(bill, service)"
 DESCRIPTION = f"I want to know how much to tip at restaurants. {SIGNATURE}"
