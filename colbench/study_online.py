@@ -79,6 +79,8 @@ def summary(rows: list[dict]) -> list[dict]:
             "zero_spread": _mean([_figure(s, "zero_spread") for s in steps]),
             "agent_turns": _mean([_figure(s, "agent_turns_per_dialogue") for s in steps]),
             "sim_leak": _mean([_figure(s, "sim_leak") for s in steps]),
+            # what valuing a step's turns cost (the credit's models); a run without turn credit has none
+            "credit_s": _mean([_figure(s, "credit_s") for s in steps]),
             "minutes": sum(_figure(s, "step_s") or 0.0 for s in steps) / 60,
         })
     return found
@@ -93,10 +95,10 @@ def markdown(found: list[dict]) -> str:
     lines = ["", "**Online runs, from their stored steps** (reward: mean of the first and of the last fifth of the"
              " steps; validation: the last in-run read; mismatch: |log π_old − log π_sampler| per token; zero spread:"
              " the share of groups with one reward; leak: the share of dialogues whose human handed over the"
-             " reference)", "",
+             " reference; credit: seconds a step spent valuing turns)", "",
              "| arm | label | seed | steps | dialogues | reward first → last | validation (step) | entropy first → last"
-             " (peak ×) | mismatch mean / max | zero spread | agent turns | leak | minutes |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             " (peak ×) | mismatch mean / max | zero spread | agent turns | leak | credit s/step | minutes |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for run in found:
         validation = "–" if run["val_success"] is None else f"{run['val_success']:.1%} ({run['val_step']})"
         lines.append(
@@ -106,7 +108,7 @@ def markdown(found: list[dict]) -> str:
             f" ({_cell(run['entropy_peak_ratio'], '.2f')}) |"
             f" {_cell(run['mismatch_mean'], '.2g')} / {_cell(run['mismatch_max'], '.2g')} |"
             f" {_cell(run['zero_spread'], '.0%')} | {_cell(run['agent_turns'], '.2f')} |"
-            f" {_cell(run['sim_leak'], '.0%')} | {run['minutes']:.0f} |")
+            f" {_cell(run['sim_leak'], '.0%')} | {_cell(run['credit_s'], '.1f')} | {run['minutes']:.0f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -431,8 +431,8 @@ def test_study_3_final_reads_only_the_first_lines_it_is_given(tmp_path):
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "count" in refused.stderr
 
 
-def online_steps(rewards: list[float], entropy: list[float], spread: list[float]) -> list[dict]:
-    return [{"step": k, "reward": r, "entropy": e, "groups_with_spread": g, "dialogues": 16, "step_s": 60.0,
+def online_steps(rewards: list[float], entropy: list[float], spread: list[float], **more) -> list[dict]:
+    return [{**more, "step": k, "reward": r, "entropy": e, "groups_with_spread": g, "dialogues": 16, "step_s": 60.0,
              "mismatch_mean": 0.01, "mismatch_max": 0.1 * k, "agent_turns_per_dialogue": 3.0, "sim_leak": 0.0,
              **({"val_success": 0.25 * k / len(rewards)} if k % 5 == 0 else {})}
             for k, (r, e, g) in enumerate(zip(rewards, entropy, spread), 1)]
@@ -447,20 +447,29 @@ def test_each_online_run_is_summarised_and_drawn_from_its_steps_alone(tmp_path, 
     record(tmp_path, "grpo", "online", rows({1, 2}, split="lite-val"))
     rising = [0.1] * 2 + [0.3] * 6 + [0.5] * 2  # 10 steps: the first fifth's mean 0.1, the last's 0.5
     record_steps(tmp_path, "grpo", "online", 0, 7, online_steps(rising, [0.2] * 5 + [0.6] * 5, [0.75] * 10))
-    record_steps(tmp_path, "grpo", "online", 1, 9, online_steps([0.4] * 10, [0.3] * 10, [0.5] * 10))
+    record_steps(tmp_path, "grpo", "online", 1, 9, online_steps([0.4] * 10, [0.3] * 10, [0.5] * 10, credit_s=40.0))
     record_steps(tmp_path, "grpo", "online", 1, 9, online_steps([0.2] * 5, [0.3] * 5, [0.0] * 5))  # seed 1 again
-    found = {run["seed"]: run for run in report(tmp_path)["online"]}
+    credited = online_steps([0.3] * 4, [0.3] * 4, [1.0] * 4)
+    for step, seconds in zip(credited, (30.0, 50.0, 30.0, 50.0)):
+        step["credit_s"] = seconds
+    record_steps(tmp_path, "grpo+credit", "online", 0, 11, credited)
+    runs = report(tmp_path)["online"]
+    assert next(run for run in runs if run["arm"] == "grpo+credit")["credit_s"] == pytest.approx(40.0)
+    found = {run["seed"]: run for run in runs if run["arm"] == "grpo"}
     assert found[0]["reward_first"] == pytest.approx(0.1) and found[0]["reward_last"] == pytest.approx(0.5)
     assert (found[0]["val_success"], found[0]["val_step"]) == (0.25, 10)
     assert found[0]["entropy_peak_ratio"] == pytest.approx(3.0) and found[0]["zero_spread"] == pytest.approx(0.25)
     assert found[0]["mismatch_max"] == pytest.approx(1.0) and found[0]["dialogues"] == 160
+    assert found[0]["credit_s"] is None  # a run without turn credit
     assert found[1]["steps"] == 5 and found[1]["zero_spread"] == pytest.approx(1.0)  # its own lines replaced
-    assert {json.loads(line)["run_id"] for line in (tmp_path / STEPS).read_text().splitlines()} == {7, 9}
+    assert found[1]["credit_s"] is None
+    assert {json.loads(line)["run_id"] for line in (tmp_path / STEPS).read_text().splitlines()} == {7, 9, 11}
 
     run = command_line(None, capsys, monkeypatch)
     code, out, err = run("study", "report", str(tmp_path), "--curves", str(tmp_path / "curves.png"))
     assert code == 0, err
     assert "| grpo | online | 0 | 10 | 160 | 0.100 → 0.500 | 25.0% (10) | 0.200 → 0.600 (3.00) |" in out
+    assert "| 0% | 3.00 | 0% | 40.0 | 4 |" in out  # grpo+credit: its credit's seconds a step, its 4 minutes
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     (tmp_path / STEPS).unlink()
     code, out, err = run("study", "report", str(tmp_path), "--curves", str(tmp_path / "none.png"))
