@@ -351,6 +351,9 @@ class ExperimentConfig:
         score = {"sweet-critic": "critic", "sweet-oracle": "oracle"}.get(arm, self.policy.score)
         online = {"turn_credit": ONLINE_CREDIT[arm] or self.turn_credit, "simulator": self.simulator,
                   "sim_guard": self.sim_guard, "sandbox": self.sandbox} if arm in ONLINE_CREDIT else {}
+        if online and not self.policy.eval_tasks and (val := TASK_SETS[self.tasks][1].get("val")):
+            # Validation inside an online run reads the study's own validation split (lite-val), not the family's.
+            online["eval_tasks"] = f"{self.family}:{val[0]}"
         return replace(
             self.policy, family=self.family, split=self.train_split, temperature=self.temperature,
             max_new_tokens=self.max_new_tokens,

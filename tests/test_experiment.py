@@ -323,6 +323,11 @@ def test_on_policy_rounds_roll_out_the_last_policy_on_fresh_tasks_and_continue_i
     assert code != 0 and "--rounds needs" in err
 
 
+# Two online steps of one task x 2 dialogues, validated inside the run at the second on one task.
+ONLINE = ("--policy-steps", "2", "--policy-tasks-per-step", "1", "--policy-group", "2", "--policy-eval-every", "2",
+          "--policy-eval-limit", "1")
+
+
 def test_online_arms_train_with_their_own_credit_and_keep_their_steps_in_the_study(tiny_model_dir, tmp_path, cli):
     """Study 4's online arms (studies/backend-lite-4): plain GRPO and GRPO with the turn credit --turn-credit
     names, each recorded under its study name with every stored step of its run, and read back by the report."""
@@ -336,15 +341,16 @@ def test_online_arms_train_with_their_own_credit_and_keep_their_steps_in_the_stu
     code, result, err = cli(
         "experiment", "backend", "--tasks", "backend-lite", "--model", str(tiny_model_dir), "--dir", str(folder),
         "--json", "--label", "online", "--arm", "grpo", "--arm", "grpo-credit", "--turn-credit", "random",
-        "--record-arm", "grpo-credit=grpo+random", "--record-arm", "zero-shot=", "--policy-steps", "2",
-        "--policy-tasks-per-step", "1", "--policy-group", "2", *TINY_STUDY
+        "--record-arm", "grpo-credit=grpo+random", "--record-arm", "zero-shot=", *ONLINE, *TINY_STUDY
     )
     assert code == 0, err
     arms = {a["arm"]: a for a in result["arms"]}
     # zero-shot= in a labelled run: the study keeps no read of it, so none is made (only the arms' own reads).
     with db.read() as session:
         read = set(session.exec(select(Trajectory.policy).join(Task).where(Task.split == "lite-val")))
-    assert read == {arms["grpo"]["model"], arms["grpo-credit"]["model"]}
+    # the arms' final weights, and each run's in-run validation checkpoints; never the starting model
+    assert {arms["grpo"]["model"], arms["grpo-credit"]["model"]} < read
+    assert all(policy.startswith("ckpt:") for policy in read), read
     with db.read() as session:
         runs = {run.id: run for run in session.exec(select(TrainingRun))}
     credit = {runs[arms[key]["training"]["run_id"]].config["turn_credit"] for key in ("grpo", "grpo-credit")}
@@ -356,6 +362,9 @@ def test_online_arms_train_with_their_own_credit_and_keep_their_steps_in_the_stu
         run_id = arms[key]["training"]["run_id"]
         assert [s["step"] for s in mine] == [1, 2] and {s["run_id"] for s in mine} == {run_id}
         assert [s["reward"] for s in mine] == [s["reward"] for s in run_steps(db, run_id)]
+        # validated inside the run on the study's validation split (backend-lite's lite-val), its first task
+        assert [s.get("val_success") is not None for s in mine] == [False, True]
+        assert runs[run_id].config["eval_tasks"] == "backend:lite-val"
     online = {row["arm"]: row for row in report(folder)["online"]}
     assert set(online) == {"grpo", "grpo+random"} and online["grpo"]["dialogues"] == 4
     # A rerun trains nothing again and leaves the steps as they were.
@@ -363,8 +372,7 @@ def test_online_arms_train_with_their_own_credit_and_keep_their_steps_in_the_stu
     code, _, err = cli(
         "experiment", "backend", "--tasks", "backend-lite", "--model", str(tiny_model_dir), "--dir", str(folder),
         "--label", "online", "--arm", "grpo", "--arm", "grpo-credit", "--turn-credit", "random",
-        "--record-arm", "grpo-credit=grpo+random", "--record-arm", "zero-shot=", "--policy-steps", "2",
-        "--policy-tasks-per-step", "1", "--policy-group", "2", *TINY_STUDY
+        "--record-arm", "grpo-credit=grpo+random", "--record-arm", "zero-shot=", *ONLINE, *TINY_STUDY
     )
     assert code == 0, err
     assert counts(db) == before and (folder / STEPS).read_text() == written
@@ -373,7 +381,7 @@ def test_online_arms_train_with_their_own_credit_and_keep_their_steps_in_the_stu
         "experiment", "backend", "--tasks", "backend-lite", "--model", str(tiny_model_dir), "--dir", str(folder),
         "--json", "--label", "again", "--arm", "grpo", "--arm", "grpo-credit", "--turn-credit", "random",
         "--record-arm", "grpo-credit=grpo+random", "--record-arm", "zero-shot=", "--record-arm", "grpo=",
-        "--policy-steps", "2", "--policy-tasks-per-step", "1", "--policy-group", "2", *TINY_STUDY
+        *ONLINE, *TINY_STUDY
     )
     assert code == 0, err
     assert counts(db) == before
