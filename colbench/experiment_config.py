@@ -243,6 +243,10 @@ class ExperimentConfig:
                 raise ValueError(f"--record-arm takes KEY=NAME with KEY an arm (zero-shot, {', '.join(POLICY_ARMS)},"
                                  f" best-of-n); got {pair!r}")
         phases = TASK_SETS[self.tasks][1]
+        online_arms = [arm for arm in self.arms if arm in ONLINE_CREDIT]
+        if online_arms and self.policy.eval_every and not self.policy.eval_tasks and "val" not in phases:
+            raise ValueError(f"--policy-eval-every needs --policy-eval-tasks: --tasks {self.tasks} has no validation"
+                             " split for the online arms to read")
         if self.evaluate_on is None:
             self.evaluate_on = "val" if "val" in phases else "test"
         if self.evaluate_on not in phases and self.evaluate_on not in phases["test"]:

@@ -391,6 +391,18 @@ def test_online_arms_train_with_their_own_credit_and_keep_their_steps_in_the_stu
     assert tests["grpo-credit"]["lite-val"]["success"] is not None
 
 
+def test_validation_inside_an_online_run_needs_a_validation_split(cli, tmp_path):
+    """backend has no validation split: an online arm validating inside its run must be told where, before anything
+    runs (a dry run says so); backend-lite's runs read lite-val."""
+    plan = ("experiment", "backend", "--dir", str(tmp_path), "--arm", "grpo", "--policy-eval-every", "5", "--dry-run")
+    code, out, err = cli(*plan)
+    assert code != 0 and "--policy-eval-tasks" in err and "Traceback" not in err
+    code, out, err = cli(*plan, "--policy-eval-tasks", "backend:test")
+    assert code == 0, err
+    code, out, err = cli(*plan, "--tasks", "backend-lite")
+    assert code == 0, err
+
+
 def test_the_credit_arm_needs_a_credit_of_its_own(cli, tmp_path):
     code, out, err = cli("experiment", "backend", "--tasks", "backend-lite", "--dir", str(tmp_path), "--arm",
                          "grpo-credit", "--dry-run")
