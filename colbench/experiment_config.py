@@ -243,8 +243,8 @@ class ExperimentConfig:
                 raise ValueError(f"--record-arm takes KEY=NAME with KEY an arm (zero-shot, {', '.join(POLICY_ARMS)},"
                                  f" best-of-n); got {pair!r}")
         phases = TASK_SETS[self.tasks][1]
-        online_arms = [arm for arm in self.arms if arm in ONLINE_CREDIT]
-        if online_arms and self.policy.eval_every and not self.policy.eval_tasks and "val" not in phases:
+        online = any(arm in ONLINE_CREDIT for arm in self.arms)
+        if online and self.policy.eval_every and not self.policy.eval_tasks and "val" not in phases:
             raise ValueError(f"--policy-eval-every needs --policy-eval-tasks: --tasks {self.tasks} has no validation"
                              " split for the online arms to read")
         if self.evaluate_on is None:

@@ -510,7 +510,8 @@ class PolicyConfig(TrainingConfig):
         " (`colbench eval`) and as the step's val_reward and val_success (drawn by `colbench runs show`). 0: never."
     ), min=0)
     eval_tasks: str | None = option(None, (
-        f"grpo, rloo with --eval-every: the validation tasks, {selectors_help()}. Default: the family's 'val' split."))
+        f"grpo, rloo with --eval-every: the validation tasks, {selectors_help()}. Default: the family's 'val' split"
+        " (`colbench experiment`: its task set's validation split, e.g. backend-lite's lite-val)."))
     eval_samples: int = option(1, "grpo, rloo with --eval-every: dialogues per validation task.", min=1)
     eval_limit: int | None = option(None, (
         "grpo, rloo with --eval-every: at most N validation tasks (the first N by id: the same ones every time)."),
