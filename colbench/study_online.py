@@ -79,7 +79,7 @@ def summary(rows: list[dict]) -> list[dict]:
             "zero_spread": _mean([_figure(s, "zero_spread") for s in steps]),
             "agent_turns": _mean([_figure(s, "agent_turns_per_dialogue") for s in steps]),
             "sim_leak": _mean([_figure(s, "sim_leak") for s in steps]),
-            # what valuing a step's turns cost (the credit's models); a run without turn credit has none
+            # what valuing a step's turns cost (the credit's models): about 0 for a run without turn credit
             "credit_s": _mean([_figure(s, "credit_s") for s in steps]),
             "minutes": sum(_figure(s, "step_s") or 0.0 for s in steps) / 60,
         })
