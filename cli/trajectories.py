@@ -38,9 +38,12 @@ def trajectories_import(
     ),
     split: StoredSplit = typer.Option(Split.train.value, "--split", help="Split for tasks not stored yet (a lite"
                                       " split stores the backend-lite tier first, as a rollout does)."),
-    keep_ids: bool = typer.Option(False, "--keep-ids", help="Give every dialogue and turn the id its record carries"
-                                  " (`colbench export --ids`): a study's files that name them stay valid. An id the"
-                                  " store holds already is an error."),
+    keep_ids: bool = typer.Option(False, "--keep-ids", help="Restore what `colbench export --ids` wrote: every"
+                                  " dialogue and turn takes the id its record carries (a study's files that name them"
+                                  " stay valid), and its stored fields (policy, rollout slot, grade, graded order, the"
+                                  " sampled tokens), so a rerun of its rollout finds it done and a trainer reads the"
+                                  " same data in the same order. --policy names records without them. An id the store"
+                                  " holds already is an error."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable summary."),
 ) -> None:
     """Import trajectories, with each assistant turn's input and output, the answer and the reward."""
@@ -65,8 +68,10 @@ def export(
     family: Family = typer.Option(None, "--family", help=f"Only this task family ({FAMILY_HELP})."),
     split: StoredSplit = typer.Option(None, "--split", help="Only this split (lite-val: backend-lite's val tasks)."),
     policy: str = typer.Option(None, "--policy", help="Only this policy's trajectories."),
-    ids: bool = typer.Option(False, "--ids", help="Also write each trajectory's id and each message's turn id (not"
-                             " official fields), for `trajectories import --keep-ids`."),
+    ids: bool = typer.Option(False, "--ids", help="Also write each trajectory's id and each message's turn id, and"
+                             " under 'stored' what else the store holds of them (the rollout slot, the grade and its"
+                             " order, the sampled tokens and log-probs); not official fields: for `trajectories import"
+                             " --keep-ids`, which restores them."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable summary."),
 ) -> None:
     """Write tasks (<family>_<split>_tasks.jsonl) and trajectories (trajectories.jsonl) in the official format."""

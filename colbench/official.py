@@ -31,6 +31,12 @@ from colbench.tasks.rows import spec_of, task_row  # noqa: F401 - also imported 
 from colbench.tasks.spec import LITE_SPLITS, SPLITS, TaskSpec
 
 UNGRADED = {"reward_metric": None, "success": None, "grading": None}
+# What a store's dialogue holds beyond the official fields, written by an export with ids under "stored" and given
+# back by import's --keep-ids: the rollout slot it fills (a rerun of that rollout finds it done), its grade, and the
+# order it was graded in (the order trainers read it in), so a restored store trains the same bits as the first.
+STORED_TRAJECTORY = ("policy", "simulator", "setting", "sample_index", "seed", "status", "failure", "reward_metric",
+                     "grading", "success", "graded_seq")
+STORED_TURN = ("raw",) + queries.TURN_SAMPLER_COLUMNS  # raw: a human turn's whole reply (an agent's is "output")
 TASK_FIELDS = ("family", "problem_description", "ground_truth", "test_cases", "hidden_information")
 
 
@@ -145,6 +151,21 @@ def _stored_ids(record: dict, where: str) -> tuple[int, list[int]]:
             [an_id(m.get("turn_id"), f"dialogue_history[{i}].turn_id") for i, m in enumerate(history)])
 
 
+def _kept_fields(record: dict, policy: str, where: str) -> dict:
+    """--keep-ids: the trajectory columns a record's "stored" object restores (an older export without one: its
+    dialogue under ``policy``, as a plain import stores it)."""
+    kept = dict(_stored(record, STORED_TRAJECTORY, where))
+    kept.setdefault("policy", policy)
+    for name in ("policy", "simulator", "setting", "status"):
+        if name in kept and not isinstance(kept[name], str):
+            raise FormatError(f"{where}: stored.{name} must be a string")
+    for name in ("sample_index", "seed", "graded_seq"):
+        value = kept.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise FormatError(f"{where}: stored.{name} must be a non-negative integer")
+    return kept
+
+
 def _unique_ids(ids: list[tuple[int, list[int]]], path: Path) -> None:
     """No id twice in one file (each line's own ids are checked as it is read)."""
     trajectories = [t for t, _ in ids]
@@ -174,8 +195,21 @@ def _turn_rows(history: list, where: str) -> list[tuple]:
         shared, tail = queries.compact_prompt(previous_prompt, prompt)
         if role == "assistant" and prompt is not None:
             previous_prompt = prompt
-        rows.append((index, role, content, output, tail, shared))
+        stored = _stored(message, STORED_TURN, f"{where}: dialogue_history[{index}]")
+        rows.append((index, role, content, output if output is not None else stored.get("raw"), tail, shared,
+                     *(stored.get(name) for name in queries.TURN_SAMPLER_COLUMNS)))
     return rows
+
+
+def _stored(record: dict, fields: tuple[str, ...], where: str) -> dict:
+    """A record's "stored" object (what an export with ids adds), checked to name only those fields."""
+    stored = record.get("stored", {})
+    if not isinstance(stored, dict):
+        raise FormatError(f"{where}: 'stored' must be an object")
+    unknown = sorted(set(stored) - set(fields))
+    if unknown:
+        raise FormatError(f"{where}: 'stored' has no field {unknown[0]!r} (it holds {', '.join(fields)})")
+    return stored
 
 
 def import_trajectories(
@@ -196,6 +230,7 @@ def import_trajectories(
     tally = Tally(progress, "import")
     parsed: list[tuple[TaskSpec, dict | None, dict, list[dict]]] = []
     ids: list[tuple[int, list[int]]] = []  # with keep_ids: each record's (trajectory id, turn ids)
+    kept: list[dict] = []  # with keep_ids: each record's stored trajectory fields, policy always among them
     for number, record in read_jsonl(path):
         where = f"{path}:{number}"
         task = record.get("task")
@@ -218,6 +253,7 @@ def import_trajectories(
         parsed.append((spec, _extra_fields(task), record, _turn_rows(history, where)))
         if keep_ids:
             ids.append(_stored_ids(record, where))
+            kept.append(_kept_fields(record, policy, where))
         tally(1)
     if keep_ids:
         _unique_ids(ids, path)
@@ -228,21 +264,29 @@ def import_trajectories(
 
     with db.write() as session:
         task_ids, tasks_added = queries.add_tasks(session, [task_row(s, e) for s, e, _, _ in parsed])
-        hashes = [_trajectory_hash(policy, spec.content_hash, record, keep_ids) for spec, _, record, _ in parsed]
+        policies = [kept[k]["policy"] if keep_ids else policy for k in range(len(parsed))]
+        hashes = [_trajectory_hash(p, spec.content_hash, record, keep_ids)
+                  for p, (spec, _, record, _) in zip(policies, parsed)]
         stored = queries.existing_trajectory_hashes(session, hashes)
         if keep_ids:
-            _check_free(session, [i for i, digest in zip(ids, hashes) if digest not in stored], path)
-        next_index = queries.sample_counts(session, policy, task_ids.values())
+            fresh = [k for k, digest in enumerate(hashes) if digest not in stored]
+            _check_free(session, [ids[k] for k in fresh], [kept[k].get("graded_seq") for k in fresh], path)
+        next_index = {p: queries.sample_counts(session, p, task_ids.values()) for p in set(policies)}
         stored_tasks = queries.tasks_by_id(session, task_ids.values())
-        runs: dict[str, int] = {}  # one rollout run per task set the file touches
-        for task in stored_tasks.values():
-            tasks = f"{task.family}:{task.split}"
-            if tasks not in runs:
-                runs[tasks] = queries.open_rollout_run(session, policy=policy, simulator="import", setting="",
-                                                       tasks=tasks,
-                                                       config={"import": str(path)}).id
+        runs: dict[tuple, int] = {}  # one rollout run per task set, policy and simulator the file touches
+
+        def run_of(task_id: int, row: dict) -> int:
+            task = stored_tasks[task_id]
+            identity = (f"{task.family}:{task.split}", row["policy"], row["simulator"], row["setting"])
+            if identity not in runs:
+                runs[identity] = queries.open_rollout_run(
+                    session, policy=row["policy"], simulator=row["simulator"], setting=row["setting"],
+                    tasks=identity[0], config={"import": str(path)}).id
+            return runs[identity]
+
         db.lock_for_sequence(session)
-        seq = queries.next_graded_seq(session)
+        seq = max([queries.next_graded_seq(session)] + [row["graded_seq"] + 1 for row in kept
+                                                        if row.get("graded_seq") is not None])
         trajectories, turns, turn_ids, now = [], [], [], utcnow()
         for k, ((spec, _, record, turn_rows), digest) in enumerate(zip(parsed, hashes)):
             if digest in stored:
@@ -251,50 +295,52 @@ def import_trajectories(
             if keep_ids:
                 turn_ids.append(ids[k][1])
             task_id = task_ids[spec.content_hash]
-            index = next_index.get(task_id, 0)
-            next_index[task_id] = index + 1
+            counts = next_index[policies[k]]
+            index = counts.get(task_id, 0)
+            counts[task_id] = index + 1
             reward = record.get("reward")
             graded = reward is not None
+            row = {
+                "policy": policies[k],
+                "simulator": "import",
+                "setting": "",
+                "sample_index": index,
+                "status": "done",
+                **(family_named(spec.family).imported_grade(reward, record, DEFAULT_GRADING) if graded else UNGRADED),
+                "graded_seq": seq if graded else None,
+            } | (kept[k] if keep_ids else {})
             trajectories.append(
-                ({"id": ids[k][0]} if keep_ids else {}) | {
+                ({"id": ids[k][0]} if keep_ids else {}) | row | {
                     "task_id": task_id,
-                    "rollout_id": runs[f"{stored_tasks[task_id].family}:{stored_tasks[task_id].split}"],
-                    "policy": policy,
-                    "simulator": "import",
-                    "setting": "",
-                    "sample_index": index,
-                    "status": "done",
+                    "rollout_id": run_of(task_id, row),
                     "answer": record.get("answer"),
                     "reward": float(reward) if graded else None,
-                    **(
-                        family_named(spec.family).imported_grade(reward, record, DEFAULT_GRADING)
-                        if graded
-                        else UNGRADED
-                    ),
-                    "graded_seq": seq if graded else None,
                     "content_hash": digest,
                     "created_at": now,
                     "finished_at": now,
                 }
             )
-            seq += graded
+            seq += row["graded_seq"] == seq  # it took the next number (a restored one keeps its own)
             turns.append(turn_rows)
         added = len(queries.bulk_insert_trajectories(session, trajectories, turns, turn_ids if keep_ids else None))
     return ImportSummary(str(path), len(parsed), added, len(parsed) - added, tasks_added=tasks_added)
 
 
-def _check_free(session, ids: list[tuple[int, list[int]]], path: Path) -> None:
-    """--keep-ids: the ids the new dialogues take must be free (a row holding one is another dialogue's)."""
+def _check_free(session, ids: list[tuple[int, list[int]]], graded: list[int | None], path: Path) -> None:
+    """--keep-ids: the ids (and graded order) the new dialogues take must be free (a row holding one is another
+    dialogue's)."""
     trajectories, turns = queries.taken_ids(session, [t for t, _ in ids], [i for _, its in ids for i in its])
-    for what, taken in (("trajectory", trajectories), ("turn", turns)):
+    seqs = queries.taken_graded_seqs(session, [g for g in graded if g is not None])
+    for what, taken in (("trajectory id", trajectories), ("turn id", turns), ("graded order number", seqs)):
         if taken:
-            raise FormatError(f"{path}: the store already holds {what} id {min(taken)} ({len(taken)} of the file's"
-                              f" {what} ids): --keep-ids restores into a store that lacks them")
+            raise FormatError(f"{path}: the store already holds {what} {min(taken)} ({len(taken)} of the file's"
+                              f" {what}s): --keep-ids restores into a store that lacks them")
 
 
 def trajectory_record(task: Task, trajectory: Trajectory, turns: list, ids: bool = False) -> dict[str, Any]:
-    """The official record of a stored dialogue; ``ids``: with its trajectory's id and each message's turn id (not
-    official fields; what import's --keep-ids restores)."""
+    """The official record of a stored dialogue; ``ids``: with its trajectory's id and each message's turn id, and
+    under "stored" the rest of their rows (STORED_TRAJECTORY, the sampler's fields): not official fields, what
+    import's --keep-ids restores."""
     history = []
     for turn in turns:
         message: dict[str, Any] = {"role": turn.role, "content": turn.content}
@@ -304,6 +350,10 @@ def trajectory_record(task: Task, trajectory: Trajectory, turns: list, ids: bool
             message["input"] = turn.prompt
         if turn.raw is not None and turn.role == "assistant":
             message["output"] = turn.raw
+        stored = {name: value for name in STORED_TURN  # an agent's raw is its "output"
+                  if (value := getattr(turn, name)) is not None and not (name == "raw" and turn.role == "assistant")}
+        if ids and stored:
+            message["stored"] = stored
         history.append(message)
     record: dict[str, Any] = {"task": task_record(task), "dialogue_history": history, "answer": trajectory.answer}
     if trajectory.reward is not None:
@@ -312,6 +362,7 @@ def trajectory_record(task: Task, trajectory: Trajectory, turns: list, ids: bool
             record["grading"] = trajectory.grading  # not an official field: which semantics made the reward
     if ids:
         record["trajectory_id"] = trajectory.id
+        record["stored"] = {name: getattr(trajectory, name) for name in STORED_TRAJECTORY}
     return record
 
 

@@ -4,6 +4,9 @@
 # continues from its last checkpoint and stored dialogues). Each stage's start and stop go to times.log.
 #
 #   bash scripts/lite_study_4.sh start          # π0 and rft as the credit-signals study built them, checked by sha256
+#                                               # (rounds 1 and 2 restored from their files where `save` wrote them)
+#   bash scripts/lite_study_4.sh save           # round 1 (π0's dialogues rft trained on) and round 2 (rft's) into
+#                                               # round1.jsonl and round2.jsonl, once round 2 is sampled
 #   bash scripts/lite_study_4.sh arm ARM        # one arm from rft, read on lite-val (120 tasks x 4): rft-2 first
 #                                               # (round 2, and rft's own read), then grpo, grpo+oracle, grpo+credit,
 #                                               # grpo+infogain
@@ -15,7 +18,7 @@
 # never committed; the study's files go to studies/backend-lite-4.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-stage=${1:?usage: lite_study_4.sh start|arm ARM|final [N]}
+stage=${1:?usage: lite_study_4.sh start|save|arm ARM|final [N]}
 # shellcheck source=scripts/study_env.sh
 source "$here/scripts/study_env.sh" credit-signals backend-lite-4
 # The credit-signals study's pinned kernels (its amendment 3): rft is rebuilt bit for bit only under them.
@@ -78,9 +81,17 @@ arm_flags() {
 
 case "$stage" in
 start)
+  # A session's store is lost when it ends: the rounds come back from their files (an hour of sampling less), and
+  # the fits made on them are checked against the saved digests as before.
   STORE=$store bash "$here/scripts/credit_signals.sh" base
+  restore_dialogues "$files/round1.jsonl" "$(ckpt warm)" lite-train
   STORE=$store bash "$here/scripts/credit_signals.sh" rft
   STORE=$store bash "$here/scripts/credit_signals.sh" check scorers.sha256 warm rft
+  restore_dialogues "$files/round2.jsonl" "$(ckpt rft)" lite-train
+  ;;
+save)
+  save_dialogues "$files/round1.jsonl" "$(ckpt warm)" lite-train
+  save_dialogues "$files/round2.jsonl" "$(ckpt rft)" lite-train
   ;;
 arm)
   arm=${2:?arm ARM: rft-2, grpo, grpo+oracle, grpo+credit or grpo+infogain}
@@ -108,5 +119,5 @@ final)
   done <<< "$final_reads"
   ;;
 *)
-  echo "usage: lite_study_4.sh start|arm ARM|final [N]" >&2; exit 2 ;;
+  echo "usage: lite_study_4.sh start|save|arm ARM|final [N]" >&2; exit 2 ;;
 esac

@@ -10,3 +10,22 @@ export COLBENCH_DB="sqlite:///$store/lite.db"
 
 log() { echo "$1 $2 $(date -u +%FT%TZ)" >> "$files/times.log"; }
 timed() { local name=$1; shift; log start "$name"; "$@"; log stop "$name"; }
+
+# A rollout's dialogues saved as a study's file (`colbench export --ids`: one policy's, on one split) and restored into
+# a store that lost them: the very rows the rollout made (ids, grades and their order, the sampled tokens), so a rerun
+# of that rollout finds them done and what trained on them refits bit for bit, without sampling them again.
+save_dialogues() {  # FILE POLICY SPLIT
+  local out
+  out=$(mktemp -d)
+  "$colbench" export --split "$3" --policy "$2" --ids --out "$out" --json > /dev/null
+  mv "$out/trajectories.jsonl" "$1"
+  rm -r "$out"
+}
+restore_dialogues() {  # FILE POLICY SPLIT: only into a store holding none of that policy's graded dialogues there
+  [ -f "$1" ] || return 0
+  local held
+  held=$("$colbench" eval --tasks "backend:$3" --policy "$2" --json |
+         python3 -c 'import json, sys; print(sum(row["n_trajectories"] for row in json.load(sys.stdin)))')
+  [ "$held" = 0 ] || return 0
+  timed "restore-$(basename "$1" .jsonl)" "$colbench" trajectories import "$1" --split "$3" --keep-ids
+}

@@ -162,8 +162,12 @@ def test_a_bad_candidates_file_or_one_of_other_dialogues_writes_nothing(cli, sav
     half_before = stored_counts(half)
     code, _, err = cli("--db", half, "credit", "import", str(saved["candidates"]))
     assert code != 0 and "import the dialogues it was saved with first" in err and stored_counts(half) == half_before
-    # Dialogues restored under their ids into a store holding other rows at those ids are refused whole too.
-    code, _, err = cli("--db", fresh, "trajectories", "import", str(path), "--policy", "another", "--split",
+    # Dialogues restored under their ids into a store holding other rows at those ids are refused whole too: here
+    # the same dialogues under another policy (an export without its stored fields, so --policy names them).
+    other = tmp_path / "other-policy.jsonl"
+    other.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "stored"}) + "\n"
+                             for line in path.read_text().splitlines()))
+    code, _, err = cli("--db", fresh, "trajectories", "import", str(other), "--policy", "another", "--split",
                        "lite-train", "--keep-ids")
     assert code != 0 and "already holds trajectory id" in err and stored_counts(fresh) == before
 

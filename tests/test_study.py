@@ -585,3 +585,44 @@ def test_study_4_reads_fresh2_with_each_arms_validated_flags_once_per_chosen_lin
     assert [z[-1] for z in zero_shot[:3]] == ["rft=rft-2", "rft=rft-2", "rft=rft-2"]
     assert "zero-shot=rft" in zero_shot[3] and value(reads[3], "--record-arm") == "zero-shot=rft"
     assert zero_shot[3].index("rft=") > zero_shot[3].index("rft=rft-2")
+
+
+def test_a_studys_saved_dialogues_are_restored_only_into_a_store_without_them(tmp_path):
+    """study_env.sh's save_dialogues writes a policy's dialogues on a split as `export --ids` does, and
+    restore_dialogues imports them under their ids (--keep-ids) only where the store holds none of that policy's
+    graded dialogues there: a store that sampled them, or restored them before, is left as it is."""
+    import subprocess
+
+    def run(held: int, *calls: str) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
+        folder = tmp_path / f"run-{len(list(tmp_path.glob('run-*')))}"
+        script, env, args = _script_checkout(folder, "lite_study_4.sh", (
+            f"if sys.argv[1] == 'eval': print(json.dumps([{{'n_trajectories': {held}}}] if {held} else []))\n"
+            "if sys.argv[1] == 'export':\n"
+            "    out = sys.argv[sys.argv.index('--out') + 1]\n"
+            "    open(out + '/trajectories.jsonl', 'w').write('saved\\n')\n"))
+        source = f"here={script.parent.parent}; source {script.parent / 'study_env.sh'} store study; " + "; ".join(
+            calls)
+        done = subprocess.run(["bash", "-c", f"set -euo pipefail; {source}"], env=env, capture_output=True, text=True,
+                              cwd=folder)
+        found = [c.splitlines() for c in args.read_text().strip("\n").split("\n\n")] if args.exists() else []
+        return done, found
+
+    saved = tmp_path / "round.jsonl"
+    done, calls = run(0, f"save_dialogues {saved} ckpt:1 lite-train")
+    assert done.returncode == 0, done.stderr
+    assert saved.read_text() == "saved\n"
+    [export] = calls
+    assert export[:1] == ["export"] and "--ids" in export
+    assert export[export.index("--policy") + 1] == "ckpt:1" and export[export.index("--split") + 1] == "lite-train"
+
+    done, calls = run(0, f"restore_dialogues {saved} ckpt:1 lite-train")
+    assert done.returncode == 0, done.stderr
+    ask, restore = calls
+    assert ask[:1] == ["eval"] and ask[ask.index("--policy") + 1] == "ckpt:1" and "backend:lite-train" in ask
+    assert restore == ["trajectories", "import", str(saved), "--split", "lite-train", "--keep-ids"]
+    assert "start restore-round " in (tmp_path / "run-1" / "checkout" / "studies" / "study" / "times.log").read_text()
+
+    done, calls = run(400, f"restore_dialogues {saved} ckpt:1 lite-train")
+    assert done.returncode == 0 and [call[0] for call in calls] == ["eval"]  # held already: nothing imported
+    done, calls = run(0, f"restore_dialogues {tmp_path / 'never-saved.jsonl'} ckpt:1 lite-train")
+    assert done.returncode == 0 and calls == []  # no file, no question

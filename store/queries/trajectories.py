@@ -1,6 +1,7 @@
 """Trajectories and their turns, test results and screenshots: bulk imports, the rollout's writes, reads."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -55,8 +56,14 @@ def bulk_insert_trajectories(session: Session, trajectories: list[dict], turns: 
         names = ("id",) + names
         rows = [(turn_id, trajectory_id, *turn) for trajectory_id, its_turns, its_ids in zip(ids, turns, turn_ids)
                 for turn, turn_id in zip(its_turns, its_ids)]
+    if any(n in TURN_JSON_COLUMNS for n in names):  # the driver takes JSON as its text (PostgreSQL: cast)
+        json_at = [k for k, n in enumerate(names) if n in TURN_JSON_COLUMNS]
+        rows = [tuple(json.dumps(v) if k in json_at and v is not None else v for k, v in enumerate(row))
+                for row in rows]
+    cast = connection.dialect.name == "postgresql"
+    values = ", ".join(f"CAST({marker} AS JSON)" if cast and n in TURN_JSON_COLUMNS else marker for n in names)
     columns = ", ".join(_quoted(connection, n) for n in names)
-    statement = f"INSERT INTO turn ({columns}) VALUES ({', '.join([marker] * len(names))})"
+    statement = f"INSERT INTO turn ({columns}) VALUES ({values})"
     for start in range(0, len(rows), ROWS_PER_STATEMENT * 4):
         connection.exec_driver_sql(statement, rows[start : start + ROWS_PER_STATEMENT * 4])
     if turn_ids is not None and connection.dialect.name == "postgresql":
@@ -76,7 +83,20 @@ def taken_ids(session: Session, trajectory_ids: Sequence[int], turn_ids: Sequenc
     return found
 
 
-TURN_IMPORT_COLUMNS = ("index", "role", "content", "raw", "prompt", "prompt_shared")
+def taken_graded_seqs(session: Session, graded_seqs: Sequence[int]) -> set[int]:
+    """Which of these graded_seq numbers the store has given already."""
+    found: set[int] = set()
+    for chunk in chunks(list(graded_seqs)):
+        found.update(session.exec(select(Trajectory.graded_seq).where(col(Trajectory.graded_seq).in_(chunk))))
+    return found
+
+
+# What an agent turn's sampler stored beside its text: an export with ids carries them, so that a restored store
+# trains on the very tokens that were sampled (and their log-probs), not the text encoded again.
+TURN_SAMPLER_COLUMNS = ("token_ids", "token_logprobs", "prompt_tokens", "completion_tokens", "logprob_sum",
+                        "logprob_mean", "latency_s", "error", "leak")
+TURN_JSON_COLUMNS = ("token_ids", "token_logprobs", "leak")
+TURN_IMPORT_COLUMNS = ("index", "role", "content", "raw", "prompt", "prompt_shared") + TURN_SAMPLER_COLUMNS
 
 
 def _quoted(connection, name: str) -> str:
