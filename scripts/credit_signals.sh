@@ -46,22 +46,6 @@ turns=(--max-new-tokens 256 --temperature 1 --sandbox bwrap)
 critic=(--model ckpt:warm --split lite-train --full --lr 1e-5 --epochs 2 --batch-size 4 --grad-accum 2
         --no-gradient-checkpointing --device cpu)
 
-# The checkpoint a named training run made, as a policy is stored (ckpt:<id>).
-ckpt() {
-  "$colbench" runs show "$1" --json | python3 -c 'import json, sys
-last = json.load(sys.stdin)["checkpoints"][-1]
-print(last if isinstance(last, str) else "ckpt:%s" % last["id"])'
-}
-# The weights file of a named training run's checkpoint.
-weights() {
-  "$here/.venv/bin/python" -c 'import sys
-from colbench.model_refs import get_checkpoint
-from colbench.store.db import Database
-row, _ = get_checkpoint(Database(sys.argv[1]), sys.argv[2])
-print(row.path + "/model.safetensors")' "$COLBENCH_DB" "$(ckpt "$1")"
-}
-# A named training run's line of a digest file: its name, its checkpoint and its weights' sha256.
-digest() { echo "$1 $(ckpt "$1") $(sha256sum < "$(weights "$1")" | cut -d' ' -f1)"; }
 # Whether the store holds a finished run of that name.
 have() {
   "$colbench" runs show "$1" --json 2>/dev/null |

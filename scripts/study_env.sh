@@ -9,6 +9,22 @@ colbench=${COLBENCH:-$here/.venv/bin/colbench}
 export COLBENCH_DB="sqlite:///$store/lite.db"
 
 log() { echo "$1 $2 $(date -u +%FT%TZ)" >> "$files/times.log"; }
+# The checkpoint a named training run made, as a policy is stored (ckpt:<id>).
+ckpt() {
+  "$colbench" runs show "$1" --json | python3 -c 'import json, sys
+last = json.load(sys.stdin)["checkpoints"][-1]
+print(last if isinstance(last, str) else "ckpt:%s" % last["id"])'
+}
+# The weights file of a named training run's checkpoint.
+weights() {
+  "$here/.venv/bin/python" -c 'import sys
+from colbench.model_refs import get_checkpoint
+from colbench.store.db import Database
+row, _ = get_checkpoint(Database(sys.argv[1]), sys.argv[2])
+print(row.path + "/model.safetensors")' "$COLBENCH_DB" "$(ckpt "$1")"
+}
+# A named training run's line of a digest file: its name, its checkpoint and its weights' sha256.
+digest() { echo "$1 $(ckpt "$1") $(sha256sum < "$(weights "$1")" | cut -d' ' -f1)"; }
 timed() { local name=$1; shift; log start "$name"; "$@"; log stop "$name"; }
 
 # A rollout's dialogues saved as a study's file (`colbench export --ids`: one policy's, on one split) and restored into

@@ -626,3 +626,41 @@ def test_a_studys_saved_dialogues_are_restored_only_into_a_store_without_them(tm
     assert done.returncode == 0 and [call[0] for call in calls] == ["eval"]  # held already: nothing imported
     done, calls = run(0, f"restore_dialogues {tmp_path / 'never-saved.jsonl'} ckpt:1 lite-train")
     assert done.returncode == 0 and calls == []  # no file, no question
+
+
+def test_study_4_start_restores_its_saved_rounds_and_records_the_rebuilds_digests(tmp_path):
+    """`lite_study_4.sh start` on a lost store: π0 fitted, round 1 restored from round1.jsonl before round 1's
+    rollout (which then finds it done) and rft's fit, round 2 restored after rft; the rebuilt weights' sha256 go to
+    times.log whatever they are (another machine rebuilds other bits: plan.md, amendment 3)."""
+    import hashlib
+    import subprocess
+
+    script, env, args = _script_checkout(tmp_path, "lite_study_4.sh", (
+        "if sys.argv[1:3] == ['runs', 'show']: print(json.dumps({'checkpoints': ['ckpt:7']}))\n"
+        "if sys.argv[1] == 'eval': print('[]')\n"))
+    checkout = script.parent.parent
+    (script.parent / "credit_signals.sh").write_text(
+        (Path(__file__).parent.parent / "scripts" / "credit_signals.sh").read_text())
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"rebuilt weights")
+    python = checkout / ".venv" / "bin" / "python"  # the study's own interpreter, asked where the weights are
+    python.parent.mkdir(parents=True)
+    python.write_text(f"#!/bin/sh\necho {weights}\n")
+    python.chmod(0o755)
+    files = checkout / "studies" / "backend-lite-4"
+    files.mkdir(parents=True)
+    for name in ("round1.jsonl", "round2.jsonl"):
+        (files / name).write_text("{}\n")
+    done = subprocess.run(["bash", str(script), "start"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    calls = [call.splitlines() for call in args.read_text().strip("\n").split("\n\n")]
+    steps = [" ".join(call[:2]) + (f" {Path(call[2]).name}" if call[:2] == ["trajectories", "import"] else "")
+             for call in calls if call[0] in ("rollout", "policy", "trajectories")]
+    assert steps == ["rollout --engine", "policy fit", "trajectories import round1.jsonl", "rollout --model",
+                     "policy fit", "trajectories import round2.jsonl"]
+    imports = [call for call in calls if call[:2] == ["trajectories", "import"]]
+    assert all("--keep-ids" in call and call[call.index("--split") + 1] == "lite-train" for call in imports)
+    digest = hashlib.sha256(b"rebuilt weights").hexdigest()
+    logged = [line.rsplit(" ", 1)[0] for line in (files / "times.log").read_text().splitlines()
+              if line.startswith("rebuilt")]
+    assert logged == [f"rebuilt warm ckpt:7 {digest}", f"rebuilt rft ckpt:7 {digest}"]
