@@ -2,8 +2,10 @@
 tokens, then the sha256 of its weights (amendment 3 of studies/credit-signals/plan.md).
 
 Two runs on one machine print the same digest; on a machine with AVX-512, ATEN_CPU_CAPABILITY=avx2 (PyTorch's AVX2
-kernels) prints another. So a study that rebuilds its models in a later session, perhaps on another machine, pins the
-kernels (scripts/credit_signals.sh does).
+kernels) prints another. So a study that rebuilds its models in a later session pins the kernels
+(scripts/credit_signals.sh does). The pin holds on one machine only: under it, the machine of 2026-12-06 printed
+12b0f53f… and another (2026-12-07, AMX and AVX-512 BF16 too) 79012cde…, with transformers 5.23-5.25 alike
+(studies/backend-lite-4/plan.md, amendment 3).
 
     .venv/bin/python scripts/kernel_bits.py
     ATEN_CPU_CAPABILITY=avx2 .venv/bin/python scripts/kernel_bits.py
