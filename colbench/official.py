@@ -23,7 +23,7 @@ from colbench.grading.semantics import DEFAULT_GRADING, GRADINGS
 from colbench.jsonl import records
 from colbench.progress import Progress, Tally
 from colbench.store.db import Database
-from colbench.store.models import Task, Trajectory, utcnow
+from colbench.store.models import Task, Trajectory, Turn, utcnow
 from colbench.store import queries
 from colbench.families import family as family_named, family_of_record
 from colbench.families.records import task_from_record  # noqa: F401 - also imported from here
@@ -329,9 +329,11 @@ def import_trajectories(
 def _check_free(session, ids: list[tuple[int, list[int]]], graded: list[int | None], path: Path) -> None:
     """--keep-ids: the ids (and graded order) the new dialogues take must be free (a row holding one is another
     dialogue's)."""
-    trajectories, turns = queries.taken_ids(session, [t for t, _ in ids], [i for _, its in ids for i in its])
-    seqs = queries.taken_graded_seqs(session, [g for g in graded if g is not None])
-    for what, taken in (("trajectory id", trajectories), ("turn id", turns), ("graded order number", seqs)):
+    for what, taken in (
+        ("trajectory id", queries.taken(session, Trajectory.id, [t for t, _ in ids])),
+        ("turn id", queries.taken(session, Turn.id, [i for _, its in ids for i in its])),
+        ("graded order number", queries.taken(session, Trajectory.graded_seq, [g for g in graded if g is not None])),
+    ):
         if taken:
             raise FormatError(f"{path}: the store already holds {what} {min(taken)} ({len(taken)} of the file's"
                               f" {what}s): --keep-ids restores into a store that lacks them")
@@ -350,10 +352,11 @@ def trajectory_record(task: Task, trajectory: Trajectory, turns: list, ids: bool
             message["input"] = turn.prompt
         if turn.raw is not None and turn.role == "assistant":
             message["output"] = turn.raw
-        stored = {name: value for name in STORED_TURN  # an agent's raw is its "output"
-                  if (value := getattr(turn, name)) is not None and not (name == "raw" and turn.role == "assistant")}
-        if ids and stored:
-            message["stored"] = stored
+        if ids:
+            own = STORED_TURN[1:] if turn.role == "assistant" else STORED_TURN  # an agent's raw is its "output"
+            stored = {name: value for name in own if (value := getattr(turn, name)) is not None}
+            if stored:
+                message["stored"] = stored
         history.append(message)
     record: dict[str, Any] = {"task": task_record(task), "dialogue_history": history, "answer": trajectory.answer}
     if trajectory.reward is not None:

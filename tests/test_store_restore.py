@@ -1,7 +1,7 @@
 """A store's dialogues written by `colbench export --ids` and restored by `trajectories import --keep-ids` into a
 fresh store (SQLite and PostgreSQL) are the rows the first store held: a rerun of their rollout finds them done, and
 a trainer reads the same dialogues, in the same order, as the same sampled tokens. A study whose store is lost between
-sessions rebuilds its policies from these files instead of sampling again (scripts/credit_signals.sh)."""
+sessions rebuilds its policies from these files instead of sampling again (scripts/lite_study_4.sh)."""
 from __future__ import annotations
 
 import json

@@ -26,8 +26,7 @@ from colbench.store.queries.tasks import (
 from colbench.store.queries.trajectories import (
     trajectories_of_turns,
     bulk_insert_trajectories,
-    taken_ids,
-    taken_graded_seqs,
+    taken,
     TURN_IMPORT_COLUMNS,
     TURN_SAMPLER_COLUMNS,
     existing_trajectory_hashes,

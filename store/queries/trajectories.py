@@ -50,16 +50,18 @@ def bulk_insert_trajectories(session: Session, trajectories: list[dict], turns: 
     # driver's executemany as tuples, skipping SQLAlchemy's per-row parameter processing.
     marker = "?" if connection.dialect.paramstyle == "qmark" else "%s"
     names = ("trajectory_id",) + TURN_IMPORT_COLUMNS
+    json_at = {k for k, name in enumerate(TURN_IMPORT_COLUMNS) if name in TURN_JSON_COLUMNS}
+
+    def encoded(turn: tuple) -> tuple:  # the driver takes JSON as its text (PostgreSQL casts it, below)
+        return tuple(json.dumps(v) if k in json_at and v is not None else v for k, v in enumerate(turn))
+
     if turn_ids is None:
-        rows = [(trajectory_id, *turn) for trajectory_id, its_turns in zip(ids, turns) for turn in its_turns]
+        rows = [(trajectory_id, *encoded(turn)) for trajectory_id, its_turns in zip(ids, turns) for turn in its_turns]
     else:
         names = ("id",) + names
-        rows = [(turn_id, trajectory_id, *turn) for trajectory_id, its_turns, its_ids in zip(ids, turns, turn_ids)
+        rows = [(turn_id, trajectory_id, *encoded(turn))
+                for trajectory_id, its_turns, its_ids in zip(ids, turns, turn_ids)
                 for turn, turn_id in zip(its_turns, its_ids)]
-    if any(n in TURN_JSON_COLUMNS for n in names):  # the driver takes JSON as its text (PostgreSQL: cast)
-        json_at = [k for k, n in enumerate(names) if n in TURN_JSON_COLUMNS]
-        rows = [tuple(json.dumps(v) if k in json_at and v is not None else v for k, v in enumerate(row))
-                for row in rows]
     cast = connection.dialect.name == "postgresql"
     values = ", ".join(f"CAST({marker} AS JSON)" if cast and n in TURN_JSON_COLUMNS else marker for n in names)
     columns = ", ".join(_quoted(connection, n) for n in names)
@@ -74,20 +76,11 @@ def bulk_insert_trajectories(session: Session, trajectories: list[dict], turns: 
     return ids
 
 
-def taken_ids(session: Session, trajectory_ids: Sequence[int], turn_ids: Sequence[int]) -> tuple[set[int], set[int]]:
-    """Which of these trajectory ids and turn ids the store holds already."""
-    found: tuple[set[int], set[int]] = (set(), set())
-    for table, wanted, into in ((Trajectory, trajectory_ids, found[0]), (Turn, turn_ids, found[1])):
-        for chunk in chunks(list(wanted)):
-            into.update(session.exec(select(table.id).where(col(table.id).in_(chunk))))
-    return found
-
-
-def taken_graded_seqs(session: Session, graded_seqs: Sequence[int]) -> set[int]:
-    """Which of these graded_seq numbers the store has given already."""
+def taken(session: Session, column, values: Sequence[int]) -> set[int]:
+    """Which of these values a unique column (Trajectory.id, Turn.id, Trajectory.graded_seq) holds already."""
     found: set[int] = set()
-    for chunk in chunks(list(graded_seqs)):
-        found.update(session.exec(select(Trajectory.graded_seq).where(col(Trajectory.graded_seq).in_(chunk))))
+    for chunk in chunks(list(values)):
+        found.update(session.exec(select(column).where(col(column).in_(chunk))))
     return found
 
 
