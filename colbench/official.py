@@ -203,7 +203,9 @@ def _turn_rows(history: list, where: str) -> list[tuple]:
 
 def _stored(record: dict, fields: tuple[str, ...], where: str) -> dict:
     """A record's "stored" object (what an export with ids adds), checked to name only those fields."""
-    stored = record.get("stored", {})
+    if "stored" not in record:  # a plain record (most imports): nothing to check
+        return {}
+    stored = record["stored"]
     if not isinstance(stored, dict):
         raise FormatError(f"{where}: 'stored' must be an object")
     unknown = sorted(set(stored) - set(fields))

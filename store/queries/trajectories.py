@@ -49,11 +49,17 @@ def bulk_insert_trajectories(session: Session, trajectories: list[dict], turns: 
     # Turns are the bulk of an import (hundreds of thousands of rows): hand them to the
     # driver's executemany as tuples, skipping SQLAlchemy's per-row parameter processing.
     marker = "?" if connection.dialect.paramstyle == "qmark" else "%s"
-    names = ("trajectory_id",) + TURN_IMPORT_COLUMNS
-    json_at = {k for k, name in enumerate(TURN_IMPORT_COLUMNS) if name in TURN_JSON_COLUMNS}
+    # A plain import has no sampler fields: its turns go in with the text columns alone, as fast as before them.
+    base = len(TURN_IMPORT_COLUMNS) - len(TURN_SAMPLER_COLUMNS)
+    unsampled = (None,) * len(TURN_SAMPLER_COLUMNS)
+    width = len(TURN_IMPORT_COLUMNS) if any(turn[base:] != unsampled for its in turns for turn in its) else base
+    names = ("trajectory_id",) + TURN_IMPORT_COLUMNS[:width]
+    json_at = [k for k, name in enumerate(TURN_IMPORT_COLUMNS[:width]) if name in TURN_JSON_COLUMNS]
 
     def encoded(turn: tuple) -> tuple:  # the driver takes JSON as its text (PostgreSQL casts it, below)
-        return tuple(json.dumps(v) if k in json_at and v is not None else v for k, v in enumerate(turn))
+        if all(turn[k] is None for k in json_at):  # most turns (every human one, every plain import's): as they are
+            return turn[:width]
+        return tuple(json.dumps(v) if k in json_at and v is not None else v for k, v in enumerate(turn[:width]))
 
     if turn_ids is None:
         rows = [(trajectory_id, *encoded(turn)) for trajectory_id, its_turns in zip(ids, turns) for turn in its_turns]
