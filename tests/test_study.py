@@ -493,6 +493,39 @@ def test_the_plans_validation_comparisons_are_read_on_each_validation_label_that
     assert {k: v["p_holm"] for k, v in gate.items()} == pytest.approx(holm({k: v["p_value"] for k, v in gate.items()}))
 
 
+STUDY_4 = STUDY.parent / "backend-lite-4"
+
+
+def test_study_4_chose_by_its_plans_rules_from_the_committed_lite_val_figures():
+    """chosen.sh and comparisons.json (plan.md, rules 2-4 and amendment 4) against the report of the committed files:
+    the baseline is the better of grpo and rft-2 on lite-val, a tie within one dialogue going to rft-2; the primary
+    pair is grpo+credit against it, each read on fresh2 once at training seeds 0 and 1, grpo+credit first; no control
+    or exploratory arm is read there; the validation pairs are the plan's six, the gate first."""
+    import re
+    import shlex
+
+    found = report(STUDY_4)
+    val = {row["arm"]: row for row in found["arms"] if row["label"] == "val"}
+    successes = {arm: round(val[arm]["success"]["mean"] * val[arm]["n"]) for arm in ("grpo", "rft-2")}
+    baseline = "grpo" if successes["grpo"] > successes["rft-2"] + 1 else "rft-2"
+    declared = json.loads((STUDY_4 / "comparisons.json").read_text())
+    assert declared["primary"] == [baseline, "grpo+credit"]
+    assert declared["secondary"] == [["rft", baseline], ["rft", "grpo+credit"]]
+    pairs = declared["validation"]
+    assert pairs[0] == ["grpo", "grpo+oracle"] and {tuple(pair) for pair in pairs} == {
+        ("grpo", "grpo+oracle"), ("grpo", "grpo+credit"), ("rft-2", "grpo+credit"), ("rft", "grpo"),
+        ("rft", "rft-2"), ("grpo", "grpo+infogain")}
+    text = (STUDY_4 / "chosen.sh").read_text(encoding="utf-8")
+    reads = [shlex.split(line) for line in re.search(r'final_reads="(.*?)"', text, re.S).group(1).split("\n")
+             if line.strip()]
+    seeded = [(words[0], words[words.index("--trainer-seed") + 1] if "--trainer-seed" in words else "0")
+              for words in reads]
+    assert seeded[0] == ("grpo+credit", "0") and len(seeded) == len(set(seeded))
+    assert {read for read in seeded if read[0] != "rft"} == {(arm, seed) for arm in ("grpo+credit", baseline)
+                                                            for seed in "01"}
+    assert set(dict(seeded)) <= {"grpo+credit", baseline, "rft"}
+
+
 def _study_4_checkout(tmp_path: Path, carried: str) -> tuple[Path, dict, Path]:
     """lite_study_4.sh's checkout: its COLBENCH names rft's checkpoint ckpt:2 and answers the credit-signals report
     with ``carried``."""
