@@ -92,6 +92,7 @@ def test_the_report_pairs_arms_by_task_and_holm_corrects_sweets_comparisons(tmp_
 
 STUDY = Path(__file__).resolve().parent.parent / "studies" / "backend-lite"
 STUDY_3 = STUDY.parent / "backend-lite-3"
+STUDY_4 = STUDY.parent / "backend-lite-4"
 
 
 @pytest.mark.parametrize("study", [STUDY, STUDY_3], ids=lambda study: study.name)
@@ -318,26 +319,31 @@ def test_the_declared_comparisons_pool_both_seeds_per_task_and_holm_correct_the_
     assert code == 1 and "comparisons.json: not a comparisons file" in err and "Traceback" not in err
 
 
+def chosen_reads(study: Path) -> list[list[str]]:
+    """A study's chosen.sh: its final reads, each line's words as `final` splits them."""
+    import re
+    import shlex
+
+    text = (study / "chosen.sh").read_text(encoding="utf-8")
+    lines = re.search(r'final_reads="(.*?)"', text, re.S).group(1).splitlines()
+    return [shlex.split(line) for line in lines if line.strip()]  # `final` skips empty lines too
+
+
 @pytest.mark.skipif(not (STUDY_3 / "chosen.sh").exists(), reason="study 3 has chosen no configuration yet")
 def test_study_3_reads_its_primary_arms_at_their_best_configuration_with_two_seeds():
     """chosen.sh (what `lite_study_3.sh final` runs) and comparisons.json against the report's search and the plan's
     rule 3: the primary comparison is the best critic-using arm against the best arm without the critic on lite-val,
     each read on the fresh split at its best configuration, with training seeds 0 and 1."""
-    import re
-    import shlex
-
     best = {row["arm"]: row for row in report(STUDY_3)["search"] if row["best"]}
     critic = max(("rft+sweet", "grpo+critic"), key=lambda arm: best[arm]["success"]["mean"] if arm in best else -1)
     rival = max(("rft", "rft-2", "grpo"), key=lambda arm: best[arm]["success"]["mean"] if arm in best else -1)
     assert json.loads((STUDY_3 / "comparisons.json").read_text())["primary"] == [rival, critic]
-    text = (STUDY_3 / "chosen.sh").read_text(encoding="utf-8")
-    reads = re.search(r'final_reads="(.*?)"', text, re.S).group(1).strip().splitlines()
     seeds: dict[str, set[int]] = {}
-    for line in reads:
-        words = shlex.split(line)[1:]
+    for stage, *words in chosen_reads(STUDY_3):
         flags = dict(zip(words[::2], words[1::2]))
         arm = {"sweet": "rft+sweet", "sweet-oracle": "rft+sweet-oracle"}.get(flags["--arm"], flags["--arm"])
-        arm = "rft-2" if arm == "rft" and line.startswith("round2") else arm
+        arm = "rft-2" if arm == "rft" and stage == "round2" else arm
+        line = " ".join([stage, *words])
         if arm in best:
             assert float(flags["--policy-lr"]) == best[arm]["lr"], line
             assert flags.get("--policy-turns", "all") == (best[arm]["turns"] or "all"), line
@@ -493,17 +499,11 @@ def test_the_plans_validation_comparisons_are_read_on_each_validation_label_that
     assert {k: v["p_holm"] for k, v in gate.items()} == pytest.approx(holm({k: v["p_value"] for k, v in gate.items()}))
 
 
-STUDY_4 = STUDY.parent / "backend-lite-4"
-
-
 def test_study_4_chose_by_its_plans_rules_from_the_committed_lite_val_figures():
     """chosen.sh and comparisons.json (plan.md, rules 2-4 and amendment 4) against the report of the committed files:
     the baseline is the better of grpo and rft-2 on lite-val, a tie within one dialogue going to rft-2; the primary
     pair is grpo+credit against it, each read on fresh2 once at training seeds 0 and 1, grpo+credit first; no control
     or exploratory arm is read there; the validation pairs are the plan's six, the gate first."""
-    import re
-    import shlex
-
     found = report(STUDY_4)
     val = {row["arm"]: row for row in found["arms"] if row["label"] == "val"}
     successes = {arm: round(val[arm]["success"]["mean"] * val[arm]["n"]) for arm in ("grpo", "rft-2")}
@@ -515,15 +515,12 @@ def test_study_4_chose_by_its_plans_rules_from_the_committed_lite_val_figures():
     assert pairs[0] == ["grpo", "grpo+oracle"] and {tuple(pair) for pair in pairs} == {
         ("grpo", "grpo+oracle"), ("grpo", "grpo+credit"), ("rft-2", "grpo+credit"), ("rft", "grpo"),
         ("rft", "rft-2"), ("grpo", "grpo+infogain")}
-    text = (STUDY_4 / "chosen.sh").read_text(encoding="utf-8")
-    reads = [shlex.split(line) for line in re.search(r'final_reads="(.*?)"', text, re.S).group(1).split("\n")
-             if line.strip()]
     seeded = [(words[0], words[words.index("--trainer-seed") + 1] if "--trainer-seed" in words else "0")
-              for words in reads]
+              for words in chosen_reads(STUDY_4)]
     assert seeded[0] == ("grpo+credit", "0") and len(seeded) == len(set(seeded))
     assert {read for read in seeded if read[0] != "rft"} == {(arm, seed) for arm in ("grpo+credit", baseline)
                                                             for seed in "01"}
-    assert set(dict(seeded)) <= {"grpo+credit", baseline, "rft"}
+    assert {arm for arm, _ in seeded} <= {"grpo+credit", baseline, "rft"}
 
 
 def _study_4_checkout(tmp_path: Path, carried: str) -> tuple[Path, dict, Path]:
