@@ -199,19 +199,19 @@ class PlainProgress:
         with self._lock:
             now = self._clock()
             if self.stage is None:
-                return f"{self.description}: nothing reported yet, after {_duration(now - self.started)}"
+                return f"{self.description}: nothing reported yet, after {duration(now - self.started)}"
             done, total, figures = self.done, self.total, self.figures
             rate_s = (done - self.stage_done0) / max(now - self.stage_started, 1e-9)
             elapsed = now - self.stage_started
         parts = [f"{self.description}: {self.stage} {done}" + (f"/{total} ({done / total:.0%})" if total else "")
-                 + (" in " if final else " after ") + _duration(elapsed)]
+                 + (" in " if final else " after ") + duration(elapsed)]
         if rate_s > 0:
             parts.append(f"{rate_s:.2f}/s" if rate_s >= 1 else f"{rate_s * 60:.1f}/min")
         left = figures.get("eta_s")  # the work's own estimate, where it has one
         if left is None:
             left = (total - done) / rate_s if rate_s > 0 and total and done < total else 0
         if left >= 1 and not final:
-            parts.append(f"about {_duration(left)} left")
+            parts.append(f"about {duration(left)} left")
         shown = _figures(figures)
         return ", ".join(parts) + (f" · {shown}" if shown else "")
 
@@ -232,7 +232,7 @@ class PlainProgress:
             self._print(self.line(final=True))
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     """12 s, 2 min 10 s, 1 h 05 min."""
     seconds = max(int(round(seconds)), 0)
     if seconds < 60:

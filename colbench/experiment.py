@@ -547,9 +547,9 @@ class BackendExperiment:
 
         with self.db.read() as session:
             run = session.get(TrainingRun, run_id)
-        minutes = (run.finished_at - run.started_at).total_seconds() / 60 if run.finished_at else None
         figures = {k: v for k, v in (run.metrics or {}).items() if not isinstance(v, (list, dict))}
-        return {"run_id": run.id, "kind": run.kind, "settings": run.config, "metrics": figures, "minutes": minutes}
+        return {"run_id": run.id, "kind": run.kind, "settings": run.config, "metrics": figures,
+                "minutes": run.minutes}
 
     # ------------------------------------------------------------ resuming
 

@@ -113,6 +113,7 @@ def training_row(run, checkpoints) -> dict:
         "train_loss": metrics.get("train_loss"),
         "heldout_accuracy": metrics.get("heldout_accuracy"),
         "error": run.error, "created_at": run.started_at, "finished_at": run.finished_at,
+        "minutes": run.minutes, "paused_minutes": (run.paused_s or 0.0) / 60,
     }
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from sqlalchemy import JSON, Column, DateTime, Index, Text, UniqueConstraint, func
+from sqlalchemy import JSON, Column, DateTime, Float, Index, Text, UniqueConstraint, func
 from sqlmodel import Field, SQLModel
 
 # Stable constraint names, so that batch migrations on SQLite can find them again.
@@ -29,6 +29,11 @@ SQLModel.metadata.naming_convention = {
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def as_utc(when: datetime) -> datetime:
+    """A stored time, aware: SQLite hands back naive UTC, PostgreSQL aware."""
+    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when
 
 
 def _text(nullable: bool = True) -> Any:
@@ -220,6 +225,16 @@ class TrainingRun(SQLModel, table=True):
     finished_at: Optional[datetime] = _when()
     worker: Optional[str] = None  # host:pid:start:tag of the process writing it (colbench/processes.py)
     heartbeat_at: Optional[datetime] = _when()  # while running: a run whose worker is gone is failed
+    # Seconds between a stop (its end, or its worker's last heartbeat) and each reopening: a run resumed in a later
+    # session took finished_at - started_at - paused_s of work, not the whole span.
+    paused_s: float = Field(default=0.0, sa_column=Column(Float, nullable=False, server_default="0"))
+
+    @property
+    def minutes(self) -> float | None:
+        """How long it worked: start to finish less its pauses; None until it finishes."""
+        if self.finished_at is None:
+            return None
+        return ((as_utc(self.finished_at) - as_utc(self.started_at)).total_seconds() - (self.paused_s or 0.0)) / 60
 
 
 class TrainingStep(SQLModel, table=True):

@@ -4,6 +4,7 @@ identity, per-step training figures in the store and in TensorBoard / W&B, the m
 bwrap sandbox and the tiny model."""
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from sqlmodel import select
 
 from colbench.store import queries
 from colbench.store.db import Database
-from colbench.store.models import Checkpoint, Lineage, RolloutRun, TrainingStep, Trajectory
+from colbench.store.models import Checkpoint, Lineage, RolloutRun, TrainingRun, TrainingStep, Trajectory, utcnow
 from conftest import command_line
 
 LITE = ["--tasks", "backend-lite:train", "--limit", "6", "-k", "4", "--sandbox", "bwrap"]
@@ -165,6 +166,40 @@ def test_training_runs_record_steps_report_to_tensorboard_and_write_a_model_card
     assert scored["checkpoint_id"] == checkpoint.id
     code, _, err = colbench("rollout", "--model", "ckpt:nosuch", *LITE)
     assert code == 1 and "ckpt:nosuch: no checkpoint has that id, and no trained run that name" in err
+
+
+def test_a_run_resumed_in_a_later_session_counts_the_minutes_it_worked(colbench_on_both, db_url):
+    """A run that worked 10 minutes and stood stopped 85 (killed, then resumed 65 minutes after its last heartbeat;
+    finished, then extended 20 minutes later) worked 10 minutes: `runs show` and the study's validation file (both
+    from TrainingRun.minutes) count its work, not the whole span, and say how long it stood stopped."""
+    from colbench.training.checkpoints import reopen_run, start_run
+
+    db = Database(db_url)
+    run_id = start_run(db, kind="policy:grpo", base_model="m", parent_checkpoint_id=None, config={})
+
+    def backdate(minutes: float, **fields) -> None:
+        """Every time of the run moves ``minutes`` into the past, then ``fields`` are set."""
+        with db.write() as session:
+            run = session.get(TrainingRun, run_id)
+            for name in ("started_at", "heartbeat_at", "finished_at"):
+                if getattr(run, name) is not None:
+                    setattr(run, name, getattr(run, name) - timedelta(minutes=minutes))
+            for name, value in fields.items():
+                setattr(run, name, value)
+
+    # Started 75 minutes ago, its last heartbeat 10 minutes later; found dead only a minute ago.
+    backdate(75, heartbeat_at=utcnow() - timedelta(minutes=65), status="failed",
+             finished_at=utcnow() - timedelta(minutes=1))
+    reopen_run(db, run_id)
+    backdate(0, status="done", finished_at=utcnow())  # it finished at once
+    with db.read() as session:
+        assert session.get(TrainingRun, run_id).minutes == pytest.approx(10, abs=0.1)
+    backdate(20)  # ... 20 minutes ago, and is extended now, finishing at once again
+    reopen_run(db, run_id)
+    backdate(0, status="done", finished_at=utcnow())
+    shown = ok(colbench_on_both("runs", "show", f"train:{run_id}", "--json"))
+    assert shown["minutes"] == pytest.approx(10, abs=0.1) and shown["paused_minutes"] == pytest.approx(85, abs=0.1)
+    assert "10 min" in (view := ok(colbench_on_both("runs", "show", f"train:{run_id}"))) and "1 h 25 min" in view
 
 
 def test_wandb_runs_offline_into_the_store_folder(colbench, sqlite_url, tiny_model_dir, monkeypatch):

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from colbench.cli.common import duration
 from colbench.cli.views.cells import STATUS_STYLE
 from colbench.curves import curve_names
 from colbench.runs import headline, named, progress, what
@@ -34,6 +35,14 @@ def sparkline(values: list[float], width: int = 40) -> str:
 
 def _when(value) -> str:
     return str(value)[:16] if value else ""
+
+
+def _worked(run: dict) -> str | None:
+    """How long a finished run worked, and how long it stood stopped between sessions if it did."""
+    if run.get("minutes") is None:
+        return None
+    paused = run.get("paused_minutes") or 0.0
+    return duration(run["minutes"] * 60) + (f" (stopped {duration(paused * 60)} between resumes)" if paused else "")
 
 
 def _status(row: dict) -> Text:
@@ -66,8 +75,8 @@ def run_view(run: dict) -> Group:
     facts = {"status": _status(run).plain or None, "tags": ", ".join(run["tags"]) or None, "tasks": run.get("tasks"),
              "result": headline(run) or None, "created": _when(run.get("created_at"))}
     if run["kind"] == "train":
-        facts |= {"finished": _when(run.get("finished_at")), "continued from": run.get("parent"),
-                  "error": run.get("error")}
+        facts |= {"finished": _when(run.get("finished_at")), "worked": _worked(run),
+                  "continued from": run.get("parent"), "error": run.get("error")}
     if run["kind"] == "rollout":
         facts |= {"trajectories": ", ".join(f"{n} {s}" for s, n in run["by_status"].items() if n),
                   "trained": ", ".join(run["trained"]) or None}

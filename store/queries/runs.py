@@ -8,7 +8,8 @@ from typing import Iterable, Sequence
 from sqlalchemy import case, func, insert, true
 from sqlmodel import col, select, Session
 
-from colbench.store.models import Checkpoint, Lineage, RolloutRun, TrainingRun, TrainingStep, Trajectory, utcnow
+from colbench.store.models import (Checkpoint, Lineage, RolloutRun, TrainingRun, TrainingStep, Trajectory, as_utc,
+                                   utcnow)
 from colbench.store.queries._shared import ROWS_PER_STATEMENT, insert_new
 
 
@@ -284,7 +285,12 @@ def extendable_runs(session: Session, kind: str, *, name: str | None) -> list[Tr
 def reopen_run(session: Session, run_id: int, worker: str | None, config: dict | None = None) -> None:
     """A failed or finished run runs again, under this process (with ``config``: a run extended)."""
     run = session.get(TrainingRun, run_id)
-    run.status, run.error, run.finished_at, run.worker, run.heartbeat_at = "running", None, None, worker, utcnow()
+    now = utcnow()
+    # It stopped when it finished, or (failed: its worker died, or was found dead later) at its last heartbeat.
+    stopped = run.finished_at if run.status == "done" else run.heartbeat_at or run.finished_at
+    if stopped is not None:
+        run.paused_s = (run.paused_s or 0.0) + max(0.0, (now - as_utc(stopped)).total_seconds())
+    run.status, run.error, run.finished_at, run.worker, run.heartbeat_at = "running", None, None, worker, now
     if config is not None:
         run.config = config
     session.add(run)
