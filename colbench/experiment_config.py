@@ -119,7 +119,9 @@ class ExperimentConfig:
     engine: str = option(
         AUTO_ENGINE,
         "What rolls every policy out: auto (ct2 on a CPU, hf otherwise), hf, ct2, vllm (vLLM's offline engine, loading "
-        "each checkpoint's weights), or openai: a vLLM server at --base-url that serves --model as --served-model, "
+        "each checkpoint's weights), vllm-serve (a vLLM server of each policy's own weights, full or LoRA, started for "
+        "its rollout and stopped after: 3x ct2 on a CPU), or openai: a vLLM server at --base-url that serves --model as"
+        " --served-model, "
         "started with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True. Before a LoRA checkpoint is rolled out "
         "(an arm, or the next on-policy round) it is loaded onto the server by its folder, which the server must read "
         "at the same path, under the name colbench-ckpt-<id>-<checksum>. Every turn goes as token ids, so the store "
@@ -234,8 +236,8 @@ class ExperimentConfig:
         if self.policy.full and (self.served or served_rounds):
             raise ValueError(
                 "a fully fine-tuned policy cannot be served here: a running vLLM loads new LoRA adapters, not new"
-                " weights. Train LoRA policies (no --policy-full), or roll each checkpoint out against `vllm serve <its"
-                " folder>` by hand (docs/scale.md, on-policy rounds)"
+                " weights. Train LoRA policies (no --policy-full), or read each checkpoint with --engine vllm-serve (a"
+                " server of its own weights for each rollout)"
             )
         for pair in self.record_arms:
             key, equals, _ = pair.partition("=")

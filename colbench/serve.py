@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from colbench.engines.vllm_server import DEFAULT_MAX_MODEL_LEN, ServerSpec
-from colbench.model_refs import DEFAULT_MODEL, EMBEDDED_REF, checkpoint_part, resolve_model
+from colbench.model_refs import DEFAULT_MODEL, EMBEDDED_REF, ModelSource, checkpoint_part, resolve_model
 from colbench.options import check, option
 
 
@@ -79,7 +79,12 @@ def served_name_of(ref: str) -> str:
 
 def server_spec(config: ServeConfig, checkpoint_lookup=None) -> ServerSpec:
     """The server to start for ``config`` (raises ModelNotFound for a model it cannot find)."""
-    source = resolve_model(config.model, checkpoint_lookup)
+    return spec_for_source(resolve_model(config.model, checkpoint_lookup), config)
+
+
+def spec_for_source(source: ModelSource, config: ServeConfig) -> ServerSpec:
+    """The server of ``source`` (``config.model`` resolved) as ``config`` says: a checkpoint's adapter is served from
+    the start under the checkpoint's name, its base under that name plus -base."""
     name = config.served_name or served_name_of(config.model)
     rank = config.max_lora_rank
     adapters = None

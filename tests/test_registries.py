@@ -193,6 +193,12 @@ def build_vllm(request, tmp_path):
     return make_engine("vllm", str(request.getfixturevalue("tiny_model_dir"))), CONVERSATIONS
 
 
+def build_vllm_serve(request, tmp_path):
+    python = request.getfixturevalue("vllm_install").python  # skips where no vLLM runs (fails under CI)
+    folder = str(request.getfixturevalue("servable_tiny_dir"))
+    return make_engine("vllm-serve", folder, vllm_python=python), CONVERSATIONS
+
+
 def build_openai(request, tmp_path):
     return (
         make_engine("openai", "test-model", base_url=request.getfixturevalue("openai_server").base_url),
@@ -212,7 +218,8 @@ def build_plugin(name: str):
 
 # How to build each registered engine here; a newly registered engine of colbench's fails the contract
 # until it has an entry (a contract that skipped it would pass without checking anything).
-BUILDS = {"hf": build_hf, "ct2": build_ct2, "vllm": build_vllm, "openai": build_openai, "scripted": build_scripted}
+BUILDS = {"hf": build_hf, "ct2": build_ct2, "vllm": build_vllm, "vllm-serve": build_vllm_serve, "openai": build_openai,
+          "scripted": build_scripted}
 PLUGIN_ENGINES = {"secret-guesser", "arith-solver"}  # tests/plugin_package's, installed by conftest.py
 
 

@@ -229,3 +229,100 @@ def test_a_policy_sampled_in_another_dtype_is_stored_under_its_own_name():
 
     assert policy_name("smollm2", "float32") == "smollm2"
     assert policy_name("ckpt:3", "bfloat16") == "vllm-bfloat16:ckpt:3"
+
+
+@pytest.fixture(scope="module")
+def servable_tiny(servable_tiny_dir):
+    """(folder, tokenizer, model): the trainer's view of a tiny full-weight model vLLM can serve."""
+    from colbench.model_refs import load_model, load_tokenizer
+
+    folder = str(servable_tiny_dir)
+    return servable_tiny_dir, load_tokenizer(folder), load_model(folder, device="cpu", dtype=torch.float32).eval()
+
+
+def vllm_servers_of(folder) -> list[int]:
+    """The pids of vLLM servers whose command line names ``folder``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            command = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        if "vllm.entrypoints.openai.api_server" in command and str(folder) in command:
+            found.append(int(entry))
+    return found
+
+
+def process_group(pgid: int) -> list[int]:
+    members = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.getpgid(int(entry)) == pgid:
+                members.append(int(entry))
+        except ProcessLookupError:
+            continue
+    return members
+
+
+def test_vllm_serve_samples_the_models_own_weights_and_stops_its_server(vllm_install, servable_tiny, tmp_path):
+    """--engine vllm-serve on a folder of full weights (a full fine-tune's checkpoint): the server it starts samples
+    that model (its stored log-probs are the trainer's of those weights, unfiltered), the dialogues are stored under
+    the model's own name, as a local engine stores them, and no server is left when the command ends."""
+    folder, tokenizer, model = servable_tiny
+    url = f"sqlite:///{tmp_path / 'serve.db'}"
+    done = subprocess.run(COLBENCH + ["--db", url, "rollout", "--engine", "vllm-serve", "--model", str(folder),
+                                      "--tasks", "backend-lite:train", "--limit", "2", "--max-new-tokens", "40",
+                                      "--seed", "3", "--json"],
+                          capture_output=True, text=True, timeout=600,
+                          env=cli_env(COLBENCH_VLLM_PYTHON=vllm_install.python))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["policy"] == f"hf:{folder}"
+    assert vllm_servers_of(folder) == []
+    db = Database(url)
+    with db.read() as session:
+        [run] = session.exec(select(RolloutRun)).all()
+        dialogues = session.exec(select(Trajectory)).all()
+        turns = queries.turns_for(session, [t.id for t in dialogues])
+    db.close()
+    assert run.config["sampling"] == {k: v for k, v in UNFILTERED.items() if k != "temperature"}
+    assert run.config["arithmetic"]["vllm"].startswith("vLLM")
+    checked = 0
+    for t in dialogues:
+        agent = [x for x in turns[t.id] if x.role == "assistant"]
+        assert agent and all(x.token_ids and len(x.token_ids) == len(x.token_logprobs) for x in agent)
+        for stored, scored in zip(agent, trainer_logps(model, tokenizer, turns[t.id]), strict=True):
+            assert max(abs(a - b) for a, b in zip(stored.token_logprobs, scored)) < LOGPROB_TOLERANCE
+            checked += len(scored)
+    assert checked > 50
+
+
+def test_a_command_killed_mid_rollout_leaves_no_vllm_server(vllm_install, servable_tiny, tmp_path):
+    """kill -9 of a command whose vllm-serve engine is serving: its server and the server's engine processes go too
+    (the kernel signals the server when its parent dies), rather than holding the cores and memory."""
+    import signal
+    import time
+
+    folder, _, _ = servable_tiny
+    command = subprocess.Popen(COLBENCH + ["--db", f"sqlite:///{tmp_path / 'killed.db'}", "rollout", "--engine",
+                                           "vllm-serve", "--model", str(folder), "--tasks", "backend-lite:train",
+                                           "--limit", "40", "-k", "4", "--max-new-tokens", "200"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=cli_env(COLBENCH_VLLM_PYTHON=vllm_install.python))
+    try:
+        deadline = time.monotonic() + 300
+        while not (servers := vllm_servers_of(folder)) and command.poll() is None and time.monotonic() < deadline:
+            time.sleep(1)
+        assert servers, "no server started"
+        [server] = servers
+        time.sleep(20)  # its engine processes start too
+        assert len(process_group(server)) > 1
+        command.send_signal(signal.SIGKILL)
+        command.wait(10)
+        deadline = time.monotonic() + 90
+        while process_group(server) and time.monotonic() < deadline:
+            time.sleep(1)
+        assert process_group(server) == []
+    finally:
+        command.kill()
+        for pid in vllm_servers_of(folder):
+            os.killpg(pid, signal.SIGKILL)

@@ -30,8 +30,8 @@ ENGINES = Registry("engine", error=EngineError, entry_points="colbench.engines",
 AUTO = "auto"
 AUTO_HELP = (
     "ct2 on a CPU for the embedded model and Llama-family local models, hf otherwise; in process, as auto cannot"
-    " assume a server: for many dialogues at once, `colbench serve` and --engine openai are faster"
-    " (docs/performance.md: 3x ct2 on a backend-lite rollout on 2 cores)"
+    " assume vLLM: for many dialogues at once, vllm-serve (or `colbench serve` and --engine openai) is faster"
+    " (docs/performance.md: 2-3x ct2 on a backend-lite rollout on 2 cores)"
 )
 
 
@@ -60,6 +60,14 @@ def _vllm(model, *, max_batch_size=None, compute_type=None, device=None, **optio
 
     # vLLM schedules its own batches and picks its device from the build it is (CUDA, or the CPU build).
     return VLLMEngine(model, **options)
+
+
+@ENGINES.register("vllm-serve", "vLLM's server (its CPU build from .venv-vllm here) started for this command and"
+                  " stopped after: the fast one for many dialogues on a CPU, any model colbench loads", local=True)
+def _vllm_serve(model, *, device=None, max_batch_size=None, **options) -> Engine:
+    from colbench.engines.vllm_serve import ServedVLLMEngine
+
+    return ServedVLLMEngine(model, **options)  # the server places and batches the model
 
 
 @ENGINES.register("openai", "any OpenAI-compatible server; --model is the served model's name", served=True)

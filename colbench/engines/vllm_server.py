@@ -180,6 +180,16 @@ def failure_cause(log: Path) -> str:
     return lines[-1][-300:] if lines else "it printed nothing"
 
 
+def _on_parent_death(sig: int):
+    """In the child, before exec: have the kernel send ``sig`` when its parent's thread ends (PR_SET_PDEATHSIG)."""
+    def arm() -> None:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig))  # 1: PR_SET_PDEATHSIG
+
+    return arm
+
+
 class VLLMServer:
     """A vLLM server process: ``start()`` it, ``wait_ready()``, send requests to ``base_url``, ``stop()`` it. Its
     output goes to ``log`` (which ``requests_logged`` reads under ``log_requests``)."""
@@ -193,16 +203,18 @@ class VLLMServer:
     def base_url(self) -> str:
         return f"http://{self.spec.host}:{self.spec.port}/v1"
 
-    def start(self, detach: bool = False) -> None:
+    def start(self, detach: bool = False, die_with_parent: int | None = None) -> None:
         """Start the server (its own process group, so that stopping it stops its engine's processes too);
-        ``detach``: it outlives this process."""
+        ``detach``: it outlives this process; ``die_with_parent``: the signal it gets when the thread that started
+        it ends, its process killed included (Linux), so that nothing is left serving after a kill -9."""
         if port_taken(self.spec.host, self.spec.port):
             raise EngineError(f"port {self.spec.port} on {self.spec.host} is in use: pick another with --port")
         argv, env = self.spec.command(self.install)
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "w") as out:
             self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env=env, start_new_session=True)
+                                            env=env, start_new_session=True,
+                                            preexec_fn=_on_parent_death(die_with_parent) if die_with_parent else None)
         self.detached = detach
 
     def wait_ready(self, timeout_s: float = 600.0) -> float:

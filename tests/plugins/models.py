@@ -67,27 +67,38 @@ def smol_tokenizer_dir():
         pytest.skip(f"no SmolLM2 tokenizer: {err}")
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(smol_tokenizer_dir, tmp_path_factory):
-    """A random-initialised LlamaForCausalLM (~3M parameters, fixed seed) saved with the
-    real tokenizer, so tests load it through the ordinary local-directory path."""
+def save_tiny_llama(tokenizer_dir, folder, **shape):
+    """A random-initialised LlamaForCausalLM (fixed seed) of TINY_CONFIG's shape with ``shape``'s changes, saved in
+    ``folder`` with the real tokenizer."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-        **TINY_CONFIG,
+        **TINY_CONFIG | shape,
     )
     torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
-    path = tmp_path_factory.mktemp("tiny-llama")
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(smol_tokenizer_dir, tmp_path_factory):
+    """A random-initialised LlamaForCausalLM (~3M parameters, fixed seed) saved with the
+    real tokenizer, so tests load it through the ordinary local-directory path."""
+    return save_tiny_llama(smol_tokenizer_dir, tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def servable_tiny_dir(smol_tokenizer_dir, tmp_path_factory):
+    """The tiny model with heads of 64 (vLLM's CPU attention takes no heads of 16), as a full fine-tune's folder."""
+    return save_tiny_llama(smol_tokenizer_dir, tmp_path_factory.mktemp("servable-tiny"), hidden_size=128,
+                           intermediate_size=256, num_attention_heads=2, num_key_value_heads=1)
 
 
 @pytest.fixture(scope="session")

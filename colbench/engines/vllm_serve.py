@@ -1,0 +1,96 @@
+"""``--engine vllm-serve``: the policy behind a vLLM server that this command starts and stops itself.
+
+On a CPU the fastest way to roll out many dialogues is vLLM's CPU build behind its server (docs/performance.md: 3x
+ct2 on a backend-lite rollout on 2 cores: it batches continuously and caches the prefixes every turn repeats), but
+that build lives in its own environment (.venv-vllm), so colbench cannot import it: `colbench serve` and
+``--engine openai`` reach it over HTTP. This engine does both for one command: given any model colbench can load
+(the embedded one, a folder, ``ckpt:<id>`` with full weights or an adapter) it starts `colbench serve`'s server on
+a free loopback port at its first generation (a rollout with nothing left to do starts none), talks to it as
+``--engine openai --served-model`` does (token ids in, sampled ids and log-probs out, unfiltered sampling: the
+policy's own distribution, which tests/test_vllm_real.py checks against the trainer's log-probs), and stops it on
+close. Dialogues are stored under the model's own name (``ckpt:7``), as the local engines store them.
+
+The server dies with the process that started it (kill -9 included), so it never outlives its command.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+
+from colbench.engines.base import EngineError, Generation, Message, SamplingParams
+from colbench.engines.openai import OpenAIEngine
+from colbench.engines.vllm_server import DEFAULT_MAX_MODEL_LEN, VLLMServer, find_vllm, free_port
+from colbench.model_refs import ModelSource, load_tokenizer, resolve_model
+
+#: The server's KV cache: room for about 90,000 tokens of SmolLM2 (46 KB a token in float32), 40 backend dialogues
+#: of 2,000 tokens at once; the server queues what does not fit.
+KV_CACHE_GIB = 4.0
+SERVED_NAME = "policy"
+
+
+def context_length(source: ModelSource) -> int:
+    """The model's own context (config.json's max_position_embeddings), so that the server accepts every prompt a
+    local engine would run."""
+    try:
+        config = json.loads((Path(source.base) / "config.json").read_text())
+    except (OSError, ValueError):
+        return DEFAULT_MAX_MODEL_LEN
+    return int(config.get("max_position_embeddings") or DEFAULT_MAX_MODEL_LEN)
+
+
+class ServedVLLMEngine(OpenAIEngine):
+    kind = "vllm-serve"
+
+    def __init__(self, source: ModelSource | str, *, compute_type: str = "float32", concurrency: int | None = None,
+                 vllm_python: str | None = None, startup_timeout_s: float = 600.0, checkpoint_lookup=None):
+        from colbench.serve import ServeConfig, spec_for_source
+
+        if not isinstance(source, ModelSource):
+            source = resolve_model(source, checkpoint_lookup)
+        if compute_type != "float32":  # another type samples another policy (vllm.policy_name); not offered here
+            raise EngineError(f"--engine vllm-serve computes in float32, not {compute_type}")
+        self.install = find_vllm(vllm_python)
+        self.startup_timeout_s = startup_timeout_s
+        config = ServeConfig(model=source.ref, served_name=SERVED_NAME, port=free_port(), lora=False,
+                             max_model_len=context_length(source), kv_cache_gib=KV_CACHE_GIB)
+        self.spec = spec_for_source(source, config)
+        self.server = VLLMServer(self.spec, self.install)
+        name = next(iter(self.spec.adapters)) if self.spec.adapters else self.spec.served_name
+        super().__init__(name, self.server.base_url, tokenizer=load_tokenizer(source), model_ref=source.ref,
+                         **({"concurrency": concurrency} if concurrency else {}))
+        self.started = False
+
+    def _start(self) -> None:
+        """The server, at the first generation: a rollout that finds its dialogues done never waits for one."""
+        if self.started:
+            return
+        self.started = True
+        self.server.start(die_with_parent=signal.SIGTERM)
+        seconds = self.server.wait_ready(self.startup_timeout_s)
+        # Said: a read's first minute goes to it (benchmarks/vllm_serve_rollout.py reads the line).
+        print(f"vllm-serve: {self.model_ref} served by {self.install.describe()} at {self.server.base_url}, ready in"
+              f" {seconds:.0f} s (log: {self.server.log})", file=sys.stderr, flush=True)
+
+    def generate(self, conversations: list[list[Message]], params: SamplingParams) -> list[Generation]:
+        self._start()
+        return super().generate(conversations, params)
+
+    def generate_from_prompts(self, prompts: list[str], params: SamplingParams) -> list[Generation]:
+        self._start()
+        return super().generate_from_prompts(prompts, params)
+
+    async def agenerate(self, conversation: list[Message], params: SamplingParams) -> Generation:
+        # The first call blocks the event loop while the server starts: every other dialogue is waiting for it too.
+        self._start()
+        return await super().agenerate(conversation, params)
+
+    def arithmetic(self) -> dict:
+        return {"vllm": self.install.describe()}
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.server.stop()
