@@ -110,7 +110,8 @@ final)
     [ -z "$arm" ] && continue
     arm_flags "$arm"
     # shellcheck disable=SC2086  # the line's own flags, word by word
-    experiment final --evaluate-on fresh2 --test-tasks 412 --test-samples 3 "${flags[@]}" $extra
+    # Through vLLM's CPU build, 2-3.5x CT2 here (plan.md, amendment 5); the arms still train as before.
+    experiment final --evaluate-on fresh2 --test-tasks 412 --test-samples 3 --engine vllm-serve "${flags[@]}" $extra
   done <<< "$final_reads"
   ;;
 *)
