@@ -45,7 +45,7 @@ class ServedVLLMEngine(OpenAIEngine):
 
     def __init__(self, source: ModelSource | str, *, compute_type: str = "float32", concurrency: int | None = None,
                  vllm_python: str | None = None, startup_timeout_s: float = 600.0, checkpoint_lookup=None):
-        from colbench.serve import ServeConfig, spec_for_source
+        from colbench.serve import ServeConfig, request_name, spec_for_source
 
         if not isinstance(source, ModelSource):
             source = resolve_model(source, checkpoint_lookup)
@@ -57,9 +57,8 @@ class ServedVLLMEngine(OpenAIEngine):
                              max_model_len=context_length(source), kv_cache_gib=KV_CACHE_GIB)
         self.spec = spec_for_source(source, config)
         self.server = VLLMServer(self.spec, self.install)
-        name = next(iter(self.spec.adapters)) if self.spec.adapters else self.spec.served_name
-        super().__init__(name, self.server.base_url, tokenizer=load_tokenizer(source), model_ref=source.ref,
-                         **({"concurrency": concurrency} if concurrency else {}))
+        super().__init__(request_name(config, self.spec), self.server.base_url, tokenizer=load_tokenizer(source),
+                         model_ref=source.ref, **({"concurrency": concurrency} if concurrency else {}))
         self.started = False
 
     def _start(self) -> None:
