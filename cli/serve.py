@@ -20,15 +20,15 @@ def serve(config: ServeConfig, as_json: bool = typer.Option(False, "--json", hel
     Every setting is a ServeConfig field (colbench/serve.py); why each vLLM flag is set:
     colbench/engines/vllm_server.py.
     """
-    from colbench.engines.vllm_server import VLLMServer, failure_cause, find_vllm
+    from colbench.engines.vllm_server import VLLMServer, failure_cause, find_vllm, request_name
     from colbench.model_refs import checkpoint_lookup, checkpoint_part
-    from colbench.serve import request_name, server_spec
+    from colbench.serve import server_spec
 
     install = find_vllm(config.vllm_python)
     lookup = checkpoint_lookup(state.db()) if checkpoint_part(config.model) is not None else None
     spec = server_spec(config, lookup)
     server = VLLMServer(spec, install, log=config.log)
-    name = request_name(config, spec)
+    name = request_name(spec)
     server.start(detach=config.detach)
     try:
         ready_s = server.wait_ready(config.startup_timeout_s)

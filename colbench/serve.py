@@ -6,13 +6,12 @@ else as its LoRA adapter on top of its base, under the checkpoint's name (``ckpt
 """
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from colbench.engines.vllm_server import DEFAULT_MAX_MODEL_LEN, ServerSpec
-from colbench.model_refs import DEFAULT_MODEL, EMBEDDED_REF, ModelSource, checkpoint_part, resolve_model
+from colbench.engines.vllm_server import DEFAULT_MAX_MODEL_LEN, ServerSpec, spec_for_source
+from colbench.model_refs import DEFAULT_MODEL, EMBEDDED_REF, checkpoint_part, resolve_model
 from colbench.options import check, option
 
 
@@ -79,28 +78,8 @@ def served_name_of(ref: str) -> str:
 
 def server_spec(config: ServeConfig, checkpoint_lookup=None) -> ServerSpec:
     """The server to start for ``config`` (raises ModelNotFound for a model it cannot find)."""
-    return spec_for_source(resolve_model(config.model, checkpoint_lookup), config)
-
-
-def spec_for_source(source: ModelSource, config: ServeConfig) -> ServerSpec:
-    """The server of ``source`` (``config.model`` resolved) as ``config`` says: a checkpoint's adapter is served from
-    the start under the checkpoint's name, its base under that name plus -base."""
-    name = config.served_name or served_name_of(config.model)
-    rank = config.max_lora_rank
-    adapters = None
-    base_name = name
-    if source.adapter:
-        # The base goes by its own name; the adapter by the checkpoint's, which is what requests should ask for.
-        adapters = {name: str(Path(source.adapter).resolve())}
-        base_name = f"{name}-base"
-        declared = json.loads((Path(source.adapter) / "adapter_config.json").read_text()).get("r", 0)
-        rank = max(rank, int(declared or 0))
-    return ServerSpec(model=source.base, served_name=base_name, host=config.host, port=config.port,
-                      adapters=adapters, lora=config.lora, max_lora_rank=rank, max_model_len=config.max_model_len,
-                      dtype=config.dtype, kv_cache_gib=config.kv_cache_gib, threads=config.threads,
-                      log_requests=config.log_requests, extra_args=tuple(shlex.split(config.vllm_args)))
-
-
-def request_name(config: ServeConfig, spec: ServerSpec) -> str:
-    """The model name requests should ask for: the adapter's where a checkpoint is served as one."""
-    return next(iter(spec.adapters)) if spec.adapters else spec.served_name
+    return spec_for_source(resolve_model(config.model, checkpoint_lookup),
+                           config.served_name or served_name_of(config.model), host=config.host, port=config.port,
+                           lora=config.lora, max_lora_rank=config.max_lora_rank, max_model_len=config.max_model_len,
+                           dtype=config.dtype, kv_cache_gib=config.kv_cache_gib, threads=config.threads,
+                           log_requests=config.log_requests, extra_args=tuple(shlex.split(config.vllm_args)))

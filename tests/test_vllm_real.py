@@ -72,6 +72,30 @@ def parsed(params: str) -> dict:
                                                            r"=(-?[\d.]+)", params)}
 
 
+def stored_rollout(url: str):
+    """(the rollout run, its dialogues, their turns by dialogue id) of the one rollout a store at ``url`` holds."""
+    db = Database(url)
+    with db.read() as session:
+        [run] = session.exec(select(RolloutRun)).all()
+        dialogues = session.exec(select(Trajectory)).all()
+        turns = queries.turns_for(session, [t.id for t in dialogues])
+    db.close()
+    return run, dialogues, turns
+
+
+def tokens_scored_alike(dialogues, turns, model, tokenizer) -> int:
+    """How many sampled tokens were checked: each agent turn's stored log-probs are the trainer's of ``model``."""
+    checked = 0
+    for t in dialogues:
+        agent = [x for x in turns[t.id] if x.role == "assistant"]
+        assert agent and all(x.token_ids and len(x.token_ids) == len(x.token_logprobs) for x in agent)
+        for stored, scored in zip(agent, trainer_logps(model, tokenizer, turns[t.id]), strict=True):
+            assert len(scored) == len(stored.token_ids)
+            assert max(abs(a - b) for a, b in zip(stored.token_logprobs, scored)) < LOGPROB_TOLERANCE
+            checked += len(scored)
+    return checked
+
+
 def test_a_served_rollout_stores_the_policys_own_logprobs_sampled_unfiltered(vllm_server, smollm2, tmp_path):
     from colbench.rollout import turn_seed
 
@@ -82,27 +106,14 @@ def test_a_served_rollout_stores_the_policys_own_logprobs_sampled_unfiltered(vll
              vllm_server.served_model, "--model", "smollm2", "--tasks", "backend-lite:train", "--limit", "2",
              "--max-new-tokens", "40", "--seed", "3")
     applied = [parsed(p) for p in vllm_server.applied_since(offset)]
-    db = Database(url)
-    with db.read() as session:
-        [run] = session.exec(select(RolloutRun)).all()
-        dialogues = session.exec(select(Trajectory)).all()
-        turns = queries.turns_for(session, [t.id for t in dialogues])
-    db.close()
+    run, dialogues, turns = stored_rollout(url)
     assert run.config["sampling"] == {k: v for k, v in UNFILTERED.items() if k != "temperature"}
     # What vLLM applied, from its own log: every filter off despite the model's generation config, and each turn's
     # own seed.
     assert applied and all({k: a[k] for k in UNFILTERED} == UNFILTERED for a in applied)
     seeds = {turn_seed(3, t.id, k) for t in dialogues for k in range(sum(x.role == "assistant" for x in turns[t.id]))}
     assert {int(a["seed"]) for a in applied} == seeds
-    checked = 0
-    for t in dialogues:
-        agent = [x for x in turns[t.id] if x.role == "assistant"]
-        assert agent and all(x.token_ids and len(x.token_ids) == len(x.token_logprobs) for x in agent)
-        for stored, scored in zip(agent, trainer_logps(model, tokenizer, turns[t.id]), strict=True):
-            assert len(scored) == len(stored.token_ids)
-            assert max(abs(a - b) for a, b in zip(stored.token_logprobs, scored)) < LOGPROB_TOLERANCE
-            checked += len(scored)
-    assert checked > 50
+    assert tokens_scored_alike(dialogues, turns, model, tokenizer) > 50
 
 
 def test_sweet_samples_its_candidates_from_the_real_server(vllm_server, smollm2, tmp_path):
@@ -278,22 +289,10 @@ def test_vllm_serve_samples_the_models_own_weights_and_stops_its_server(vllm_ins
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout)["policy"] == f"hf:{folder}"
     assert vllm_servers_of(folder) == []
-    db = Database(url)
-    with db.read() as session:
-        [run] = session.exec(select(RolloutRun)).all()
-        dialogues = session.exec(select(Trajectory)).all()
-        turns = queries.turns_for(session, [t.id for t in dialogues])
-    db.close()
+    run, dialogues, turns = stored_rollout(url)
     assert run.config["sampling"] == {k: v for k, v in UNFILTERED.items() if k != "temperature"}
     assert run.config["arithmetic"]["vllm"].startswith("vLLM")
-    checked = 0
-    for t in dialogues:
-        agent = [x for x in turns[t.id] if x.role == "assistant"]
-        assert agent and all(x.token_ids and len(x.token_ids) == len(x.token_logprobs) for x in agent)
-        for stored, scored in zip(agent, trainer_logps(model, tokenizer, turns[t.id]), strict=True):
-            assert max(abs(a - b) for a, b in zip(stored.token_logprobs, scored)) < LOGPROB_TOLERANCE
-            checked += len(scored)
-    assert checked > 50
+    assert tokens_scored_alike(dialogues, turns, model, tokenizer) > 50
 
 
 def test_a_command_killed_mid_rollout_leaves_no_vllm_server(vllm_install, servable_tiny, tmp_path):

@@ -21,13 +21,18 @@ from pathlib import Path
 
 from colbench.engines.base import EngineError, Generation, Message, SamplingParams
 from colbench.engines.openai import OpenAIEngine
-from colbench.engines.vllm_server import DEFAULT_MAX_MODEL_LEN, VLLMServer, find_vllm, free_port
+from colbench.engines.vllm_server import (DEFAULT_MAX_MODEL_LEN, VLLMServer, find_vllm, free_port, request_name,
+                                          spec_for_source)
 from colbench.model_refs import ModelSource, load_tokenizer, resolve_model
 
 #: The server's KV cache: room for about 90,000 tokens of SmolLM2 (46 KB a token in float32), 40 backend dialogues
 #: of 2,000 tokens at once; the server queues what does not fit.
 KV_CACHE_GIB = 4.0
 SERVED_NAME = "policy"
+#: A request's wait, in seconds: it queues behind the others and decodes at the server's shared rate, so on 2 cores
+#: 60 requests of 256 tokens in flight take minutes each (a 60-s timeout failed a read here). The server is this
+#: command's own: if it dies, requests fail at once (connection refused), not by this timeout.
+REQUEST_TIMEOUT_S = 3600.0
 
 
 def context_length(source: ModelSource) -> int:
@@ -45,20 +50,18 @@ class ServedVLLMEngine(OpenAIEngine):
 
     def __init__(self, source: ModelSource | str, *, compute_type: str = "float32", concurrency: int | None = None,
                  vllm_python: str | None = None, startup_timeout_s: float = 600.0, checkpoint_lookup=None):
-        from colbench.serve import ServeConfig, request_name, spec_for_source
-
         if not isinstance(source, ModelSource):
             source = resolve_model(source, checkpoint_lookup)
         if compute_type != "float32":  # another type samples another policy (vllm.policy_name); not offered here
             raise EngineError(f"--engine vllm-serve computes in float32, not {compute_type}")
         self.install = find_vllm(vllm_python)
         self.startup_timeout_s = startup_timeout_s
-        config = ServeConfig(model=source.ref, served_name=SERVED_NAME, port=free_port(), lora=False,
-                             max_model_len=context_length(source), kv_cache_gib=KV_CACHE_GIB)
-        self.spec = spec_for_source(source, config)
+        self.spec = spec_for_source(source, SERVED_NAME, port=free_port(), lora=False,
+                                    max_model_len=context_length(source), kv_cache_gib=KV_CACHE_GIB)
         self.server = VLLMServer(self.spec, self.install)
-        super().__init__(request_name(config, self.spec), self.server.base_url, tokenizer=load_tokenizer(source),
-                         model_ref=source.ref, **({"concurrency": concurrency} if concurrency else {}))
+        super().__init__(request_name(self.spec), self.server.base_url, tokenizer=load_tokenizer(source),
+                         model_ref=source.ref, timeout_s=REQUEST_TIMEOUT_S,
+                         **({"concurrency": concurrency} if concurrency else {}))
         self.started = False
 
     def _start(self) -> None:

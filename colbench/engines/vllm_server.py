@@ -168,6 +168,23 @@ class ServerSpec:
         return argv + list(self.extra_args), env
 
 
+def spec_for_source(source, name: str, *, max_lora_rank: int = 16, **settings) -> ServerSpec:
+    """The server of ``source`` (a resolved model_refs.ModelSource) under ``name``, with ServerSpec's ``settings``:
+    a checkpoint's adapter is served from the start under ``name``, which requests ask for, its base under
+    ``name``-base."""
+    if not source.adapter:
+        return ServerSpec(model=source.base, served_name=name, max_lora_rank=max_lora_rank, **settings)
+    declared = json.loads((Path(source.adapter) / "adapter_config.json").read_text()).get("r", 0)
+    return ServerSpec(model=source.base, served_name=f"{name}-base",
+                      adapters={name: str(Path(source.adapter).resolve())},
+                      max_lora_rank=max(max_lora_rank, int(declared or 0)), **settings)
+
+
+def request_name(spec: ServerSpec) -> str:
+    """The model name requests should ask for: the adapter's where a checkpoint is served as one."""
+    return next(iter(spec.adapters)) if spec.adapters else spec.served_name
+
+
 def failure_cause(log: Path) -> str:
     """The line of a server's log that says why it stopped: its last error, else its last line."""
     try:
