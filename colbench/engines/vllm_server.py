@@ -198,13 +198,12 @@ def failure_cause(log: Path) -> str:
 
 
 def _on_parent_death(sig: int):
-    """In the child, before exec: have the kernel send ``sig`` when its parent's thread ends (PR_SET_PDEATHSIG)."""
-    def arm() -> None:
-        import ctypes
+    """What the child runs before exec: have the kernel send ``sig`` when its parent's thread ends
+    (PR_SET_PDEATHSIG). Looked up here, in the parent: a child forked from a threaded process must not import."""
+    import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig))  # 1: PR_SET_PDEATHSIG
-
-    return arm
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    return lambda: prctl(1, int(sig))  # 1: PR_SET_PDEATHSIG
 
 
 class VLLMServer:
