@@ -34,10 +34,17 @@ def record_steps(folder: Path, arm: str, label: str, seed: int, run_id: int, ste
 
 
 def _runs(rows: list[dict]) -> dict[tuple[str, str, int], list[dict]]:
-    runs: dict[tuple[str, str, int], list[dict]] = {}
+    """Each run's steps by (arm, label, seed). A run read under two labels (trained for validation, read again on the
+    final split) is recorded under each: it is one run, under its labels joined ("val, final"), its steps once."""
+    labels: dict[tuple, list[str]] = {}
+    steps: dict[tuple, dict[int, dict]] = {}
     for row in rows:
-        runs.setdefault((row["arm"], row["label"], row.get("seed", 0)), []).append(row)
-    return {key: sorted(steps, key=lambda s: s["step"]) for key, steps in runs.items()}
+        run = (row["arm"], row.get("seed", 0), row.get("run_id", row["label"]))
+        if row["label"] not in labels.setdefault(run, []):
+            labels[run].append(row["label"])
+        steps.setdefault(run, {}).setdefault(row["step"], row)
+    return {(arm, ", ".join(labels[(arm, seed, run_id)]), seed): [found[k] for k in sorted(found)]
+            for (arm, seed, run_id), found in steps.items()}
 
 
 def _figure(step: dict, name: str) -> float | None:

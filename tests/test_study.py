@@ -459,7 +459,10 @@ def test_each_online_run_is_summarised_and_drawn_from_its_steps_alone(tmp_path, 
     for step, seconds in zip(credited, (30.0, 50.0, 30.0, 50.0)):
         step["credit_s"] = seconds
     record_steps(tmp_path, "grpo+credit", "online", 0, 11, credited)
+    record_steps(tmp_path, "grpo", "final", 0, 7, online_steps(rising, [0.2] * 5 + [0.6] * 5, [0.75] * 10))
     runs = report(tmp_path)["online"]
+    # Run 7 read again under another label (the final split's) is one run, its steps once.
+    assert [run["label"] for run in runs if run["arm"] == "grpo" and run["seed"] == 0] == ["online, final"]
     assert next(run for run in runs if run["arm"] == "grpo+credit")["credit_s"] == pytest.approx(40.0)
     found = {run["seed"]: run for run in runs if run["arm"] == "grpo"}
     assert found[0]["reward_first"] == pytest.approx(0.1) and found[0]["reward_last"] == pytest.approx(0.5)
@@ -474,7 +477,7 @@ def test_each_online_run_is_summarised_and_drawn_from_its_steps_alone(tmp_path, 
     run = command_line(None, capsys, monkeypatch)
     code, out, err = run("study", "report", str(tmp_path), "--curves", str(tmp_path / "curves.png"))
     assert code == 0, err
-    assert "| grpo | online | 0 | 10 | 160 | 0.100 → 0.500 | 25.0% (10) | 0.200 → 0.600 (3.00) |" in out
+    assert "| grpo | online, final | 0 | 10 | 160 | 0.100 → 0.500 | 25.0% (10) | 0.200 → 0.600 (3.00) |" in out
     assert "| 0% | 3.00 | 0% | 40.0 | 4 |" in out  # grpo+credit: its credit's seconds a step, its 4 minutes
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     (tmp_path / STEPS).unlink()
@@ -600,11 +603,11 @@ def test_study_4_reads_fresh2_with_each_arms_validated_flags_once_per_chosen_lin
     assert len(calls()) == 2
     subprocess.run(["bash", str(script), "final"], env=env, capture_output=True, text=True, check=True)
     reads = calls()
-    assert [(value(c, "--label"), value(c, "--evaluate-on"), value(c, "--test-tasks"), value(c, "--test-samples"))
-            for c in reads] == [("final", "fresh2", "412", "3")] * 4
-    # The same training flags as the validated run's (the experiment then finds that run stored), label and split apart.
+    assert [(value(c, "--label"), value(c, "--evaluate-on"), value(c, "--test-tasks"), value(c, "--test-samples"),
+             value(c, "--engine")) for c in reads] == [("final", "fresh2", "412", "3", "vllm-serve")] * 4  # amendment 5
+    # The same training flags as the validated run's (the experiment then finds that run stored), how it is read apart.
     def training(call: list[str]) -> list[str]:
-        read = {"--label", "--evaluate-on", "--test-tasks", "--test-samples"}
+        read = {"--label", "--evaluate-on", "--test-tasks", "--test-samples", "--engine"}
         return [w for i, w in enumerate(call) if w not in read and call[i - 1] not in read]
 
     assert training(reads[0]) == training(validated) and training(reads[2]) == training(validated) + [
