@@ -15,6 +15,7 @@ The server dies with the process that started it (kill -9 included), so it never
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -25,9 +26,13 @@ from colbench.engines.vllm_server import (DEFAULT_MAX_MODEL_LEN, VLLMServer, fin
                                           spec_for_source)
 from colbench.model_refs import ModelSource, load_tokenizer, resolve_model
 
-#: The server's KV cache: room for about 90,000 tokens of SmolLM2 (46 KB a token in float32), 40 backend dialogues
-#: of 2,000 tokens at once; the server queues what does not fit.
-KV_CACHE_GIB = 4.0
+def kv_cache_gib() -> float:
+    """The server's KV cache: a sixth of the machine's memory, from 1 to 4 GiB. 4 GiB holds about 90,000 tokens of
+    SmolLM2 (46 KB a token in float32), 40 backend dialogues of 2,000 tokens at once; the server queues the rest."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return max(1.0, min(4.0, total / 6))
+
+
 SERVED_NAME = "policy"
 #: A request's wait, in seconds: it queues behind the others and decodes at the server's shared rate, so on 2 cores
 #: 60 requests of 256 tokens in flight take minutes each (a 60-s timeout failed a read here). The server is this
@@ -57,7 +62,7 @@ class ServedVLLMEngine(OpenAIEngine):
         self.install = find_vllm(vllm_python)
         self.startup_timeout_s = startup_timeout_s
         self.spec = spec_for_source(source, SERVED_NAME, port=free_port(), lora=False,
-                                    max_model_len=context_length(source), kv_cache_gib=KV_CACHE_GIB)
+                                    max_model_len=context_length(source), kv_cache_gib=kv_cache_gib())
         self.server = VLLMServer(self.spec, self.install)
         super().__init__(request_name(self.spec), self.server.base_url, tokenizer=load_tokenizer(source),
                          model_ref=source.ref, timeout_s=REQUEST_TIMEOUT_S,
