@@ -26,11 +26,12 @@ from colbench.engines.vllm_server import (DEFAULT_MAX_MODEL_LEN, VLLMServer, fin
                                           spec_for_source)
 from colbench.model_refs import ModelSource, load_tokenizer, resolve_model
 
-def kv_cache_gib() -> float:
-    """The server's KV cache: a sixth of the machine's memory, from 1 to 4 GiB. 4 GiB holds about 90,000 tokens of
-    SmolLM2 (46 KB a token in float32), 40 backend dialogues of 2,000 tokens at once; the server queues the rest."""
+def kv_cache_gib() -> int:
+    """The server's KV cache: a sixth of the machine's memory in whole GiB (the CPU build takes no fraction), from 1
+    to 4. 4 GiB holds about 90,000 tokens of SmolLM2 (46 KB a token in float32), 40 backend dialogues of 2,000 tokens
+    at once; the server queues the rest."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return max(1.0, min(4.0, total / 6))
+    return max(1, min(4, int(total / 6)))
 
 
 SERVED_NAME = "policy"
