@@ -209,6 +209,12 @@ def _endpoint_error(err: Exception, where: str, timeout_s: float) -> EndpointErr
 
 _FAILURES = (json.JSONDecodeError, openai.APIError)
 
+#: Seconds a request may take, queueing included: the OpenAI SDK's own default. A server queues what it cannot run
+#: at once, and a busy one (a CPU vLLM at a few hundred requests in flight) answers a 256-token turn in minutes; a
+#: shorter wait fails those requests, and each retry goes to the back of the queue. A dead server is found at once
+#: (connection refused), not by this wait.
+DEFAULT_TIMEOUT_S = 600.0
+
 
 #: Every sampling filter off, sent with each token-id request (vLLM's fields): a field left out is filled from the
 #: model's generation config (Llama-3.1-Instruct's top_p 0.9), while the log-probs that come back are the unfiltered
@@ -222,8 +228,8 @@ class OpenAIClient:
     ``max_retries + 1`` times; the SDK picks the waits (Retry-After when the server sends one).
     ``asynchronous=True`` gives the same client over the SDK's AsyncOpenAI: ``await chat(...)``."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, *, timeout_s: float = 60.0, max_retries: int = 3,
-                 asynchronous: bool = False):
+    def __init__(self, base_url: str, api_key: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 max_retries: int = 3, asynchronous: bool = False):
         self.base_url = base_url.rstrip("/")
         self.where = f"endpoint {self.base_url}"
         self.timeout_s = float(timeout_s)

@@ -10,6 +10,7 @@ from colbench.engines import AUTO as AUTO_ENGINE, ENGINES, engine_help
 from colbench.families import selectors_help
 from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, CHOICES as SANDBOX_CHOICES, sandbox_help
 from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP, GRADINGS
+from colbench.openai_client import DEFAULT_TIMEOUT_S
 from colbench.model_refs import DEFAULT_MODEL, checkpoint_name
 from colbench.options import check, option
 from colbench.runs import check_run_name
@@ -69,8 +70,9 @@ class RolloutConfig:
         " --engine openai, else 4 x --batch-size."
     ), min=1)
     request_timeout_s: float = option(
-        60.0,
-        "Seconds a server request may take before it is retried (openai engine, endpoint simulators).",
+        DEFAULT_TIMEOUT_S,
+        "Seconds a server request may take, queueing on the server included, before it is retried (openai engine,"
+        " endpoint simulators). A busy server answers in minutes: a CPU vLLM at 256 requests in flight needs them.",
         min=0.1,
         flags=("--request-timeout",)
     )

@@ -27,6 +27,7 @@ from colbench.engines.base import EngineError, Generation, Message, Sample, Samp
 from colbench.openai_client import (
     BoundedAsyncClient,
     ChatCompletion,
+    DEFAULT_TIMEOUT_S,
     EndpointError,
     OpenAIClient,
     UNFILTERED_TOP_P,
@@ -45,7 +46,7 @@ class OpenAIEngine(TokenizerEngine):
         model: str,
         base_url: str,
         api_key: str | None = None,
-        timeout_s: float = 60,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         max_retries: int = 3,
         concurrency: int = DEFAULT_CONCURRENCY,
         *,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from colbench.openai_client import BoundedAsyncClient, OpenAIClient
+from colbench.openai_client import DEFAULT_TIMEOUT_S, BoundedAsyncClient, OpenAIClient
 from colbench.simulators.base import SimReply, SimRequest, Simulator, no_model_for
 from colbench.simulators.prompts import clean_reply
 
@@ -32,7 +32,7 @@ class EndpointSimulator(Simulator):
         base_url: str,
         api_key: str | None = None,
         *,
-        timeout_s: float = 60,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         max_retries: int = 3,
         concurrency: int = 64,
         max_tokens: int = 256,

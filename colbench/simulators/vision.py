@@ -16,6 +16,7 @@ import base64
 import re
 
 from colbench.engines.base import Message
+from colbench.openai_client import DEFAULT_TIMEOUT_S
 from colbench.simulators.base import SimRequest, no_model_for
 from colbench.simulators.endpoint import EndpointSimulator
 
@@ -105,7 +106,7 @@ class VisionEndpointSimulator(EndpointSimulator):
     kind = "vision"
     medium = "pages"
 
-    def __init__(self, model: str, base_url: str, api_key: str | None = None, *, timeout_s: float = 120,
+    def __init__(self, model: str, base_url: str, api_key: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  max_retries: int = 3, concurrency: int = 64, max_tokens: int = 400):
         # 400 tokens is about the protocol's 1000-character cut.
         super().__init__(model, base_url, api_key, timeout_s=timeout_s, max_retries=max_retries,
