@@ -252,16 +252,17 @@ def servable_tiny(servable_tiny_dir):
 
 
 def vllm_servers_of(folder) -> list[int]:
-    """The pids of vLLM servers whose command line names ``folder``."""
-    found = []
+    """The process groups of vLLM servers whose command line names ``folder`` (a server, its engine and its
+    watchdog share one)."""
+    found = set()
     for entry in os.listdir("/proc"):
         try:
             command = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+            if "vllm.entrypoints.openai.api_server" in command and str(folder) in command:
+                found.add(os.getpgid(int(entry)))
         except (OSError, ValueError):
             continue
-        if "vllm.entrypoints.openai.api_server" in command and str(folder) in command:
-            found.append(int(entry))
-    return found
+    return sorted(found)
 
 
 def process_group(pgid: int) -> list[int]:
@@ -295,9 +296,39 @@ def test_vllm_serve_samples_the_models_own_weights_and_stops_its_server(vllm_ins
     assert tokens_scored_alike(dialogues, turns, model, tokenizer) > 50
 
 
-def test_a_command_killed_mid_rollout_leaves_no_vllm_server(vllm_install, servable_tiny, tmp_path):
-    """kill -9 of a command whose vllm-serve engine is serving: its server and the server's engine processes go too
-    (the kernel signals the server when its parent dies), rather than holding the cores and memory."""
+def answers_health(folder) -> bool:
+    """Whether the vLLM server of ``folder`` answers /health (its port read from its command line)."""
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = open(f"/proc/{entry}/cmdline", "rb").read().decode().split("\0")
+        except (OSError, ValueError):
+            continue
+        if "vllm.entrypoints.openai.api_server" in argv and str(folder) in argv:
+            try:
+                port = argv[argv.index("--port", argv.index("vllm.entrypoints.openai.api_server")) + 1]
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
+                    return answer.status == 200
+            except (OSError, ValueError):
+                return False
+    return False
+
+
+def engine_started(pgid: int) -> bool:
+    """Whether vLLM's engine process (VLLM::EngineCore) runs in the process group ``pgid``."""
+    for pid in process_group(pgid):
+        try:
+            if "EngineCore" in open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@pytest.mark.parametrize("when", ["starting", "serving"])
+def test_a_command_killed_mid_rollout_leaves_no_vllm_server(when, vllm_install, servable_tiny, tmp_path):
+    """kill -9 of a command whose vllm-serve engine is starting its server, or serving: the server and its engine
+    processes go too (engines/watchdog.py), rather than holding the cores and memory. "starting" is the case the
+    kernel's parent-death signal on the server missed: vLLM loses a SIGTERM that lands while its engine starts."""
     import signal
     import time
 
@@ -313,8 +344,14 @@ def test_a_command_killed_mid_rollout_leaves_no_vllm_server(vllm_install, servab
             time.sleep(1)
         assert servers, "no server started"
         [server] = servers
-        time.sleep(20)  # its engine processes start too
-        assert len(process_group(server)) > 1
+        while not engine_started(server) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if when == "serving":
+            while not answers_health(folder) and time.monotonic() < deadline:
+                time.sleep(1)
+            assert answers_health(folder)
+        else:
+            assert engine_started(server) and not answers_health(folder)
         command.send_signal(signal.SIGKILL)
         command.wait(10)
         deadline = time.monotonic() + 90

@@ -59,11 +59,15 @@ class OpenAIEngine(TokenizerEngine):
         ``model_ref``: the stored name of the served weights (e.g. ckpt:<id>), given with their tokenizer."""
         self.model = model
         self.tokenizer = tokenizer
-        self.base_url = base_url.rstrip("/")
-        self.model_ref = model_ref or f"openai:{model}@{self.base_url}"
+        self.model_ref = model_ref or f"openai:{model}@{base_url.rstrip('/')}"
         self.concurrency = max(1, int(concurrency))
         self.logprobs = logprobs
         self._client_options = {"api_key": api_key, "timeout_s": timeout_s, "max_retries": max_retries}
+        self._connect(base_url)
+
+    def _connect(self, base_url: str) -> None:
+        """The clients of the server at ``base_url`` (the asynchronous one is made at its first request)."""
+        self.base_url = base_url.rstrip("/")
         self.client = OpenAIClient(self.base_url, **self._client_options)
         self._async = BoundedAsyncClient(self.base_url, self.concurrency, **self._client_options)
 

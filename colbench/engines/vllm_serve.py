@@ -10,13 +10,14 @@ a free loopback port at its first generation (a rollout with nothing left to do 
 policy's own distribution, which tests/test_vllm_real.py checks against the trainer's log-probs), and stops it on
 close. Dialogues are stored under the model's own name (``ckpt:7``), as the local engines store them.
 
-The server dies with the process that started it (kill -9 included), so it never outlives its command.
+The server goes when the process that started it goes, kill -9 included (engines/watchdog.py), so it never outlives
+its command.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -62,7 +63,8 @@ class ServedVLLMEngine(OpenAIEngine):
             raise EngineError(f"--engine vllm-serve computes in float32, not {compute_type}")
         self.install = find_vllm(vllm_python)
         self.startup_timeout_s = startup_timeout_s
-        self.spec = spec_for_source(source, SERVED_NAME, port=free_port(), lora=False,
+        # Port 0 until the first generation picks one (_start).
+        self.spec = spec_for_source(source, SERVED_NAME, port=0, lora=False,
                                     max_model_len=context_length(source), kv_cache_gib=kv_cache_gib())
         self.server = VLLMServer(self.spec, self.install)
         super().__init__(request_name(self.spec), self.server.base_url, tokenizer=load_tokenizer(source),
@@ -75,7 +77,13 @@ class ServedVLLMEngine(OpenAIEngine):
         if self.started:
             return
         self.started = True
-        self.server.start(die_with_parent=signal.SIGTERM)
+        # The port is picked here, not at build: an online step trains for minutes before it samples, and a port
+        # picked that long before the server binds it may be another process's by then.
+        self.spec = dataclasses.replace(self.spec, port=free_port())
+        self.server = VLLMServer(self.spec, self.install)
+        self.client.close()  # the placeholder's; its asynchronous twin was never made (no request went out)
+        self._connect(self.server.base_url)
+        self.server.start()
         seconds = self.server.wait_ready(self.startup_timeout_s)
         # Said: a read's first minute goes to it (benchmarks/vllm_serve_rollout.py reads the line).
         print(f"vllm-serve: {self.model_ref} served by {self.install.describe()} at {self.server.base_url}, ready in"

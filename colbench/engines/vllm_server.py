@@ -197,13 +197,10 @@ def failure_cause(log: Path) -> str:
     return lines[-1][-300:] if lines else "it printed nothing"
 
 
-def _on_parent_death(sig: int):
-    """What the child runs before exec: have the kernel send ``sig`` when its parent's thread ends
-    (PR_SET_PDEATHSIG). Looked up here, in the parent: a child forked from a threaded process must not import."""
-    import ctypes
-
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    return lambda: prctl(1, int(sig))  # 1: PR_SET_PDEATHSIG
+#: Runs a server that must not outlive the process that starts it (its docstring says how and why).
+WATCHDOG = Path(__file__).with_name("watchdog.py")
+#: Seconds a watched server has to shut down after its starter died, before SIGKILL.
+WATCHDOG_GRACE_S = 30
 
 
 class VLLMServer:
@@ -219,18 +216,20 @@ class VLLMServer:
     def base_url(self) -> str:
         return f"http://{self.spec.host}:{self.spec.port}/v1"
 
-    def start(self, detach: bool = False, die_with_parent: int | None = None) -> None:
-        """Start the server (its own process group, so that stopping it stops its engine's processes too);
-        ``detach``: it outlives this process; ``die_with_parent``: the signal it gets when the thread that started
-        it ends, its process killed included (Linux), so that nothing is left serving after a kill -9."""
+    def start(self, detach: bool = False) -> None:
+        """Start the server (its own process group, so that stopping it stops its engine's processes too).
+        ``detach``: it outlives this process; else it goes when this process goes, however (kill -9 included),
+        under watchdog.py: nothing is left holding the cores and memory."""
         if port_taken(self.spec.host, self.spec.port):
             raise EngineError(f"port {self.spec.port} on {self.spec.host} is in use: pick another with --port")
         argv, env = self.spec.command(self.install)
+        if not detach:  # the watchdog's stdin is a pipe only this process writes to (it never does)
+            argv = [sys.executable, str(WATCHDOG), str(WATCHDOG_GRACE_S), *argv]
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "w") as out:
-            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env=env, start_new_session=True,
-                                            preexec_fn=_on_parent_death(die_with_parent) if die_with_parent else None)
+            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                            stdin=subprocess.DEVNULL if detach else subprocess.PIPE,
+                                            start_new_session=True)
         self.detached = detach
 
     def wait_ready(self, timeout_s: float = 600.0) -> float:
@@ -260,18 +259,24 @@ class VLLMServer:
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """SIGTERM to the server's process group (vLLM shuts its engine down), SIGKILL after ``timeout_s``."""
-        if self.process is None or self.process.poll() is not None:
+        if self.process is None:
             return
-        for sig, wait in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                self.process.wait(wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        try:
+            for sig, wait in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 10.0)):
+                if self.process.poll() is not None:
+                    return
+                try:
+                    os.killpg(self.process.pid, sig)
+                except ProcessLookupError:
+                    return
+                try:
+                    self.process.wait(wait)
+                    return
+                except subprocess.TimeoutExpired:
+                    continue
+        finally:
+            if self.process.stdin:  # the watchdog's pipe: its server is gone
+                self.process.stdin.close()
 
     def __enter__(self):
         return self
