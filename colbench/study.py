@@ -19,7 +19,8 @@ A study's folder (``studies/backend-lite`` in the repository) holds:
 `colbench experiment --label NAME` writes the first three and the steps; `colbench study report FOLDER` reads them
 alone (no store, no model) and gives, per split, each arm's success with a bootstrap interval over
 tasks (a task's dialogues resampled together) and its paired difference from zero-shot on the same
-tasks and samples, and for SWEET-RL its paired differences from zero-shot, rejection fine-tuning and
+tasks and samples (an arm read at several training seeds pools them; each seed is also shown alone,
+paired with the first); for SWEET-RL its paired differences from zero-shot, rejection fine-tuning and
 multi-turn DPO with Holm-corrected p-values, and from SWEET-RL without c; every configuration tried
 on validation, with its settings and cost, each arm's best marked; and how often each SWEET-RL arm's
 chosen candidate was the better one where ground truth orders the two; and each online run's
@@ -262,6 +263,7 @@ def report(folder: Path) -> dict:
     return {
         "folder": str(folder),
         "arms": [r.__dict__ for r in results],
+        "seeds": seeds(groups),
         "sweet": finals,
         "declared": declared(folder, groups),
         "validation": [
@@ -272,6 +274,33 @@ def report(folder: Path) -> dict:
         "pairs": _distinct_pairs(read_jsonl(folder / PAIRS)),
         "online": study_online.summary(read_jsonl(folder / study_online.STEPS)),
     }
+
+
+def seeds(groups: dict[tuple[str, str, str], list[dict]]) -> list[dict]:
+    """Each training seed of an arm read at more than one, alone: how far one seed's figure is from another's says
+    how much of a comparison between arms is the luck of one training run. Each seed past the first is paired over
+    tasks with the first (each task's samples)."""
+    found = []
+    for (split, label, arm), mine in groups.items():
+        by_seed: dict[int, list[dict]] = {}
+        for row in mine:
+            by_seed.setdefault(row.get("seed") or 0, []).append(row)
+        if len(by_seed) < 2:
+            continue
+        first = min(by_seed)
+        for seed, rows in sorted(by_seed.items()):
+            informed = [r for r in rows if r.get("facts_obtained") is not None and r["facts_obtained"] >= 1.0]
+            facts = [r for r in rows if r.get("facts_obtained") is not None]
+            found.append({
+                "split": split, "label": label, "arm": arm, "seed": seed, "n": len(rows),
+                "success": _task_interval(rows, "success"),
+                "all_facts": len(informed) / len(facts) if facts else None,
+                "success_given_all_facts": sum(r["success"] for r in informed) / len(informed) if informed else None,
+                "agent_turns": sum(r["agent_turns"] for r in rows) / len(rows),
+                "versus_first": None if seed == first else _paired(by_seed[first], rows, f"seed {first}",
+                                                                  f"seed {seed}"),
+            })
+    return found
 
 
 def declared(folder: Path, groups: dict[tuple[str, str, str], list[dict]]) -> dict:
@@ -418,6 +447,16 @@ def markdown(found: dict) -> str:
                 f" {_share(arm.get('all_facts'))} | {_share(arm.get('success_given_all_facts'))} |"
                 f" {arm['agent_turns']:.2f} |"
             )
+    if found.get("seeds"):
+        out += ["", "**Each training seed alone** (an arm read at more than one; its table above pools them; the"
+                " difference from the first seed paired over tasks, 95% CI, sign-flip p)", "",
+                "| split, label | arm | seed | success (95% CI) | trajectories | every fact obtained "
+                "| success when every fact obtained | agent turns | − first seed, paired (95% CI), p |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for row in found["seeds"]:
+            out.append(f"| {row['split']}, {row['label']} | {row['arm']} | {row['seed']} | {_pct(row['success'])} |"
+                       f" {row['n']} | {_share(row['all_facts'])} | {_share(row['success_given_all_facts'])} |"
+                       f" {row['agent_turns']:.2f} | {_diff(row['versus_first'])} |")
     for split, sweet in found["sweet"].items():
         out += ["", f"**SWEET-RL on {split}, paired (95% CI), p (Holm over {', '.join(sweet['sweet_vs'])})**", "",
                 "| SWEET-RL − | difference | detectable at 80% power |", "|---|---|---|"]

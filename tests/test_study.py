@@ -319,6 +319,22 @@ def test_the_declared_comparisons_pool_both_seeds_per_task_and_holm_correct_the_
     assert code == 1 and "comparisons.json: not a comparisons file" in err and "Traceback" not in err
 
 
+def test_each_training_seed_is_shown_alone_and_paired_with_the_first(tmp_path):
+    """An arm read at two training seeds: each seed's own figures, and the second's difference from the first,
+    paired over tasks (B − A: seed 1 solves 4 more of 20 tasks); an arm read at one seed has no such rows."""
+    record(tmp_path, "rft-2", FINAL, seeded(set(range(4)), 0))
+    record(tmp_path, "rft-2", FINAL, seeded(set(range(8)), 1))
+    record(tmp_path, "zero-shot", FINAL, seeded(set(range(2)), 0))
+    found = report(tmp_path)["seeds"]
+    assert [(row["arm"], row["seed"], row["n"]) for row in found] == [("rft-2", 0, 40), ("rft-2", 1, 40)]
+    first, second = found
+    assert first["success"]["mean"] == pytest.approx(4 / 20) and second["success"]["mean"] == pytest.approx(8 / 20)
+    assert first["versus_first"] is None and second["versus_first"]["difference"]["mean"] == pytest.approx(4 / 20)
+    assert second["all_facts"] == pytest.approx(8 / 20) and second["success_given_all_facts"] == 1.0
+    text = markdown(report(tmp_path))
+    assert "| lite-fresh, final | rft-2 | 1 | 40.0% [" in text and "| 40 | 40.0% | 100.0% | 3.00 | +20.0% [" in text
+
+
 def chosen_reads(study: Path) -> list[list[str]]:
     """A study's chosen.sh: its final reads, each line's words as `final` splits them."""
     import re
