@@ -164,6 +164,15 @@ def _task_interval(rows: list[dict], field: str) -> dict:
     return _interval([sum(values) / len(values) for values in by_task.values()])
 
 
+def _asking(rows: list[dict]) -> dict:
+    """ArmResult's three figures of asking (None where the family records no facts)."""
+    facts = [r["facts_obtained"] for r in rows if r.get("facts_obtained") is not None]
+    informed = [r for r in rows if r.get("facts_obtained") is not None and r["facts_obtained"] >= 1.0]
+    return {"facts_obtained": sum(facts) / len(facts) if facts else None,
+            "all_facts": len(informed) / len(facts) if facts else None,
+            "success_given_all_facts": sum(r["success"] for r in informed) / len(informed) if informed else None}
+
+
 def _paired(a_rows: list[dict], b_rows: list[dict], a: str, b: str) -> dict | None:
     """B − A in success, paired by task (and sample: both sides must hold the same samples)."""
     from colbench.compare import NothingToCompare, compare
@@ -231,15 +240,11 @@ def report(folder: Path) -> dict:
         groups.items(), key=lambda item: (item[0][0], item[0][1] != FINAL, item[0][1], _arm_key(item[0][2]))
     ):
         base = groups.get((split, label, "zero-shot")) or _any_zero_shot(groups, split, label)
-        facts = [r["facts_obtained"] for r in mine if r.get("facts_obtained") is not None]
-        informed = [r for r in mine if r.get("facts_obtained") is not None and r["facts_obtained"] >= 1.0]
         results.append(ArmResult(
             arm=arm, label=label, split=split, n=len(mine), tasks=len({r["task_id"] for r in mine}),
             success=_task_interval(mine, "success"),
             tests_passed=_task_interval(mine, "tests_passed"),
-            facts_obtained=sum(facts) / len(facts) if facts else None,
-            all_facts=len(informed) / len(facts) if facts else None,
-            success_given_all_facts=sum(r["success"] for r in informed) / len(informed) if informed else None,
+            **_asking(mine),
             agent_turns=sum(r["agent_turns"] for r in mine) / len(mine),
             versus_zero_shot=None if arm == "zero-shot" or base is None else _paired(base, mine, "zero-shot", arm),
         ))
@@ -289,13 +294,9 @@ def seeds(groups: dict[tuple[str, str, str], list[dict]]) -> list[dict]:
             continue
         first = min(by_seed)
         for seed, rows in sorted(by_seed.items()):
-            informed = [r for r in rows if r.get("facts_obtained") is not None and r["facts_obtained"] >= 1.0]
-            facts = [r for r in rows if r.get("facts_obtained") is not None]
             found.append({
                 "split": split, "label": label, "arm": arm, "seed": seed, "n": len(rows),
-                "success": _task_interval(rows, "success"),
-                "all_facts": len(informed) / len(facts) if facts else None,
-                "success_given_all_facts": sum(r["success"] for r in informed) / len(informed) if informed else None,
+                "success": _task_interval(rows, "success"), **_asking(rows),
                 "agent_turns": sum(r["agent_turns"] for r in rows) / len(rows),
                 "versus_first": None if seed == first else _paired(by_seed[first], rows, f"seed {first}",
                                                                   f"seed {seed}"),
