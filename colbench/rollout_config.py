@@ -10,8 +10,8 @@ from colbench.engines import AUTO as AUTO_ENGINE, ENGINES, engine_help
 from colbench.families import selectors_help
 from colbench.grading.sandboxes import AUTO as AUTO_SANDBOX, CHOICES as SANDBOX_CHOICES, sandbox_help
 from colbench.grading.semantics import DEFAULT_GRADING, GRADING_HELP, GRADINGS
-from colbench.openai_client import DEFAULT_TIMEOUT_S
 from colbench.model_refs import DEFAULT_MODEL, checkpoint_name
+from colbench.openai_client import DEFAULT_TIMEOUT_S
 from colbench.options import check, option
 from colbench.runs import check_run_name
 from colbench.simulators import simulator_help
