@@ -310,7 +310,8 @@ def declared(folder: Path, groups: dict[tuple[str, str, str], list[dict]]) -> di
     interval resampling tasks, and the difference it could detect at 80% power) and the secondary ones, their
     p-values Holm-corrected together; and its ``validation`` comparisons (a decision rule's, e.g. a gate) on each
     validation label that read both arms, keyed "SPLIT, LABEL", Holm-corrected together there. A comparison whose
-    arms were not both read is left out."""
+    arms were not both read goes to ``not_read`` with the arms missing (a plan's comparison is never dropped in
+    silence) and out of the Holm correction."""
     path = folder / COMPARISONS
     if not path.exists():
         return {}
@@ -326,6 +327,10 @@ def declared(folder: Path, groups: dict[tuple[str, str, str], list[dict]]) -> di
         a, b = (groups.get((split, label, arm)) for arm in pair)
         return _paired(a, b, *pair) if a and b else None
 
+    def missing(split: str, pairs: list[tuple], label: str = FINAL) -> dict[str, list[str]]:
+        return {f"{b} − {a}": unread for a, b in pairs
+                if (unread := [arm for arm in (a, b) if not groups.get((split, label, arm))])}
+
     def corrected(split: str, pairs: list[tuple], label: str = FINAL) -> dict:
         found = {f"{b} − {a}": paired(split, (a, b), label) for a, b in pairs}
         found = {k: v for k, v in found.items() if v is not None}
@@ -337,10 +342,13 @@ def declared(folder: Path, groups: dict[tuple[str, str, str], list[dict]]) -> di
     for split in sorted({s for s, label, _ in groups if label == FINAL}):
         first = paired(split, primary)
         found[split] = {"primary": {"name": f"{primary[1]} − {primary[0]}", **first} if first else None,
-                        "secondary": corrected(split, secondary)}
+                        "secondary": corrected(split, secondary),
+                        "not_read": {("primary: " if name == f"{primary[1]} − {primary[0]}" else "") + name: unread
+                                     for name, unread in missing(split, [primary] + secondary).items()}}
     for split, label in sorted({(s, label) for s, label, _ in groups if label != FINAL and s in VALIDATION_SPLITS}):
         if checked := corrected(split, validation, label):
-            found[f"{split}, {label}"] = {"primary": None, "secondary": checked}
+            found[f"{split}, {label}"] = {"primary": None, "secondary": checked,
+                                          "not_read": missing(split, validation, label)}
     return found
 
 
@@ -473,6 +481,8 @@ def markdown(found: dict) -> str:
         for name, comparison in listed + list(declared_here["secondary"].items()):
             power = f"{comparison['detectable']:.1%}" if comparison["detectable"] is not None else "–"
             out.append(f"| {name} | {_diff(comparison, holm_too=True)} | {power} |")
+        for name, unread in declared_here.get("not_read", {}).items():
+            out.append(f"| {name} | not read: no {' or '.join(unread)} read here | – |")
     if found.get("search"):
         out += ["", "**Every configuration tried on validation** (✓: the best of its arm; minutes of training, the "
                 "critic's shared by the SWEET-RL arms that use it)", "",

@@ -306,7 +306,8 @@ def test_the_declared_comparisons_pool_both_seeds_per_task_and_holm_correct_the_
     # rft-2 solves (4 + 8) / 2 = 6 tasks' worth, rft+sweet (12 + 10) / 2 = 11, over 20 tasks
     assert primary["name"] == "rft+sweet − rft-2" and primary["difference"]["mean"] == pytest.approx(5 / 20)
     assert primary["tasks"] == TASKS and primary["detectable"] > 0
-    assert set(found["secondary"]) == {"rft-2 − zero-shot", "rft+sweet − zero-shot"}  # rft was not read
+    assert set(found["secondary"]) == {"rft-2 − zero-shot", "rft+sweet − zero-shot"}  # rft was not read:
+    assert found["not_read"] == {"rft+sweet − rft": ["rft"]}  # named, out of the Holm correction
     raw = {k: v["p_value"] for k, v in found["secondary"].items()}
     assert {k: v["p_holm"] for k, v in found["secondary"].items()} == pytest.approx(holm(raw))
     assert found["secondary"]["rft+sweet − zero-shot"]["difference"]["mean"] == pytest.approx(9 / 20)
@@ -314,6 +315,7 @@ def test_the_declared_comparisons_pool_both_seeds_per_task_and_holm_correct_the_
     run = command_line("sqlite://", capsys, monkeypatch)
     code, out, err = run("study", "report", str(tmp_path))
     assert code == 0 and "| primary: rft+sweet − rft-2 | +25.0%" in out
+    assert "| rft+sweet − rft | not read: no rft read here | – |" in out
     (tmp_path / "comparisons.json").write_text(json.dumps({"primary": ["rft-2"]}))
     code, out, err = run("study", "report", str(tmp_path))
     assert code == 1 and "comparisons.json: not a comparisons file" in err and "Traceback" not in err
@@ -509,9 +511,11 @@ def test_the_plans_validation_comparisons_are_read_on_each_validation_label_that
     record(tmp_path, "grpo+credit", "val", rows(set(), split="lite-val"))
     record(tmp_path, "grpo", "other", rows({1}, split="lite-val"))  # grpo+oracle was never read under this label
     (tmp_path / "comparisons.json").write_text(json.dumps({
-        "primary": ["grpo", "grpo+credit"], "validation": [["grpo", "grpo+oracle"], ["grpo", "grpo+credit"]]}))
+        "primary": ["grpo", "grpo+credit"], "validation": [["grpo", "grpo+oracle"], ["grpo", "grpo+credit"],
+                                                           ["grpo", "grpo+infogain"]]}))
     found = report(tmp_path)["declared"]
     assert set(found) == {"lite-val, val"}
+    assert found["lite-val, val"]["not_read"] == {"grpo+infogain − grpo": ["grpo+infogain"]}
     gate = found["lite-val, val"]["secondary"]
     assert gate["grpo+oracle − grpo"]["difference"]["mean"] == pytest.approx(4 / TASKS)
     assert gate["grpo+credit − grpo"]["difference"]["mean"] == pytest.approx(-2 / TASKS)
