@@ -174,7 +174,8 @@ def _asking(rows: list[dict]) -> dict:
 
 
 def _paired(a_rows: list[dict], b_rows: list[dict], a: str, b: str) -> dict | None:
-    """B − A in success, paired by task (and sample: both sides must hold the same samples)."""
+    """B − A in success, paired by task (and sample: both sides must hold the same samples), and in success given
+    every fact within task (``_informed_difference``)."""
     from colbench.compare import NothingToCompare, compare
 
     try:
@@ -183,7 +184,28 @@ def _paired(a_rows: list[dict], b_rows: list[dict], a: str, b: str) -> dict | No
         return None
     d = found.difference
     return {"difference": {"mean": d.mean, "low": d.low, "high": d.high}, "p_value": found.p_value,
-            "tasks": found.n_tasks, "detectable": detectable(d.low, d.high)}
+            "tasks": found.n_tasks, "detectable": detectable(d.low, d.high),
+            "given_all_facts": _informed_difference(a_rows, b_rows)}
+
+
+def _informed_difference(a_rows: list[dict], b_rows: list[dict]) -> dict | None:
+    """B − A in success among the dialogues that obtained every fact, within task: each task's success rate over
+    its informed dialogues, on the tasks where both arms have one, then the mean difference with a 95% interval
+    resampling tasks. It separates asking from answering: an arm that asks more reaches every fact on harder tasks
+    too, so the pooled "success when every fact obtained" mixes a change of answers with a change of tasks. None
+    where the family records no facts or no task has an informed dialogue on both sides."""
+    def informed(rows: list[dict]) -> dict[int, float]:
+        by_task: dict[int, list[float]] = {}
+        for row in rows:
+            if row.get("facts_obtained") is not None and row["facts_obtained"] >= 1.0:
+                by_task.setdefault(row["task_id"], []).append(float(row["success"]))
+        return {task: sum(values) / len(values) for task, values in by_task.items()}
+
+    a, b = informed(a_rows), informed(b_rows)
+    shared = sorted(set(a) & set(b))
+    if not shared:
+        return None
+    return {**_interval([b[task] - a[task] for task in shared]), "tasks": len(shared)}
 
 
 def detectable(low: float, high: float) -> float | None:
@@ -434,6 +456,12 @@ def _diff(found: dict | None, holm_too: bool = False) -> str:
     return text + (f" (Holm {found['p_holm']:.2g})" if holm_too and "p_holm" in found else "")
 
 
+def _informed(found: dict | None) -> str:
+    if not found:
+        return "–"
+    return f"{found['mean']:+.1%} [{found['low']:+.1%}, {found['high']:+.1%}], {found['tasks']}"
+
+
 def markdown(found: dict) -> str:
     """The study's tables as Markdown: one per split and label, then SWEET-RL's comparisons."""
     out: list[str] = []
@@ -474,15 +502,18 @@ def markdown(found: dict) -> str:
             out.append(f"| {rival} | {_diff(comparison, holm_too=True)} | {power} |")
     for split, declared_here in found.get("declared", {}).items():
         out += ["", f"**The plan's comparisons on {split}** (paired over tasks, 95% CI, sign-flip p; the secondary"
-                " ones Holm-corrected together)", "", "| comparison | difference | detectable at 80% power |",
-                "|---|---|---|"]
+                " ones Holm-corrected together; given every fact: success among the dialogues that obtained every"
+                " fact, within task, on the tasks where both arms have one)", "",
+                "| comparison | difference | detectable at 80% power | given every fact (95% CI), tasks |",
+                "|---|---|---|---|"]
         primary = declared_here["primary"]
         listed = [(f"primary: {primary['name']}", primary)] if primary else []
         for name, comparison in listed + list(declared_here["secondary"].items()):
             power = f"{comparison['detectable']:.1%}" if comparison["detectable"] is not None else "–"
-            out.append(f"| {name} | {_diff(comparison, holm_too=True)} | {power} |")
+            out.append(f"| {name} | {_diff(comparison, holm_too=True)} | {power} |"
+                       f" {_informed(comparison.get('given_all_facts'))} |")
         for name, unread in declared_here.get("not_read", {}).items():
-            out.append(f"| {name} | not read: no {' or '.join(unread)} read here | – |")
+            out.append(f"| {name} | not read: no {' or '.join(unread)} read here | – | – |")
     if found.get("search"):
         out += ["", "**Every configuration tried on validation** (✓: the best of its arm; minutes of training, the "
                 "critic's shared by the SWEET-RL arms that use it)", "",

@@ -321,6 +321,31 @@ def test_the_declared_comparisons_pool_both_seeds_per_task_and_holm_correct_the_
     assert code == 1 and "comparisons.json: not a comparisons file" in err and "Traceback" not in err
 
 
+def test_success_given_every_fact_is_compared_within_task_not_pooled(tmp_path, capsys, monkeypatch):
+    """An arm that asks more reaches every fact on harder tasks too: pooled over dialogues its success given every
+    fact falls with no change in its answers. The declared comparison reads it within task, on the tasks where both
+    arms obtained every fact."""
+    def arm(informed_successes: dict[int, int]) -> list[dict]:  # task -> success of its informed dialogues
+        return [{"seed": 0, "split": "lite-fresh", "task_id": t, "template": "t", "sample": k,
+                 "tests_passed": float(informed_successes.get(t, 0)), "success": informed_successes.get(t, 0),
+                 "agent_turns": 3, "facts_obtained": 1.0 if t in informed_successes else 0.5}
+                for t in range(TASKS) for k in range(2)]
+    easy, hard = range(10), range(10, TASKS)
+    record(tmp_path, "rft-2", FINAL, arm({t: 1 for t in easy}))                       # asks only on easy tasks
+    record(tmp_path, "grpo+credit", FINAL, arm({t: 1 for t in easy} | {t: 0 for t in hard}))  # and on hard ones
+    (tmp_path / "comparisons.json").write_text(json.dumps({"primary": ["rft-2", "grpo+credit"]}))
+    found = report(tmp_path)
+    pooled = {row["arm"]: row["success_given_all_facts"] for row in found["arms"]}
+    assert pooled == {"rft-2": 1.0, "grpo+credit": 0.5}
+    within = found["declared"]["lite-fresh"]["primary"]["given_all_facts"]
+    assert within["mean"] == 0 and within["tasks"] == len(easy)
+    record(tmp_path, "grpo+credit", FINAL, arm({t: int(t < 5) for t in easy}))     # now it answers worse
+    within = report(tmp_path)["declared"]["lite-fresh"]["primary"]["given_all_facts"]
+    assert within["mean"] == pytest.approx(-0.5) and within["high"] < 0
+    code, out, err = command_line("sqlite://", capsys, monkeypatch)("study", "report", str(tmp_path))
+    assert code == 0 and "| -50.0% [" in out and "], 10 |" in out
+
+
 def test_each_training_seed_is_shown_alone_and_paired_with_the_first(tmp_path):
     """An arm read at two training seeds: each seed's own figures, and the second's difference from the first,
     paired over tasks (B − A: seed 1 solves 4 more of 20 tasks); an arm read at one seed has no such rows."""
