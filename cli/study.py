@@ -36,7 +36,7 @@ def report(
         if as_json:
             print_json(credits.as_json(found))
             return
-        console.print(credits.markdown(found), highlight=False, markup=False)
+        console.print(credits.markdown(found), highlight=False, markup=False, soft_wrap=True)
         return
     found = study_report(folder)
     if curves is not None:
@@ -50,4 +50,4 @@ def report(
     if as_json:
         print_json(found)
         return
-    console.print(markdown(found), highlight=False, markup=False)
+    console.print(markdown(found), highlight=False, markup=False, soft_wrap=True)  # markdown: never wrapped

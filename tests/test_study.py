@@ -344,6 +344,7 @@ def test_success_given_every_fact_is_compared_within_task_not_pooled(tmp_path, c
     assert within["mean"] == pytest.approx(-0.5) and within["high"] < 0
     code, out, err = command_line("sqlite://", capsys, monkeypatch)("study", "report", str(tmp_path))
     assert code == 0 and "| -50.0% [" in out and "], 10 |" in out
+    assert markdown(report(tmp_path)) in out  # printed unwrapped: markdown whatever the terminal's width
 
 
 def test_each_training_seed_is_shown_alone_and_paired_with_the_first(tmp_path):
