@@ -361,11 +361,12 @@ def declared(folder: Path, groups: dict[tuple[str, str, str], list[dict]]) -> di
         return found
 
     found = {}
+    primary_name = f"{primary[1]} − {primary[0]}"
     for split in sorted({s for s, label, _ in groups if label == FINAL}):
         first = paired(split, primary)
-        found[split] = {"primary": {"name": f"{primary[1]} − {primary[0]}", **first} if first else None,
+        found[split] = {"primary": {"name": primary_name, **first} if first else None,
                         "secondary": corrected(split, secondary),
-                        "not_read": {("primary: " if name == f"{primary[1]} − {primary[0]}" else "") + name: unread
+                        "not_read": {("primary: " if name == primary_name else "") + name: unread
                                      for name, unread in missing(split, [primary] + secondary).items()}}
     for split, label in sorted({(s, label) for s, label, _ in groups if label != FINAL and s in VALIDATION_SPLITS}):
         if checked := corrected(split, validation, label):
