@@ -316,6 +316,9 @@ def test_the_declared_comparisons_pool_both_seeds_per_task_and_holm_correct_the_
     code, out, err = run("study", "report", str(tmp_path))
     assert code == 0 and "| primary: rft+sweet − rft-2 | +25.0%" in out
     assert "| rft+sweet − rft | not read: no rft read here | – |" in out
+    (tmp_path / "comparisons.json").write_text(json.dumps({"primary": ["rft", "rft-2"]}))
+    assert report(tmp_path)["declared"]["lite-fresh"] == {
+        "primary": None, "secondary": {}, "not_read": {"primary: rft-2 − rft": ["rft"]}}
     (tmp_path / "comparisons.json").write_text(json.dumps({"primary": ["rft-2"]}))
     code, out, err = run("study", "report", str(tmp_path))
     assert code == 1 and "comparisons.json: not a comparisons file" in err and "Traceback" not in err
