@@ -95,7 +95,7 @@ STUDY_3 = STUDY.parent / "backend-lite-3"
 STUDY_4 = STUDY.parent / "backend-lite-4"
 
 
-@pytest.mark.parametrize("study", [STUDY, STUDY_3], ids=lambda study: study.name)
+@pytest.mark.parametrize("study", [STUDY, STUDY_3, STUDY_4], ids=lambda study: study.name)
 def test_the_study_readmes_tables_are_the_studys_report(study):
     """The account's tables are what `colbench study report` computes from the committed files, to the digit."""
     readme = (study / "README.md").read_text(encoding="utf-8")
