@@ -27,6 +27,9 @@ from colbench.cli.common import ERROR, INTERRUPTED, fail, state
 TRAINING_COMMANDS = (("critic", "fit"), ("policy", "fit"))
 LAUNCHER_LOG = re.compile(r"[IWE]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ")  # torch elastic's own log lines
 LAUNCHER_REPORT = "Traceback (most recent call last):"  # the launcher raising ChildFailedError: its report follows
+# A trainer's collective failing because another trainer died (gloo: "Connection closed by peer"): an effect, not the
+# cause, so the launcher's report of the dead process wins over it, whichever reaches the pipe first.
+PEER_LOST = re.compile(r"connection (closed|reset) by peer|remote worker crash", re.IGNORECASE)
 
 
 def register(app: typer.Typer) -> None:
@@ -61,35 +64,41 @@ def launch(
         env["COLBENCH_DB"] = state.db_url
     if state.artifacts:
         env["COLBENCH_ARTIFACTS"] = state.artifacts
-    code, report = _run_owning_interrupts(command, env)
+    code, report, lost_peer = _run_owning_interrupts(command, env)
     if code == 130:
         fail(INTERRUPTED, code=130)
     if code and report:
         fail(_died(report), code=code)
+    sys.stderr.writelines(lost_peer)  # no trainer said why and the launcher named none: the effect is all there is
     raise typer.Exit(code)
 
 
-def _run_owning_interrupts(command: list[str], env: dict) -> tuple[int, list[str]]:
+def _run_owning_interrupts(command: list[str], env: dict) -> tuple[int, list[str], list[str]]:
     """Run the launcher; on Ctrl-C or SIGTERM, stop its processes and return 130. Also returns the launcher's
-    report of a failed process where no trainer said why (else [])."""
+    report of a failed process where no trainer said why (else []), and the error lines of trainers whose peer was
+    lost, held back (PEER_LOST)."""
     child = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
     stopping, failed = threading.Event(), threading.Event()
     report: list[str] = []
+    lost_peer: list[str] = []
     everything = bool(os.environ.get("COLBENCH_DEBUG"))
 
     def relay() -> None:  # the trainers' and launcher's stderr, until a stop or a trainer's error makes it noise
         for line in child.stderr:
-            # A trainer interrupted without our Ctrl-C was stopped by the launcher because another died: the
-            # launcher's report says which and how.
+            # A trainer interrupted without our Ctrl-C, or whose collective lost its peer, was stopped because
+            # another died: the launcher's report says which and how.
             interrupted = line.startswith(ERROR + INTERRUPTED)  # uncoloured: the trainers write to a pipe
+            peer_gone = line.startswith(ERROR) and bool(PEER_LOST.search(line))
             if everything:
                 sys.stderr.write(line)
             elif report or line.startswith(LAUNCHER_REPORT):
                 report.append(line)
+            elif peer_gone:
+                lost_peer.append(line)
             elif not (stopping.is_set() or failed.is_set() or interrupted or LAUNCHER_LOG.match(line)):
                 sys.stderr.write(line)
             sys.stderr.flush()
-            if line.startswith(ERROR) and not interrupted:
+            if line.startswith(ERROR) and not (interrupted or peer_gone):
                 failed.set()
 
     relaying = threading.Thread(target=relay, daemon=True)
@@ -109,7 +118,9 @@ def _run_owning_interrupts(command: list[str], env: dict) -> tuple[int, list[str
         for s, handler in previous.items():
             signal.signal(s, handler)
     relaying.join(timeout=5)
-    return (130, []) if stopping.is_set() else (code, [] if failed.is_set() else report)
+    if stopping.is_set():
+        return 130, [], []
+    return code, [] if failed.is_set() else report, [] if failed.is_set() or report else lost_peer
 
 
 def _died(report: list[str]) -> str:
