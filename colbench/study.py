@@ -158,16 +158,25 @@ def _task_interval(rows: list[dict], field: str) -> dict:
     one task are not independent (most of a figure's variance is between tasks), so resampling dialogues would
     draw the interval too narrow. The mean is over tasks (equal to the mean over dialogues when every task has as
     many)."""
+    return _interval(list(_task_means(rows, field).values()))
+
+
+def _task_means(rows: list[dict], field: str) -> dict[int, float]:
+    """Each task's mean of ``field`` over its rows."""
     by_task: dict[int, list[float]] = {}
     for row in rows:
         by_task.setdefault(row["task_id"], []).append(float(row[field]))
-    return _interval([sum(values) / len(values) for values in by_task.values()])
+    return {task: sum(values) / len(values) for task, values in by_task.items()}
+
+
+def _has_every_fact(row: dict) -> bool:
+    return row.get("facts_obtained") is not None and row["facts_obtained"] >= 1.0
 
 
 def _asking(rows: list[dict]) -> dict:
     """ArmResult's three figures of asking (None where the family records no facts)."""
     facts = [r["facts_obtained"] for r in rows if r.get("facts_obtained") is not None]
-    informed = [r for r in rows if r.get("facts_obtained") is not None and r["facts_obtained"] >= 1.0]
+    informed = [r for r in rows if _has_every_fact(r)]
     return {"facts_obtained": sum(facts) / len(facts) if facts else None,
             "all_facts": len(informed) / len(facts) if facts else None,
             "success_given_all_facts": sum(r["success"] for r in informed) / len(informed) if informed else None}
@@ -194,14 +203,7 @@ def _informed_difference(a_rows: list[dict], b_rows: list[dict]) -> dict | None:
     resampling tasks. It separates asking from answering: an arm that asks more reaches every fact on harder tasks
     too, so the pooled "success when every fact obtained" mixes a change of answers with a change of tasks. None
     where the family records no facts or no task has an informed dialogue on both sides."""
-    def informed(rows: list[dict]) -> dict[int, float]:
-        by_task: dict[int, list[float]] = {}
-        for row in rows:
-            if row.get("facts_obtained") is not None and row["facts_obtained"] >= 1.0:
-                by_task.setdefault(row["task_id"], []).append(float(row["success"]))
-        return {task: sum(values) / len(values) for task, values in by_task.items()}
-
-    a, b = informed(a_rows), informed(b_rows)
+    a, b = (_task_means([row for row in rows if _has_every_fact(row)], "success") for rows in (a_rows, b_rows))
     shared = sorted(set(a) & set(b))
     if not shared:
         return None
